@@ -1,0 +1,233 @@
+"""PTransforms and helpers shared by the Beam jobs: CSV reading, dead letters, outputs, summaries."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from typing import Iterable, List, Optional, Sequence
+
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+from preprocessing.parsing import iter_csv_records, split_fields
+
+LOCAL_RUNNERS = (None, "DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner",
+                 "PrismRunner", "PortableRunner", "FnApiRunner")
+
+
+class JobError(SystemExit):
+    """A bad argument or input found before the pipeline starts: one line, exit status 2."""
+
+    def __init__(self, job: str, message: str):
+        super().__init__(f"{job}: error: {message}")
+        self.job = job
+        self.message = message
+
+
+def is_remote_path(path: str) -> bool:
+    return "://" in path
+
+
+def is_local_runner(options: PipelineOptions) -> bool:
+    runner = options.view_as(StandardOptions).runner
+    name = runner if isinstance(runner, (str, type(None))) else type(runner).__name__
+    return name in LOCAL_RUNNERS
+
+
+def split_patterns(text: str) -> List[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def match_files(patterns: Sequence[str]) -> List[str]:
+    """All files matching the patterns, sorted; an empty list if none do."""
+    files = []
+    for result in FileSystems.match(list(patterns)):
+        files.extend(m.path for m in result.metadata_list)
+    return sorted(set(files))
+
+
+def check_writable(job: str, output: str) -> None:
+    """Fails fast when the output location cannot be written."""
+    probe = FileSystems.join(output, ".write_probe")
+    try:
+        if not is_remote_path(output):
+            os.makedirs(output, exist_ok=True)
+        with FileSystems.create(probe) as f:
+            f.write(b"ok")
+        FileSystems.delete([probe])
+    except Exception as e:  # the filesystem's own error text names the cause
+        raise JobError(job, f"output {output} is not writable: {str(e).splitlines()[0][:300]}")
+
+
+def replace_outputs(output: str, names: Iterable[str]) -> None:
+    """Deletes what an earlier run wrote under `output`, so no shards of two runs mix."""
+    paths = [FileSystems.join(output, n) for n in names]
+    existing = [p for p in paths if FileSystems.exists(p)]
+    if existing:
+        logging.info("Replacing earlier outputs: %s", ", ".join(existing))
+        FileSystems.delete(existing)
+
+
+def read_head(path: str, max_bytes: int = 1 << 20) -> str:
+    """The first ~max_bytes of a (possibly compressed) text file, cut at a line end."""
+    with FileSystems.open(path) as f:
+        data = f.read(max_bytes)
+    text = data.decode("utf-8", errors="replace")
+    if len(data) == max_bytes and "\n" in text:
+        text = text[: text.rindex("\n") + 1]
+    return text
+
+
+def write_text(path: str, text: str) -> None:
+    if not is_remote_path(path):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with FileSystems.create(path) as f:
+        f.write(text.encode("utf-8"))
+
+
+def read_text(path: str) -> str:
+    with FileSystems.open(path) as f:
+        return f.read().decode("utf-8")
+
+
+def copy_local_tree(src_dir: str, dst_dir: str) -> None:
+    """Copies a local directory to any Beam filesystem (gs:// included) file by file."""
+    for root, _, files in os.walk(src_dir):
+        rel = os.path.relpath(root, src_dir)
+        for name in files:
+            dst = FileSystems.join(dst_dir, *([] if rel == "." else rel.split(os.sep)), name)
+            with open(os.path.join(root, name), "rb") as src, FileSystems.create(dst) as out:
+                shutil.copyfileobj(src, out)
+
+
+def dead_letter(job: str, source: str, line: Optional[int], raw, reason: str, detail: str) -> str:
+    """One dead-letter record as a JSON line: where it came from, what it was, and why."""
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", errors="replace")
+    return json.dumps({"job": job, "source": source, "line": line, "raw": raw,
+                       "reason": reason, "detail": detail}, ensure_ascii=False)
+
+
+class _ReadCsvChunks(beam.DoFn):
+    """Reads one CSV file: header, then chunks of (line number, record text).
+
+    Reading a whole file in one DoFn gives exact line numbers and handles quoted fields that
+    span lines; a Reshuffle after it spreads the chunks over workers.
+    """
+
+    def __init__(self, job: str, chunk_rows: int):
+        self.job = job
+        self.chunk_rows = chunk_rows
+        self.rows_read = Metrics.counter(job, "rows_read")
+        self.files_read = Metrics.counter(job, "files_read")
+        self.bad_encoding = Metrics.counter(job, "rejected_bad_encoding")
+
+    def process(self, readable: fileio.ReadableFile):
+        path = readable.metadata.path
+        self.files_read.inc()
+        decode_errors = []
+
+        def lines():
+            with readable.open() as f:
+                for line_no, raw in enumerate(f, 1):
+                    try:
+                        yield raw.decode("utf-8")
+                    except UnicodeDecodeError as e:
+                        decode_errors.append((line_no, raw, str(e)))
+                        yield "\n"  # keeps line numbers; the bad line is dead-lettered below
+
+        header = None
+        chunk, total, started = [], 0, time.time()
+        for line_no, text in iter_csv_records(lines()):
+            while decode_errors:
+                yield self._encoding_reject(path, *decode_errors.pop())
+            if header is None:
+                header = tuple(h.strip() for h in (split_fields([text])[0] or []))
+                continue
+            chunk.append((line_no, text))
+            if len(chunk) >= self.chunk_rows:
+                total += len(chunk)
+                self.rows_read.inc(len(chunk))
+                yield (path, header, chunk)
+                chunk = []
+                if total % (50 * self.chunk_rows) < self.chunk_rows:
+                    logging.info("%s: read %d rows of %s (%.0f rows/s)", self.job, total, path,
+                                 total / max(time.time() - started, 1e-9))
+        while decode_errors:
+            yield self._encoding_reject(path, *decode_errors.pop())
+        if chunk:
+            total += len(chunk)
+            self.rows_read.inc(len(chunk))
+            yield (path, header, chunk)
+        if header is None:
+            logging.warning("%s: %s is empty (no header row)", self.job, path)
+        logging.info("%s: finished %s: %d rows", self.job, path, total)
+
+    def _encoding_reject(self, path, line_no, raw, err):
+        self.rows_read.inc()
+        self.bad_encoding.inc()
+        return beam.pvalue.TaggedOutput(
+            "rejects", dead_letter(self.job, path, line_no, raw, "bad_encoding", err))
+
+
+class ReadCsvChunks(beam.PTransform):
+    """Globs -> (path, header, [(line, record text), ...]) chunks, plus a 'rejects' output.
+
+    Local paths and gs:// (or any Beam filesystem); .gz/.bz2 are decompressed by extension.
+    """
+
+    def __init__(self, job: str, patterns: Sequence[str], chunk_rows: int = 2000):
+        super().__init__()
+        self.job = job
+        self.patterns = list(patterns)
+        self.chunk_rows = chunk_rows
+
+    def expand(self, pbegin):
+        read = (
+            pbegin
+            | "Patterns" >> beam.Create(self.patterns)
+            | "Match" >> fileio.MatchAll()
+            | "Open" >> fileio.ReadMatches()
+            | "ReadChunks" >> beam.ParDo(_ReadCsvChunks(self.job, self.chunk_rows))
+            .with_outputs("rejects", main="chunks")
+        )
+        # Files are read whole; redistribute their chunks so parsing runs in parallel.
+        chunks = read.chunks | "Redistribute" >> beam.Reshuffle()
+        return chunks, read.rejects
+
+
+class WriteDeadLetters(beam.PTransform):
+    """Writes dead-letter JSON lines under `<dir>/rejects-*.jsonl`."""
+
+    def __init__(self, directory: str):
+        super().__init__()
+        self.directory = directory
+
+    def expand(self, pcoll):
+        return pcoll | "WriteRejects" >> beam.io.WriteToText(
+            FileSystems.join(self.directory, "rejects"), file_name_suffix=".jsonl")
+
+
+def query_counters(result, namespace: str) -> dict:
+    """Counter name -> value for one namespace (committed where the runner reports it)."""
+    out = {}
+    for c in result.metrics().query(MetricsFilter().with_namespace(namespace))["counters"]:
+        value = c.committed if c.committed is not None else c.attempted
+        out[c.key.metric.name] = out.get(c.key.metric.name, 0) + (value or 0)
+    return out
+
+
+def local_tmp_dir(prefix: str) -> str:
+    return tempfile.mkdtemp(prefix=prefix)
+
+
+def dumps_json(obj) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"
+

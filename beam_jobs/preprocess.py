@@ -1,0 +1,336 @@
+"""Preprocess raw CSV into sharded gzip TFRecords through one shared tf.transform graph.
+
+Reads CSV (local paths or gs:// globs), parses rows against the schema (a spec file, a schema
+inferred from the data, and optionally a TFX-style module file's `preprocessing_fn`), splits them
+deterministically into train/eval/test by hashing the key, analyzes on train only, transforms
+every split with the same transform_fn, and writes:
+
+    OUTPUT/train|eval|test/part-*.tfrecord.gz    tf.Example of transformed features
+    OUTPUT/transform_fn/, transformed_metadata/  the tf.transform output (TFTransformOutput)
+    OUTPUT/raw_schema.json                       the raw schema serving needs
+    OUTPUT/rejects/rejects-*.jsonl               dead letters: source, line, raw, reason, detail
+    OUTPUT/summary.json                          counts per split, rejects by reason, timing
+
+Locally, on the DirectRunner (add `--direct_num_workers 2 --direct_running_mode multi_processing`
+to use two cores):
+
+    python -m beam_jobs.preprocess --input data/taxi.csv --output out/taxi \\
+        --schema_spec preprocessing/specs/taxi.yaml
+
+    python -m beam_jobs.preprocess --input 'data/*.csv' --output out/inferred --label_column fare_amount
+
+On Dataflow:
+
+    python -m beam_jobs.preprocess --runner DataflowRunner --project P --region us-central1 \\
+        --temp_location gs://B/tmp --setup_file ./setup.py \\
+        --input 'gs://B/raw/*.csv' --output gs://B/prep --schema_spec gs://B/taxi.yaml
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Optional
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import (GoogleCloudOptions, PipelineOptions,
+                                                  SetupOptions)
+
+from beam_jobs import common
+from preprocessing import parsing
+from preprocessing.schema import Schema, SchemaError, infer_schema, parse_csv_sample
+from preprocessing.split import SPLITS, boundaries, parse_fractions, split_index
+
+JOB = "preprocess"
+OUTPUT_NAMES = ("train", "eval", "test", "transform_fn", "transformed_metadata", "transform_tmp",
+                "rejects", "raw_schema.json", "summary.json")
+RAW_SCHEMA_FILE = "raw_schema.json"
+SUMMARY_FILE = "summary.json"
+
+
+class PreprocessOptions(PipelineOptions):
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--input", help="CSV file(s): a path or glob, local or gs://; "
+                            "comma-separate several. Required.")
+        parser.add_argument("--output", help="Output directory (local or gs://). Required. "
+                            "An earlier run's outputs there are replaced.")
+        parser.add_argument("--format", default="csv", choices=["csv"], help="Input format.")
+        parser.add_argument("--schema_spec", help="Declarative spec file (JSON or YAML). "
+                            "Without it the schema is inferred from the header and a sample.")
+        parser.add_argument("--label_column", help="Target column (needed when no spec is given). "
+                            "Not --label: Beam's Dataflow options own that flag (job labels).")
+        parser.add_argument("--key_column", help="Column that identifies a row; the split "
+                            "hashes it (default: from the spec, or a column named key/id, or "
+                            "the whole record).")
+        parser.add_argument("--module_file", help="TFX-style module file whose "
+                            "preprocessing_fn replaces the one generated from the schema.")
+        parser.add_argument("--split", default="0.8,0.1,0.1",
+                            help="train,eval[,test] fractions (default 0.8,0.1,0.1).")
+        parser.add_argument("--num_shards", type=int, default=0,
+                            help="TFRecord shards per split; 0 lets the runner decide.")
+        parser.add_argument("--rows_per_batch", type=int, default=2000,
+                            help="Rows per Arrow RecordBatch handed to tf.transform.")
+        parser.add_argument("--delimiter", default=",", help="CSV field delimiter.")
+        parser.add_argument("--sample_rows", type=int, default=10_000,
+                            help="Rows sampled from the first file for schema inference.")
+        parser.add_argument("--tft_temp_dir", help="tf.transform's scratch directory "
+                            "(default: a local temp dir on local runners, else temp_location).")
+
+
+# ---- launch-time resolution (fails fast, before any pipeline runs) -------------------------------
+class JobConfig:
+    """Everything resolved from the options before the pipeline is built."""
+
+    def __init__(self, options: PipelineOptions):
+        o = options.view_as(PreprocessOptions)
+        if not o.input:
+            raise common.JobError(JOB, "--input is required")
+        if not o.output:
+            raise common.JobError(JOB, "--output is required")
+        if not o.schema_spec and not o.label_column:
+            raise common.JobError(JOB, "give --schema_spec, or --label_column to infer the schema")
+        if o.rows_per_batch < 1 or o.num_shards < 0 or o.sample_rows < 1:
+            raise common.JobError(JOB, "--rows_per_batch and --sample_rows must be >= 1, "
+                                       "--num_shards >= 0")
+        if len(o.delimiter) != 1:
+            raise common.JobError(JOB, "--delimiter must be one character")
+        try:
+            self.fractions = parse_fractions(o.split)
+        except ValueError as e:
+            raise common.JobError(JOB, str(e))
+        self.patterns = common.split_patterns(o.input)
+        try:
+            self.files = common.match_files(self.patterns)
+        except Exception as e:
+            raise common.JobError(JOB, f"cannot list --input {o.input}: {str(e).splitlines()[0]}")
+        if not self.files:
+            raise common.JobError(JOB, f"no files match --input {o.input}")
+        self.output = o.output.rstrip("/")
+        self.options = o
+        try:
+            header, sample = parse_csv_sample(common.read_head(self.files[0]), o.delimiter,
+                                              o.sample_rows)
+        except SchemaError as e:
+            raise common.JobError(JOB, f"{self.files[0]}: {e}")
+        except Exception as e:
+            raise common.JobError(JOB, f"cannot read {self.files[0]}: {str(e).splitlines()[0]}")
+        self.schema = self._resolve_schema(o, header, sample)
+        self.preprocessing_fn = self._resolve_preprocessing_fn(o)
+        common.check_writable(JOB, self.output)
+
+    def _resolve_schema(self, o, header, sample) -> Schema:
+        header = [h.strip() for h in header]
+        try:
+            if o.schema_spec:
+                schema = Schema.load(o.schema_spec)
+                if o.label_column and o.label_column != schema.label:
+                    raise SchemaError(f"--label_column {o.label_column} differs from the spec's label {schema.label}")
+                if o.key_column and o.key_column != schema.key:
+                    schema = schema.with_overrides(key=o.key_column)
+            else:
+                schema = infer_schema(header, sample, label=o.label_column, key=o.key_column)
+                logging.info("Inferred schema (save it, edit it, pass it as --schema_spec):\n%s",
+                             schema.dumps())
+        except SchemaError as e:
+            raise common.JobError(JOB, str(e))
+        if schema.label not in header:
+            raise common.JobError(JOB, f"label column '{schema.label}' is not in the header of "
+                                       f"{self.files[0]}: {header}")
+        missing = [c.name for c in schema.columns if c.required and c.name not in header]
+        if missing:
+            raise common.JobError(JOB, f"columns {missing} of the spec are not in the header of "
+                                       f"{self.files[0]}: {header}")
+        return schema
+
+    def _resolve_preprocessing_fn(self, o):
+        from preprocessing.transform import load_module_preprocessing_fn, make_preprocessing_fn
+        if not o.module_file:
+            return make_preprocessing_fn(self.schema)
+        try:
+            return load_module_preprocessing_fn(o.module_file)
+        except Exception as e:
+            raise common.JobError(JOB, f"--module_file {o.module_file}: {e}")
+
+
+# ---- pipeline pieces ---------------------------------------------------------------------------
+class ParseAndSplit(beam.DoFn):
+    """CSV chunk -> one RecordBatch per split, and dead letters for rows that do not parse."""
+
+    def __init__(self, schema: Schema, fractions, delimiter: str = ","):
+        self.schema = schema
+        self.bounds = boundaries(fractions)
+        self.delimiter = delimiter
+        self.key_index = schema.names.index(schema.key) if schema.key else None
+        self.split_counters = {s: Metrics.counter(JOB, f"rows_{s}") for s in SPLITS}
+        self.reject_counters = {r: Metrics.counter(JOB, f"rejected_{r}") for r in parsing.REASONS}
+
+    def setup(self):
+        self._parsers = {}
+
+    def process(self, chunk):
+        path, header, records = chunk
+        parser = self._parsers.get(header)
+        if parser is None:
+            parser = self._parsers[header] = parsing.RowParser(self.schema, header)
+        per_split = [[] for _ in SPLITS]
+        fields_list = parsing.split_fields([text for _, text in records], self.delimiter)
+        for (line_no, text), fields in zip(records, fields_list):
+            try:
+                values = parser.parse(fields)
+            except parsing.RowError as e:
+                self.reject_counters[e.reason].inc()
+                yield beam.pvalue.TaggedOutput(
+                    "rejects", common.dead_letter(JOB, path, line_no, text, e.reason, e.detail))
+                continue
+            key = values[self.key_index] if self.key_index is not None else text
+            per_split[split_index(key, self.bounds)].append(values)
+        for name, rows in zip(SPLITS, per_split):
+            if rows:
+                self.split_counters[name].inc(len(rows))
+                yield beam.pvalue.TaggedOutput(name, parsing.rows_to_record_batch(rows, self.schema))
+
+
+class WriteTransformOutput(beam.PTransform):
+    """Writes transform_fn/ and transformed_metadata/ under the output directory.
+
+    tf.transform writes through TensorFlow's filesystem. Where that cannot reach the output
+    (a local run writing to gs://, e.g. against a GCS emulator), it stages locally and copies
+    with Beam's filesystem, which honours STORAGE_EMULATOR_HOST.
+    """
+
+    def __init__(self, output: str, stage_locally: bool):
+        super().__init__()
+        self.output = output
+        self.stage_locally = stage_locally
+
+    def _extract_input_pvalues(self, transform_fn):
+        # transform_fn is (saved model dir PCollection, metadata): only the first is a pvalue.
+        return transform_fn, [transform_fn[0]]
+
+    def expand(self, transform_fn):
+        import tensorflow_transform.beam as tft_beam
+        if not self.stage_locally:
+            return transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(self.output)
+        staging = common.local_tmp_dir("tft_stage_")
+        output = self.output
+
+        def publish(_):
+            for name in ("transform_fn", "transformed_metadata"):
+                common.copy_local_tree(os.path.join(staging, name), FileSystems.join(output, name))
+
+        return (transform_fn
+                | "WriteTransformFnLocally" >> tft_beam.WriteTransformFn(staging)
+                | "PublishTransformFn" >> beam.Map(publish))
+
+
+class WriteSplit(beam.PTransform):
+    def __init__(self, output: str, split: str, num_shards: int):
+        super().__init__()
+        self.prefix = FileSystems.join(output, split, "part")
+        self.num_shards = num_shards
+
+    def expand(self, examples):
+        return (examples
+                | "Write" >> beam.io.WriteToTFRecord(
+                    self.prefix, file_name_suffix=".tfrecord.gz", num_shards=self.num_shards,
+                    compression_type=beam.io.filesystem.CompressionTypes.GZIP))
+
+
+def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_locally: bool):
+    """Adds the preprocess graph to `p` (tests build it without running it)."""
+    import tensorflow_transform.beam as tft_beam
+
+    schema, o = cfg.schema, cfg.options
+    chunks, read_rejects = p | "ReadCsv" >> common.ReadCsvChunks(JOB, cfg.patterns, o.rows_per_batch)
+    parsed = chunks | "ParseAndSplit" >> beam.ParDo(
+        ParseAndSplit(schema, cfg.fractions, o.delimiter)).with_outputs("rejects", *SPLITS)
+    rejects = (read_rejects, parsed.rejects) | "AllRejects" >> beam.Flatten()
+    _ = rejects | "DeadLetters" >> common.WriteDeadLetters(FileSystems.join(cfg.output, "rejects"))
+
+    tac = parsing.tensor_adapter_config(schema)
+    with tft_beam.Context(temp_dir=tft_temp_dir):
+        transform_fn = ((parsed.train, tac)
+                        | "Analyze" >> tft_beam.AnalyzeDataset(cfg.preprocessing_fn))
+        for split, fraction in zip(SPLITS, cfg.fractions):
+            if fraction <= 0:
+                continue
+            transformed = (((parsed[split], tac), transform_fn)
+                           | f"Transform_{split}" >> tft_beam.TransformDataset(
+                               output_record_batches=True))
+            _ = (transformed
+                 | f"Encode_{split}" >> tft_beam.EncodeTransformedDataset()
+                 | f"Write_{split}" >> WriteSplit(cfg.output, split, o.num_shards))
+        _ = transform_fn | "WriteTransform" >> WriteTransformOutput(cfg.output, stage_locally)
+    return p
+
+
+def summarize(counters: dict, cfg: JobConfig, wall_s: float, runner: str) -> dict:
+    rejected = {k[len("rejected_"):]: v for k, v in counters.items()
+                if k.startswith("rejected_") and v}
+    splits = {s: counters.get(f"rows_{s}", 0) for s in SPLITS}
+    rows_read = counters.get("rows_read", 0)
+    total_rejected = sum(rejected.values())
+    return {
+        "job": JOB, "runner": runner, "input": cfg.options.input, "output": cfg.output,
+        "files_read": counters.get("files_read", 0), "rows_read": rows_read,
+        "splits": splits, "rejected": {"total": total_rejected, "by_reason": rejected},
+        "reconciled": rows_read == sum(splits.values()) + total_rejected,
+        "split_fractions": list(cfg.fractions), "key": cfg.schema.key,
+        "label": cfg.schema.label, "task": cfg.schema.task,
+        "wall_seconds": round(wall_s, 2),
+        "rows_per_second": round(rows_read / wall_s, 1) if wall_s > 0 else None,
+    }
+
+
+def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]:
+    """Runs the job; returns the run summary (None when only a template was built)."""
+    options = PipelineOptions(argv)
+    options.view_as(SetupOptions).save_main_session = save_main_session
+    cfg = JobConfig(options)
+    local = common.is_local_runner(options)
+    template = getattr(options.view_as(GoogleCloudOptions), "template_location", None)
+    o = cfg.options
+    if o.tft_temp_dir:
+        tft_temp = o.tft_temp_dir
+    elif local:
+        tft_temp = common.local_tmp_dir("tft_tmp_")
+    else:
+        temp_location = options.view_as(GoogleCloudOptions).temp_location
+        if not temp_location:
+            raise common.JobError(JOB, "--temp_location is required on remote runners")
+        tft_temp = FileSystems.join(temp_location, "tft_tmp")
+    stage_locally = local and common.is_remote_path(cfg.output)
+    if not template:
+        common.replace_outputs(cfg.output, OUTPUT_NAMES)
+    cfg.schema.save(FileSystems.join(cfg.output, RAW_SCHEMA_FILE))
+
+    started = time.time()
+    p = test_pipeline or beam.Pipeline(options=options)
+    build_pipeline(p, cfg, tft_temp, stage_locally)
+    result = p.run()
+    if template:
+        logging.info("Built template at %s", template)
+        return None
+    result.wait_until_finish()
+    wall = time.time() - started
+    runner = type(p.runner).__name__
+    summary = summarize(common.query_counters(result, JOB), cfg, wall, runner)
+    common.write_text(FileSystems.join(cfg.output, SUMMARY_FILE), common.dumps_json(summary))
+    logging.info("Summary: %s", summary)
+    print(f"{JOB}: {summary['rows_read']} rows read -> train {summary['splits']['train']}, "
+          f"eval {summary['splits']['eval']}, test {summary['splits']['test']}, "
+          f"rejected {summary['rejected']['total']} {summary['rejected']['by_reason']}; "
+          f"{summary['wall_seconds']} s ({summary['rows_per_second']} rows/s)\n"
+          f"{JOB}: outputs in {cfg.output}/ (summary.json, rejects/, train/, eval/, test/, "
+          f"transform_fn/)")
+    if not summary["reconciled"]:
+        raise RuntimeError(f"{JOB}: counts do not reconcile: {summary}")
+    return summary
+
+
+if __name__ == "__main__":
+    logging.getLogger().setLevel(logging.INFO)
+    run()

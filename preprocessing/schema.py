@@ -1,0 +1,458 @@
+"""The one declaration of the data: raw column types, key, label, and per-feature transforms.
+
+Training and inference import this module, so the columns are declared once. A schema comes
+from one of three places:
+
+1. `infer_schema(header, sample_rows, label=...)`, like TFX's SchemaGen, when no spec is given;
+2. a declarative spec file (JSON or YAML), loaded with `Schema.load(path)`;
+3. either of those plus a TFX-style module file whose `preprocessing_fn` replaces the
+   generated one (see `preprocessing.transform.load_module_preprocessing_fn`).
+
+Spec file format (YAML shown; JSON has the same keys)::
+
+    label: fare_amount            # required
+    key: key                      # optional; used for the split and kept with every record
+    task: regression              # optional; inferred from the label's type if left out
+    columns:
+      - {name: pickup_datetime, type: string, transform: datetime, parts: [hour, weekday]}
+      - {name: pickup_longitude, type: float, transform: zscore}
+      - {name: passenger_count, type: int, default: 1, transform: scale_0_1}
+      - {name: payment_type, type: string, transform: vocabulary, top_k: 10, num_oov_buckets: 1}
+      - {name: trip_seconds, type: float, transform: bucketize, num_buckets: 10}
+      - {name: company, type: string, transform: hash, hash_buckets: 64}
+    derived:                      # computed inside the transform graph, so serving gets it too
+      - {name: trip_km, op: haversine_km,
+         inputs: [pickup_latitude, pickup_longitude, dropoff_latitude, dropoff_longitude]}
+    crosses:                      # of categorical *transformed* features
+      - {features: [pickup_datetime_hour, pickup_datetime_weekday], hash_buckets: 168}
+
+A column with a `default` may be empty in the data; one without is required.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional, Sequence
+
+DTYPES = ("float", "int", "string")
+TRANSFORMS = ("zscore", "scale_0_1", "vocabulary", "bucketize", "hash", "datetime",
+              "passthrough", "none")
+NUMERIC_TRANSFORMS = ("zscore", "scale_0_1", "bucketize", "passthrough")
+STRING_TRANSFORMS = ("vocabulary", "hash", "datetime")
+# Datetime part -> number of values (the categorical cardinality the model sees).
+DATETIME_PARTS = {"hour": 24, "weekday": 7, "month": 12, "day": 31, "minute": 60}
+DERIVED_OPS = {"haversine_km": 4}
+TASKS = ("regression", "classification")
+# Accepts '2025-01-31 13:45:00', '2025-01-31T13:45:00' and a trailing zone word ('UTC').
+DATETIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
+
+
+class SchemaError(ValueError):
+    """A spec that cannot be used; the message says which field and why."""
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    name: str
+    type: str
+    transform: str = "none"
+    default: Any = None
+    top_k: Optional[int] = None
+    num_oov_buckets: int = 1
+    num_buckets: int = 10
+    hash_buckets: int = 100
+    parts: tuple = ("hour", "weekday", "month")
+
+    @property
+    def required(self) -> bool:
+        return self.default is None
+
+
+@dataclass(frozen=True)
+class DerivedSpec:
+    name: str
+    op: str
+    inputs: tuple
+    transform: str = "zscore"
+
+
+@dataclass(frozen=True)
+class CrossSpec:
+    features: tuple
+    hash_buckets: int = 1000
+
+    @property
+    def name(self) -> str:
+        return "cross_" + "_x_".join(self.features)
+
+
+@dataclass(frozen=True)
+class Schema:
+    columns: tuple
+    label: str
+    key: Optional[str] = None
+    task: Optional[str] = None
+    derived: tuple = ()
+    crosses: tuple = ()
+
+    def __post_init__(self):
+        if self.task is None:
+            label = self.column(self.label) if self.label in self.names else None
+            task = "classification" if label is not None and label.type == "string" else "regression"
+            object.__setattr__(self, "task", task)
+        self.validate()
+
+    # ---- lookups -------------------------------------------------------------------------
+    @property
+    def names(self) -> tuple:
+        return tuple(c.name for c in self.columns)
+
+    def column(self, name: str) -> ColumnSpec:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def feature_columns(self) -> tuple:
+        """Columns that feed the model: everything but the key and the label."""
+        return tuple(c for c in self.columns if c.name not in (self.key, self.label))
+
+    def serving_columns(self) -> tuple:
+        """Raw columns a caller sends at serving time (no label; key optional)."""
+        return tuple(c for c in self.feature_columns() if c.transform != "none")
+
+    def categorical_outputs(self) -> dict:
+        """Transformed categorical feature name -> cardinality known from the spec alone.
+
+        Vocabulary sizes are only known after analysis; they map to None here.
+        """
+        out = {}
+        for c in self.feature_columns():
+            if c.transform == "vocabulary":
+                out[c.name] = None
+            elif c.transform == "bucketize":
+                out[c.name] = c.num_buckets
+            elif c.transform == "hash":
+                out[c.name] = c.hash_buckets
+            elif c.transform == "datetime":
+                for p in c.parts:
+                    out[f"{c.name}_{p}"] = DATETIME_PARTS[p]
+        for x in self.crosses:
+            out[x.name] = x.hash_buckets
+        return out
+
+    def numeric_outputs(self) -> tuple:
+        names = [c.name for c in self.feature_columns()
+                 if c.transform in ("zscore", "scale_0_1", "passthrough")]
+        names += [d.name for d in self.derived]
+        return tuple(names)
+
+    # ---- validation ----------------------------------------------------------------------
+    def validate(self) -> None:
+        if not self.columns:
+            raise SchemaError("spec has no columns")
+        seen = set()
+        for c in self.columns:
+            if c.name in seen:
+                raise SchemaError(f"column '{c.name}' is declared twice")
+            seen.add(c.name)
+            if c.type not in DTYPES:
+                raise SchemaError(f"column '{c.name}': type '{c.type}' is not one of {DTYPES}")
+            if c.transform not in TRANSFORMS:
+                raise SchemaError(
+                    f"column '{c.name}': transform '{c.transform}' is not one of {TRANSFORMS}")
+            if c.type == "string" and c.transform in NUMERIC_TRANSFORMS:
+                raise SchemaError(
+                    f"column '{c.name}': transform '{c.transform}' needs a numeric column")
+            if c.type != "string" and c.transform in ("datetime",):
+                raise SchemaError(f"column '{c.name}': transform 'datetime' needs a string column")
+            if c.transform == "datetime":
+                bad = [p for p in c.parts if p not in DATETIME_PARTS]
+                if bad or not c.parts:
+                    raise SchemaError(f"column '{c.name}': datetime parts {list(c.parts)} must be "
+                                      f"a non-empty subset of {list(DATETIME_PARTS)}")
+            for attr in ("num_buckets", "hash_buckets"):
+                if getattr(c, attr) < 1:
+                    raise SchemaError(f"column '{c.name}': {attr} must be >= 1")
+            if c.num_oov_buckets < 0 or (c.top_k is not None and c.top_k < 1):
+                raise SchemaError(f"column '{c.name}': top_k must be >= 1 and num_oov_buckets >= 0")
+            if c.default is not None:
+                try:
+                    coerce_value(str(c.default), c.type)
+                except ValueError as e:
+                    raise SchemaError(f"column '{c.name}': default {c.default!r}: {e}") from None
+        if self.label not in seen:
+            raise SchemaError(f"label column '{self.label}' is not among the columns {sorted(seen)}")
+        if self.key is not None and self.key not in seen:
+            raise SchemaError(f"key column '{self.key}' is not among the columns {sorted(seen)}")
+        if self.key == self.label:
+            raise SchemaError("the key column cannot also be the label")
+        if self.task not in TASKS:
+            raise SchemaError(f"task '{self.task}' is not one of {TASKS}")
+        if self.task == "regression" and self.column(self.label).type == "string":
+            raise SchemaError(f"label '{self.label}' is a string column: the task must be classification")
+        outputs = set(self.numeric_outputs()) | set(self.categorical_outputs())
+        for d in self.derived:
+            if d.op not in DERIVED_OPS:
+                raise SchemaError(f"derived '{d.name}': op '{d.op}' is not one of {list(DERIVED_OPS)}")
+            if len(d.inputs) != DERIVED_OPS[d.op]:
+                raise SchemaError(f"derived '{d.name}': op '{d.op}' takes {DERIVED_OPS[d.op]} inputs")
+            for i in d.inputs:
+                if i not in seen or self.column(i).type == "string":
+                    raise SchemaError(f"derived '{d.name}': input '{i}' must be a numeric column")
+            if d.transform not in ("zscore", "scale_0_1", "passthrough"):
+                raise SchemaError(f"derived '{d.name}': transform must be zscore, scale_0_1 or passthrough")
+            if d.name in seen:
+                raise SchemaError(f"derived '{d.name}' clashes with a column name")
+        categorical = self.categorical_outputs()
+        for x in self.crosses:
+            if len(x.features) < 2:
+                raise SchemaError(f"cross {list(x.features)}: needs at least two features")
+            for f in x.features:
+                if f not in categorical or f.startswith("cross_"):
+                    raise SchemaError(
+                        f"cross {list(x.features)}: '{f}' is not a categorical transformed feature "
+                        f"(one of {sorted(k for k in categorical if not k.startswith('cross_'))})")
+            if x.hash_buckets < 1:
+                raise SchemaError(f"cross {list(x.features)}: hash_buckets must be >= 1")
+        del outputs
+
+    # ---- (de)serialisation ---------------------------------------------------------------
+    def to_dict(self) -> dict:
+        def col(c: ColumnSpec):
+            d = {"name": c.name, "type": c.type, "transform": c.transform}
+            defaults = ColumnSpec(name="", type="float")
+            for f in dataclasses.fields(ColumnSpec):
+                if f.name in d:
+                    continue
+                v = getattr(c, f.name)
+                if v != getattr(defaults, f.name):
+                    d[f.name] = list(v) if isinstance(v, tuple) else v
+            return d
+
+        out = {"label": self.label, "key": self.key, "task": self.task,
+               "columns": [col(c) for c in self.columns]}
+        if self.derived:
+            out["derived"] = [{"name": d.name, "op": d.op, "inputs": list(d.inputs),
+                               "transform": d.transform} for d in self.derived]
+        if self.crosses:
+            out["crosses"] = [{"features": list(x.features), "hash_buckets": x.hash_buckets}
+                              for x in self.crosses]
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Schema":
+        if not isinstance(d, dict):
+            raise SchemaError("spec must be a mapping with 'columns' and 'label'")
+        unknown = set(d) - {"label", "key", "task", "columns", "derived", "crosses"}
+        if unknown:
+            raise SchemaError(f"unknown spec keys {sorted(unknown)}")
+        if "label" not in d:
+            raise SchemaError("spec has no 'label'")
+        cols = []
+        col_fields = {f.name for f in dataclasses.fields(ColumnSpec)}
+        for i, c in enumerate(d.get("columns") or []):
+            if not isinstance(c, dict) or "name" not in c or "type" not in c:
+                raise SchemaError(f"columns[{i}] needs at least 'name' and 'type'")
+            bad = set(c) - col_fields
+            if bad:
+                raise SchemaError(f"column '{c['name']}': unknown keys {sorted(bad)}")
+            c = dict(c)
+            if "parts" in c:
+                c["parts"] = tuple(c["parts"])
+            cols.append(ColumnSpec(**c))
+        derived = []
+        for x in d.get("derived") or []:
+            try:
+                derived.append(DerivedSpec(name=x["name"], op=x["op"], inputs=tuple(x["inputs"]),
+                                           transform=x.get("transform", "zscore")))
+            except (KeyError, TypeError) as e:
+                raise SchemaError(f"derived entry {x!r} needs name, op and inputs ({e})") from None
+        crosses = []
+        for x in d.get("crosses") or []:
+            try:
+                crosses.append(CrossSpec(features=tuple(x["features"]),
+                                         hash_buckets=int(x.get("hash_buckets", 1000))))
+            except (KeyError, TypeError) as e:
+                raise SchemaError(f"cross entry {x!r} needs 'features' ({e})") from None
+        return cls(columns=tuple(cols), label=d["label"], key=d.get("key"), task=d.get("task"),
+                   derived=tuple(derived), crosses=tuple(crosses))
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
+
+    @classmethod
+    def loads(cls, text: str, path_hint: str = "") -> "Schema":
+        try:
+            if path_hint.endswith((".yaml", ".yml")):
+                import yaml
+                data = yaml.safe_load(text)
+            else:
+                data = json.loads(text)
+        except Exception as e:  # the parser's own message is the useful part
+            raise SchemaError(f"cannot parse spec {path_hint or ''}: {e}".strip()) from None
+        return cls.from_dict(data)
+
+    @classmethod
+    def load(cls, path: str) -> "Schema":
+        from apache_beam.io.filesystems import FileSystems
+        try:
+            with FileSystems.open(path) as f:
+                text = f.read().decode("utf-8")
+        except Exception as e:
+            raise SchemaError(f"cannot read spec file {path}: {e}") from None
+        return cls.loads(text, path)
+
+    def save(self, path: str) -> None:
+        from apache_beam.io.filesystems import FileSystems
+        with FileSystems.create(path) as f:
+            f.write(self.dumps().encode("utf-8"))
+
+    def with_overrides(self, **kw) -> "Schema":
+        return dataclasses.replace(self, **kw)
+
+
+# ---- value coercion (shared by the CSV parser, JSON inputs and inference) ------------------
+def coerce_value(text: str, dtype: str):
+    """Parses one field as the column's type; raises ValueError with a short reason."""
+    if dtype == "string":
+        return text
+    if dtype == "float":
+        v = float(text)
+        if not math.isfinite(v):
+            raise ValueError(f"non-finite number {text!r}")
+        return v
+    # int: '3' and '3.0' are fine, '3.5' is not.
+    try:
+        return int(text)
+    except ValueError:
+        v = float(text)
+        if not v.is_integer():
+            raise ValueError(f"{text!r} is not an integer") from None
+        return int(v)
+
+
+def looks_like_datetime(text: str) -> bool:
+    if not DATETIME_RE.match(text):
+        return False
+    try:
+        import datetime
+        datetime.datetime.fromisoformat(text[:19])
+        return True
+    except ValueError:
+        return False
+
+
+# ---- inference -----------------------------------------------------------------------------
+KEY_NAMES = ("key", "id", "uuid", "unique_key", "trip_id", "example_id")
+
+
+def _kind(values: Sequence[str]) -> str:
+    non_empty = [v for v in values if v != ""]
+    if not non_empty:
+        return "string"
+    for dtype in ("int", "float"):
+        ok = 0
+        for v in non_empty:
+            try:
+                coerce_value(v, dtype)
+                ok += 1
+            except ValueError:
+                pass
+        # Tolerate a few dirty values, as SchemaGen tolerates low-frequency anomalies.
+        if ok >= 0.98 * len(non_empty):
+            return dtype
+    return "string"
+
+
+def infer_schema(header: Sequence[str], rows: Iterable[Sequence[str]], label: str,
+                 key: Optional[str] = None, max_vocab: int = 1000,
+                 classification_max_classes: int = 20) -> Schema:
+    """Infers column types and transforms from a header and sample rows (all strings).
+
+    Numeric columns are z-scored; low-cardinality strings get a vocabulary; datetime-looking
+    strings get datetime parts; high-cardinality strings (ids, free text) are hashed. A string
+    label means classification; an int label with few distinct non-negative values too;
+    otherwise regression. The result is a plain spec the user can save, edit and pass back.
+    """
+    header = [h.strip() for h in header]
+    if label not in header:
+        raise SchemaError(f"label column '{label}' is not in the header {header}")
+    if key is None:
+        key = next((h for h in header if h.lower() in KEY_NAMES), None)
+    elif key not in header:
+        raise SchemaError(f"key column '{key}' is not in the header {header}")
+    columns_values = [[] for _ in header]
+    n = 0
+    for r in rows:
+        if len(r) != len(header):
+            continue
+        n += 1
+        for i, v in enumerate(r):
+            columns_values[i].append(v.strip())
+    if n == 0:
+        raise SchemaError("no well-formed sample rows to infer the schema from")
+    cols, task = [], None
+    for name, values in zip(header, columns_values):
+        dtype = _kind(values)
+        non_empty = [v for v in values if v != ""]
+        distinct = set(non_empty)
+        if name == key:
+            cols.append(ColumnSpec(name=name, type="string"))
+            continue
+        if name == label:
+            if dtype == "string":
+                task = "classification"
+            elif dtype == "int" and len(distinct) <= classification_max_classes and \
+                    all(int(float(v)) >= 0 for v in distinct if _is_number(v)):
+                task = "classification"
+                dtype = "string"  # class ids become vocabulary entries
+            else:
+                task = "regression"
+                dtype = "float"
+            cols.append(ColumnSpec(name=name, type=dtype))
+            continue
+        if dtype in ("int", "float"):
+            transform = "zscore"
+        elif non_empty and sum(looks_like_datetime(v) for v in non_empty) >= 0.98 * len(non_empty):
+            transform = "datetime"
+        elif len(distinct) <= max_vocab and len(distinct) <= max(10, 0.5 * len(non_empty)):
+            transform = "vocabulary"
+        else:
+            transform = "hash"
+        has_empty = len(non_empty) < len(values)
+        default = None
+        if has_empty and transform != "datetime":
+            # Fill empties rather than reject rows, as TFX's ImputeOrDefault examples do.
+            default = "" if dtype == "string" else 0
+        cols.append(ColumnSpec(name=name, type=dtype, transform=transform, default=default,
+                               hash_buckets=max(100, min(10_000, len(distinct)))))
+    return Schema(columns=tuple(cols), label=label, key=key, task=task)
+
+
+def _is_number(v: str) -> bool:
+    try:
+        float(v)
+        return True
+    except ValueError:
+        return False
+
+
+def parse_csv_sample(text: str, delimiter: str = ",", max_rows: int = 10_000):
+    """Header and up to max_rows rows from the start of a CSV text."""
+    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
+    header = next(reader, None)
+    if header is None:
+        raise SchemaError("the input file is empty (no header row)")
+    rows = []
+    for r in reader:
+        if len(rows) >= max_rows:
+            break
+        if r:
+            rows.append(r)
+    return header, rows

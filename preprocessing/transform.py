@@ -1,0 +1,131 @@
+"""The one tf.transform `preprocessing_fn`, built from the schema, used at train and serve time.
+
+Everything that turns raw columns into model inputs happens here, inside the TF graph that
+tf.transform saves as `transform_fn/`. The trainer reads its outputs; the exported model embeds
+the same graph, so serving cannot drift from training (no train/serve skew).
+
+Transformed feature names:
+  zscore / scale_0_1 / passthrough / derived  -> float32 `<name>`
+  vocabulary / bucketize / hash               -> int64 `<name>` (vocab file named `<name>`)
+  datetime                                    -> int64 `<name>_<part>` (hour 0-23, weekday
+                                                 0=Monday, month 0-11, day 0-30, minute 0-59)
+  crosses                                     -> int64 `cross_<a>_x_<b>`
+  label                                       -> float32 (regression) or int64 class index
+                                                 (classification; vocab file `label`; -1 when
+                                                 the class was never seen in train)
+  key                                         -> string, passed through for joins
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from preprocessing.schema import Schema
+
+LABEL_VOCAB = "label"
+
+
+def datetime_parts(s: tf.Tensor) -> dict:
+    """Calendar parts of 'YYYY-MM-DD HH:MM:SS…' strings, computed with TF ops only."""
+    def num(pos, length):
+        return tf.strings.to_number(tf.strings.substr(s, pos, length), out_type=tf.int64)
+
+    year, month, day, hour, minute = num(0, 4), num(5, 2), num(8, 2), num(11, 2), num(14, 2)
+    # Sakamoto's day-of-week; gives 0=Sunday, shifted below to 0=Monday.
+    offsets = tf.constant([0, 3, 2, 5, 0, 3, 5, 1, 4, 6, 2, 4], dtype=tf.int64)
+    y = year - tf.cast(month < 3, tf.int64)
+    dow = (y + y // 4 - y // 100 + y // 400 + tf.gather(offsets, month - 1) + day) % 7
+    return {"hour": hour, "weekday": (dow + 6) % 7, "month": month - 1, "day": day - 1,
+            "minute": minute}
+
+
+def haversine_km(lat1, lon1, lat2, lon2):
+    rad = 3.141592653589793 / 180.0
+    lat1, lon1, lat2, lon2 = [tf.cast(v, tf.float32) * rad for v in (lat1, lon1, lat2, lon2)]
+    a = tf.sin((lat2 - lat1) / 2) ** 2 + tf.cos(lat1) * tf.cos(lat2) * tf.sin((lon2 - lon1) / 2) ** 2
+    return 2.0 * 6371.0 * tf.asin(tf.sqrt(tf.clip_by_value(a, 0.0, 1.0)))
+
+
+def _scale(x, how):
+    x = tf.cast(x, tf.float32)
+    if how == "zscore":
+        return tft.scale_to_z_score(x)
+    if how == "scale_0_1":
+        return tft.scale_to_0_1(x)
+    return x
+
+
+def _as_string(x):
+    return x if x.dtype == tf.string else tf.strings.as_string(x)
+
+
+def make_preprocessing_fn(schema: Schema):
+    """Returns the preprocessing_fn for this schema (a closure over plain data, so it pickles)."""
+
+    def preprocessing_fn(inputs):
+        outputs = {}
+        for c in schema.feature_columns():
+            x = inputs[c.name]
+            t = c.transform
+            if t in ("zscore", "scale_0_1", "passthrough"):
+                outputs[c.name] = _scale(x, t)
+            elif t == "bucketize":
+                outputs[c.name] = tft.bucketize(tf.cast(x, tf.float32), c.num_buckets)
+            elif t == "vocabulary":
+                outputs[c.name] = tft.compute_and_apply_vocabulary(
+                    _as_string(x), top_k=c.top_k, num_oov_buckets=c.num_oov_buckets,
+                    vocab_filename=c.name)
+            elif t == "hash":
+                outputs[c.name] = tft.hash_strings(_as_string(x), c.hash_buckets)
+            elif t == "datetime":
+                parts = datetime_parts(x)
+                for p in c.parts:
+                    outputs[f"{c.name}_{p}"] = parts[p]
+        for d in schema.derived:
+            if d.op == "haversine_km":
+                outputs[d.name] = _scale(haversine_km(*[inputs[i] for i in d.inputs]), d.transform)
+        for x in schema.crosses:
+            joined = tf.strings.join([_as_string(outputs[f]) for f in x.features], separator="|")
+            outputs[x.name] = tft.hash_strings(joined, x.hash_buckets)
+        label = inputs[schema.label]
+        if schema.task == "classification":
+            outputs[schema.label] = tft.compute_and_apply_vocabulary(
+                _as_string(label), num_oov_buckets=0, default_value=-1, vocab_filename=LABEL_VOCAB)
+        else:
+            outputs[schema.label] = tf.cast(label, tf.float32)
+        if schema.key:
+            outputs[schema.key] = tf.identity(inputs[schema.key])
+        return outputs
+
+    return preprocessing_fn
+
+
+def load_module_preprocessing_fn(path: str):
+    """Loads `preprocessing_fn` from a TFX-style module file (local path or gs://).
+
+    The function is traced once, when the pipeline is built, so the module is needed only
+    where the job is launched, not on the workers.
+    """
+    from apache_beam.io.filesystems import FileSystems
+
+    local = path
+    if "://" in path:
+        tmp = tempfile.mkdtemp(prefix="module_file_")
+        local = os.path.join(tmp, os.path.basename(path))
+        with FileSystems.open(path) as src, open(local, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    if not os.path.isfile(local):
+        raise FileNotFoundError(f"module file {path} does not exist")
+    spec = importlib.util.spec_from_file_location(
+        "user_module_" + os.path.splitext(os.path.basename(local))[0], local)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fn = getattr(module, "preprocessing_fn", None)
+    if not callable(fn):
+        raise AttributeError(f"module file {path} has no callable preprocessing_fn")
+    return fn
