@@ -31,6 +31,28 @@ class JobError(SystemExit):
         self.message = message
 
 
+def job_options(argv, job: str, options_cls, doc: str) -> PipelineOptions:
+    """PipelineOptions from argv; `--help` prints the job's options and the usual Beam ones.
+
+    (Beam's own --help handling shows an empty parser, because options are parsed lazily.)
+    """
+    import argparse
+    import sys
+    from apache_beam.options import pipeline_options as po
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "-h" in args or "--help" in args:
+        parser = argparse.ArgumentParser(
+            prog=f"python -m beam_jobs.{job}", description=doc,
+            formatter_class=argparse.RawDescriptionHelpFormatter)
+        options_cls._add_argparse_args(parser.add_argument_group(f"{job} options"))
+        for cls in (po.StandardOptions, po.DirectOptions, po.GoogleCloudOptions,
+                    po.WorkerOptions, po.SetupOptions):
+            cls._add_argparse_args(parser.add_argument_group(f"Beam {cls.__name__}"))
+        parser.print_help()
+        raise SystemExit(0)
+    return PipelineOptions(args)
+
+
 def is_remote_path(path: str) -> bool:
     return "://" in path
 
@@ -136,7 +158,8 @@ class _ReadCsvChunks(beam.DoFn):
 
         def lines():
             with readable.open() as f:
-                for line_no, raw in enumerate(f, 1):
+                # CompressedFile (.gz/.bz2) has readline() but is not iterable.
+                for line_no, raw in enumerate(iter(f.readline, b""), 1):
                     try:
                         yield raw.decode("utf-8")
                     except UnicodeDecodeError as e:

@@ -287,7 +287,7 @@ def summarize(counters: dict, cfg: JobConfig, wall_s: float, runner: str) -> dic
 
 def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]:
     """Runs the job; returns the run summary (None when only a template was built)."""
-    options = PipelineOptions(argv)
+    options = common.job_options(argv, JOB, PreprocessOptions, __doc__)
     options.view_as(SetupOptions).save_main_session = save_main_session
     cfg = JobConfig(options)
     local = common.is_local_runner(options)

@@ -7,6 +7,7 @@ are packed column-wise into Arrow RecordBatches, the TFXIO format tf.transform r
 from __future__ import annotations
 
 import csv
+import math
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -70,6 +71,13 @@ def split_fields(records: Sequence[str], delimiter: str = ",") -> List[Optional[
     return result
 
 
+def _is_non_finite(text: str) -> bool:
+    try:
+        return not math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
 class RowParser:
     """Parses field lists with a given header into typed tuples in schema column order."""
 
@@ -111,11 +119,7 @@ class RowParser:
             try:
                 values.append(coerce_value(text, dtype))
             except ValueError:
-                try:
-                    float(text)
-                    reason = "non_finite_number"
-                except ValueError:
-                    reason = "unparsable_number"
+                reason = "non_finite_number" if _is_non_finite(text) else "unparsable_number"
                 raise RowError(reason, f"column '{name}': cannot read {text!r} as {dtype}") from None
         return tuple(values)
 

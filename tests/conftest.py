@@ -1,0 +1,99 @@
+"""Shared fixtures: small generated data, a preprocessed output, and a local GCS emulator."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+
+@pytest.fixture(scope="session")
+def taxi_csv(tmp_path_factory):
+    """3,000 generated taxi rows with the default share of dirty rows, and its stats."""
+    from preprocessing.datagen import write_csv
+    path = str(tmp_path_factory.mktemp("data") / "taxi.csv")
+    stats = write_csv(path, 3000, seed=11, dirty_fraction=0.03)
+    return path, stats
+
+
+@pytest.fixture(scope="session")
+def preprocessed(taxi_csv, tmp_path_factory):
+    """The preprocess job's output on `taxi_csv` with the taxi spec."""
+    from beam_jobs import preprocess
+    from preprocessing import TAXI_SPEC
+    out = str(tmp_path_factory.mktemp("prep") / "out")
+    summary = preprocess.run(["--input", taxi_csv[0], "--output", out,
+                              "--schema_spec", TAXI_SPEC, "--num_shards", "2"])
+    return out, summary
+
+
+def read_examples(pattern: str, feature_spec: dict) -> dict:
+    """All records of gzip TFRecord files, parsed into one dict of numpy arrays."""
+    import tensorflow as tf
+    files = sorted(glob.glob(pattern))
+    assert files, f"no files match {pattern}"
+    ds = tf.data.TFRecordDataset(files, compression_type="GZIP").batch(1_000_000)
+    out = {k: [] for k in feature_spec}
+    for batch in ds:
+        parsed = tf.io.parse_example(batch, feature_spec)
+        for k in out:
+            out[k].extend(parsed[k].numpy().tolist())
+    return out
+
+
+def read_jsonl(pattern: str) -> list:
+    rows = []
+    for f in sorted(glob.glob(pattern)):
+        with open(f) as fh:
+            rows.extend(json.loads(line) for line in fh if line.strip())
+    return rows
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator():
+    """A real local GCS (gcp-storage-emulator) on loopback; yields its endpoint.
+
+    Beam's GCS IO talks to it through STORAGE_EMULATOR_HOST with anonymous credentials.
+    """
+    port = _free_port()
+    exe = os.path.join(os.path.dirname(sys.executable), "gcp-storage-emulator")
+    proc = subprocess.Popen([exe, "start", "--host", "127.0.0.1", "--port", str(port),
+                             "--in-memory", "--default-bucket", "test-bucket"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("GCS emulator did not start")
+    old = os.environ.get("STORAGE_EMULATOR_HOST")
+    os.environ["STORAGE_EMULATOR_HOST"] = endpoint
+    try:
+        yield endpoint
+    finally:
+        if old is None:
+            os.environ.pop("STORAGE_EMULATOR_HOST", None)
+        else:
+            os.environ["STORAGE_EMULATOR_HOST"] = old
+        proc.terminate()
+        proc.wait(timeout=10)

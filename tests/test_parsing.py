@@ -1,0 +1,92 @@
+"""CSV record assembly, row validation with reasons, split, and Arrow packing."""
+import pyarrow as pa
+import pytest
+
+from preprocessing import TAXI_SPEC, parsing
+from preprocessing.schema import Schema
+from preprocessing.split import boundaries, parse_fractions, split_index
+
+SCHEMA = Schema.load(TAXI_SPEC)
+HEADER = list(SCHEMA.names)
+GOOD = ["k1", "2025-03-04 05:06:07 UTC", "-73.9", "40.7", "-73.95", "40.75", "2", "Cash",
+        "Flash Cab", "12.5"]
+
+
+def test_records_join_quoted_newlines_and_keep_start_line_numbers():
+    lines = ['a,b\n', '1,"two\n', 'lines"\n', '\n', '3,"x, y"\r\n', '4,"unterminated\n']
+    recs = list(parsing.iter_csv_records(lines))
+    assert recs == [(1, "a,b"), (2, '1,"two\nlines"'), (5, '3,"x, y"'), (6, '4,"unterminated')]
+    fields = parsing.split_fields([r for _, r in recs])
+    assert fields[1] == ["1", "two\nlines"] and fields[2] == ["3", "x, y"]
+    assert fields[3] is None  # malformed, flagged rather than raising for the whole batch
+
+
+def test_good_row_parses_to_typed_values_in_schema_order():
+    p = parsing.RowParser(SCHEMA, HEADER)
+    v = p.parse(GOOD)
+    assert v[SCHEMA.names.index("passenger_count")] == 2
+    assert v[SCHEMA.names.index("fare_amount")] == 12.5
+    # Columns may come in any order: the header decides.
+    p2 = parsing.RowParser(SCHEMA, list(reversed(HEADER)))
+    assert p2.parse(list(reversed(GOOD))) == v
+
+
+def test_default_fills_empty_optional_column():
+    row = list(GOOD)
+    row[HEADER.index("passenger_count")] = ""
+    assert parsing.RowParser(SCHEMA, HEADER).parse(row)[HEADER.index("passenger_count")] == 1
+
+
+@pytest.mark.parametrize("column, value, reason", [
+    ("fare_amount", "", "missing_value"),
+    ("pickup_longitude", "n/a", "unparsable_number"),
+    ("pickup_longitude", "inf", "non_finite_number"),
+    ("passenger_count", "2.5", "unparsable_number"),
+    ("pickup_datetime", "2025-13-45 99:00:00", "unparsable_datetime"),
+    ("pickup_datetime", "yesterday", "unparsable_datetime"),
+])
+def test_bad_values_get_their_reason(column, value, reason):
+    row = list(GOOD)
+    row[HEADER.index(column)] = value
+    with pytest.raises(parsing.RowError) as e:
+        parsing.RowParser(SCHEMA, HEADER).parse(row)
+    assert e.value.reason == reason and column in e.value.detail
+
+
+def test_structural_errors():
+    p = parsing.RowParser(SCHEMA, HEADER)
+    with pytest.raises(parsing.RowError, match="wrong_column_count"):
+        p.parse(GOOD[:-1])
+    with pytest.raises(parsing.RowError, match="malformed_csv"):
+        p.parse(None)
+    short = parsing.RowParser(SCHEMA, [h for h in HEADER if h != "fare_amount"])
+    with pytest.raises(parsing.RowError, match="missing_column"):
+        short.parse(GOOD[:-1])
+
+
+def test_record_batch_layout_matches_tensor_adapter():
+    p = parsing.RowParser(SCHEMA, HEADER)
+    rows = [p.parse(GOOD), p.parse(["k2"] + GOOD[1:])]
+    rb = parsing.rows_to_record_batch(rows, SCHEMA)
+    assert rb.num_rows == 2
+    assert rb.schema == parsing.arrow_schema(SCHEMA)
+    assert rb.column(SCHEMA.names.index("key")).to_pylist() == [[b"k1"], [b"k2"]]
+    assert rb.column(SCHEMA.names.index("fare_amount")).type == pa.large_list(pa.float32())
+    from tfx_bsl.tfxio import tensor_adapter
+    adapter = tensor_adapter.TensorAdapter(parsing.tensor_adapter_config(SCHEMA))
+    tensors = adapter.ToBatchTensors(rb)
+    assert tensors["passenger_count"].shape == (2,)
+    assert tensors["key"].numpy().tolist() == [b"k1", b"k2"]
+
+
+def test_split_is_deterministic_and_follows_fractions():
+    b = boundaries(parse_fractions("0.8,0.1,0.1"))
+    keys = [f"trip-{i}" for i in range(20000)]
+    first = [split_index(k, b) for k in keys]
+    assert first == [split_index(k, b) for k in keys]
+    shares = [first.count(i) / len(keys) for i in range(3)]
+    assert abs(shares[0] - 0.8) < 0.02 and abs(shares[1] - 0.1) < 0.01
+    assert parse_fractions("0.9,0.1") == (0.9, 0.1, 0.0)
+    for bad in ("0.5,0.6", "a,b", "0,0.5,0.5", "1"):
+        with pytest.raises(ValueError):
+            parse_fractions(bad)

@@ -1,0 +1,184 @@
+"""The preprocess job on small data: outputs vs the transform, reconciliation, determinism."""
+import glob
+import gzip
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from beam_jobs import preprocess
+from preprocessing import TAXI_SPEC
+from preprocessing.datagen import DIRTY_KINDS, write_csv
+from tests.conftest import read_examples, read_jsonl
+
+
+def _tft(out):
+    import tensorflow_transform as tft
+    return tft.TFTransformOutput(out)
+
+
+def test_outputs_match_the_transform(preprocessed):
+    out, summary = preprocessed
+    tft_out = _tft(out)
+    train = read_examples(os.path.join(out, "train", "*.tfrecord.gz"),
+                          tft_out.transformed_feature_spec())
+    assert len(train["key"]) == summary["splits"]["train"]
+    for col in ("pickup_longitude", "dropoff_latitude", "trip_km", "passenger_count"):
+        v = np.array(train[col])
+        assert abs(v.mean()) < 1e-3 and abs(v.std() - 1) < 1e-3, col
+    # The vocabulary file lists the train split's payment types, most frequent first.
+    vocab = [w.decode() if isinstance(w, bytes) else w
+             for w in tft_out.vocabulary_by_name("payment_type")]
+    assert vocab[0] == "Credit Card" and set(vocab) == {"Credit Card", "Cash", "Mobile",
+                                                         "No Charge", "Dispute"}
+    assert set(train["payment_type"]) <= set(range(len(vocab) + 1))
+    assert set(train["pickup_datetime_weekday"]) == set(range(7))
+    assert len(glob.glob(os.path.join(out, "train", "*.tfrecord.gz"))) == 2  # --num_shards 2
+    raw = json.load(open(os.path.join(out, "raw_schema.json")))
+    assert raw["label"] == "fare_amount" and raw["key"] == "key"
+
+
+def test_counts_reconcile_exactly_with_known_bad_rows(taxi_csv, preprocessed):
+    path, stats = taxi_csv
+    out, summary = preprocessed
+    assert summary["rows_read"] == stats.rows
+    assert summary["reconciled"]
+    assert sum(summary["splits"].values()) == stats.clean_rows
+    expected = {}
+    for kind, n in stats.dirty_by_kind.items():
+        expected[DIRTY_KINDS[kind]] = expected.get(DIRTY_KINDS[kind], 0) + n
+    assert summary["rejected"]["by_reason"] == {k: v for k, v in expected.items() if v}
+    on_disk = json.load(open(os.path.join(out, "summary.json")))
+    assert on_disk["rows_read"] == stats.rows and on_disk["reconciled"] is True
+    # Each dead letter carries its source, exact line, raw text and reason.
+    rejects = read_jsonl(os.path.join(out, "rejects", "*.jsonl"))
+    assert len(rejects) == summary["rejected"]["total"]
+    lines = open(path).read().split("\n")
+    for r in rejects:
+        assert r["source"].endswith("taxi.csv") and r["reason"] in expected and r["detail"]
+        assert lines[r["line"] - 1] == r["raw"]
+
+
+def _keys_by_split(out):
+    import tensorflow as tf
+    spec = {"key": tf.io.FixedLenFeature([], tf.string)}
+    return {s: sorted(read_examples(os.path.join(out, s, "*.tfrecord.gz"), spec)["key"])
+            for s in ("train", "eval", "test")}
+
+
+@pytest.mark.slow
+def test_split_is_identical_across_runs_and_worker_counts(taxi_csv, preprocessed, tmp_path):
+    out, _ = preprocessed
+    again = str(tmp_path / "again")
+    preprocess.run(["--input", taxi_csv[0], "--output", again, "--schema_spec", TAXI_SPEC])
+    multi = str(tmp_path / "multi")
+    preprocess.run(["--input", taxi_csv[0], "--output", multi, "--schema_spec", TAXI_SPEC,
+                    "--direct_num_workers", "2", "--direct_running_mode", "multi_processing",
+                    "--rows_per_batch", "300"])
+    first = _keys_by_split(out)
+    assert first == _keys_by_split(again) == _keys_by_split(multi)
+    assert all(first[s] for s in first)
+
+
+def test_rerun_replaces_earlier_outputs(taxi_csv, tmp_path):
+    out = str(tmp_path / "out")
+    small = str(tmp_path / "small.csv")
+    write_csv(small, 200, seed=5, dirty_fraction=0.05)
+    preprocess.run(["--input", small, "--output", out, "--schema_spec", TAXI_SPEC,
+                    "--num_shards", "3"])
+    assert len(glob.glob(os.path.join(out, "train", "*"))) == 3
+    summary = preprocess.run(["--input", small, "--output", out, "--schema_spec", TAXI_SPEC,
+                              "--num_shards", "1", "--split", "0.9,0.1"])
+    assert len(glob.glob(os.path.join(out, "train", "*"))) == 1  # no stale shards
+    assert not os.path.exists(os.path.join(out, "test"))
+    assert summary["splits"]["test"] == 0 and summary["reconciled"]
+
+
+def test_inferred_schema_gz_input_and_quoted_multiline_fields(tmp_path):
+    src = tmp_path / "in.csv.gz"
+    rows = ['id,city,temp,label', '1,"Paris, FR",10.5,hot', '2,"New\nYork",-1.0,cold',
+            '3,Rome,"bad",hot', '4,Oslo,2.0']
+    rows += [f'{i},Lima,{i / 10},{"hot" if i % 2 else "cold"}' for i in range(5, 60)]
+    with gzip.open(src, "wt") as f:
+        f.write("\n".join(rows) + "\n")
+    out = str(tmp_path / "out")
+    s = preprocess.run(["--input", str(src), "--output", out, "--label_column", "label",
+                        "--split", "0.5,0.5"])
+    assert s["task"] == "classification" and s["key"] == "id"
+    assert s["rows_read"] == 4 + 55 and s["reconciled"]
+    assert s["rejected"]["by_reason"] == {"unparsable_number": 1, "wrong_column_count": 1}
+    rej = {r["line"]: r for r in read_jsonl(os.path.join(out, "rejects", "*.jsonl"))}
+    assert set(rej) == {5, 6}  # line 3 starts the two-line record; line numbers stay exact
+    import tensorflow as tf
+    got = read_examples(os.path.join(out, "*", "*.tfrecord.gz"),
+                        {"id": tf.io.FixedLenFeature([], tf.string)})
+    assert b"2" in got["id"] and b"1" in got["id"]
+
+
+def test_module_file_preprocessing_fn(taxi_csv, tmp_path):
+    module = tmp_path / "my_module.py"
+    module.write_text(
+        "import tensorflow as tf\nimport tensorflow_transform as tft\n"
+        "def preprocessing_fn(inputs):\n"
+        "    return {'dist': tft.scale_to_0_1(inputs['pickup_latitude'] - inputs['dropoff_latitude']),\n"
+        "            'fare_amount': inputs['fare_amount']}\n")
+    out = str(tmp_path / "out")
+    s = preprocess.run(["--input", taxi_csv[0], "--output", out, "--schema_spec", TAXI_SPEC,
+                        "--module_file", str(module)])
+    spec = _tft(out).transformed_feature_spec()
+    assert set(spec) == {"dist", "fare_amount"}
+    d = np.array(read_examples(os.path.join(out, "train", "*"), spec)["dist"])
+    assert d.min() == pytest.approx(0.0) and d.max() == pytest.approx(1.0)
+    assert s["reconciled"]
+
+
+def test_bad_file_inside_a_glob_is_dead_lettered_not_fatal(taxi_csv, tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    shutil.copy(taxi_csv[0], d / "a.csv")
+    (d / "b.csv").write_bytes(b"key,fare_amount\nx,1.0\n\xff\xfe,2\n")
+    out = str(tmp_path / "out")
+    s = preprocess.run(["--input", str(d / "*.csv"), "--output", out, "--schema_spec", TAXI_SPEC])
+    assert s["files_read"] == 2 and s["reconciled"]
+    assert s["rejected"]["by_reason"]["missing_column"] == 1
+    assert s["rejected"]["by_reason"]["bad_encoding"] == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--input", "/nonexistent/*.csv", "--output", "{tmp}/o", "--schema_spec", TAXI_SPEC],
+     "no files match --input"),
+    (["--input", "{csv}", "--output", "{tmp}/o", "--label_column", "tip"],
+     "label column 'tip' is not in the header"),
+    (["--input", "{csv}", "--output", "/proc/forbidden/out", "--schema_spec", TAXI_SPEC],
+     "is not writable"),
+    (["--input", "{csv}", "--output", "{tmp}/o"], "give --schema_spec, or --label_column"),
+    (["--input", "{csv}", "--output", "{tmp}/o", "--schema_spec", TAXI_SPEC, "--split", "0.7,0.7"],
+     "--split needs"),
+    (["--output", "{tmp}/o", "--schema_spec", TAXI_SPEC], "--input is required"),
+    (["--input", "{csv}", "--output", "{tmp}/o", "--schema_spec", "{tmp}/missing.yaml"],
+     "cannot read spec file"),
+])
+def test_bad_arguments_fail_fast_with_one_line(taxi_csv, tmp_path, args, message):
+    args = [a.format(tmp=tmp_path, csv=taxi_csv[0]) for a in args]
+    with pytest.raises(SystemExit) as e:
+        preprocess.run(args)
+    text = str(e.value.code)
+    assert message in text and text.startswith("preprocess: error:") and "\n" not in text
+    assert not os.path.exists(tmp_path / "o" / "summary.json")
+
+
+@pytest.mark.slow
+def test_command_line_help_and_exit_status(tmp_path):
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-m", "beam_jobs.preprocess", "--input", "/nope/*.csv",
+                        "--output", str(tmp_path), "--label_column", "x"],
+                       cwd=root, capture_output=True, text=True)
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines()[-1] == "preprocess: error: no files match --input /nope/*.csv"
+    h = subprocess.run([sys.executable, "-m", "beam_jobs.preprocess", "--help"], cwd=root,
+                       capture_output=True, text=True)
+    assert h.returncode == 0 and "--schema_spec" in h.stdout and "--label_column" in h.stdout

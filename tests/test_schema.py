@@ -1,0 +1,115 @@
+"""Schema inference, the spec parser, and value coercion."""
+
+import pytest
+
+from preprocessing import TAXI_SPEC
+from preprocessing.datagen import HEADER, generate_rows
+from preprocessing.schema import (ColumnSpec, Schema, SchemaError, coerce_value, infer_schema,
+                                  parse_csv_sample)
+
+
+def test_infer_taxi_schema_types_and_transforms():
+    rows = [f for f, _ in generate_rows(500, seed=1, dirty_fraction=0.01)]
+    s = infer_schema(HEADER, rows, label="fare_amount")
+    kinds = {c.name: (c.type, c.transform) for c in s.columns}
+    assert s.key == "key"  # found by name
+    assert s.task == "regression"
+    assert kinds["fare_amount"] == ("float", "none")
+    assert kinds["pickup_longitude"] == ("float", "zscore")
+    assert kinds["passenger_count"][0] == "int"
+    assert kinds["pickup_datetime"] == ("string", "datetime")
+    assert kinds["payment_type"] == ("string", "vocabulary")
+    assert kinds["company"] == ("string", "vocabulary")
+    # passenger_count has empties in the data: inference gives it a default instead of rejecting.
+    assert s.column("passenger_count").default == 0
+
+
+def test_infer_classification_and_hash_for_ids():
+    header = ["uid", "colour", "size", "species"]
+    rows = [[f"u{i}", ["red", "green"][i % 2], str(i % 7), ["cat", "dog", "owl"][i % 3]]
+            for i in range(300)]
+    s = infer_schema(header, rows, label="species")
+    assert s.task == "classification"
+    assert s.key is None  # 'uid' is not a known key name
+    assert s.column("uid").transform == "hash"  # unique strings: hashed, not a vocabulary
+    assert s.column("colour").transform == "vocabulary"
+    assert (s.column("size").type, s.column("size").transform) == ("int", "zscore")
+
+
+def test_infer_small_int_label_is_classification():
+    rows = [[str(i), str(i % 3)] for i in range(100)]
+    s = infer_schema(["x", "y"], rows, label="y")
+    assert s.task == "classification" and s.column("y").type == "string"
+
+
+def test_infer_unknown_label_fails():
+    with pytest.raises(SchemaError, match="label column 'nope'"):
+        infer_schema(["a", "b"], [["1", "2"]], label="nope")
+
+
+def test_taxi_spec_round_trips_through_json():
+    s = Schema.load(TAXI_SPEC)
+    again = Schema.loads(s.dumps(), "x.json")
+    assert again == s
+    assert s.derived[0].name == "trip_km"
+    assert s.crosses[0].name == "cross_pickup_datetime_hour_x_pickup_datetime_weekday"
+    assert s.categorical_outputs()[s.crosses[0].name] == 168
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"columns": [{"name": "a", "type": "float"}]}, "no 'label'"),
+    ({"label": "a", "columns": [{"name": "a", "type": "double"}]}, "type 'double'"),
+    ({"label": "a", "columns": [{"name": "a", "type": "float"},
+                                {"name": "b", "type": "string", "transform": "zscore"}]},
+     "needs a numeric column"),
+    ({"label": "z", "columns": [{"name": "a", "type": "float"}]}, "label column 'z'"),
+    ({"label": "a", "columns": [{"name": "a", "type": "float"},
+                                {"name": "b", "type": "float", "transform": "zscore"},
+                                {"name": "c", "type": "string", "transform": "hash"}],
+      "crosses": [{"features": ["b", "c"]}]}, "'b' is not a categorical"),
+    ({"label": "a", "columns": [{"name": "a", "type": "float"},
+                                {"name": "d", "type": "string", "transform": "datetime",
+                                 "parts": ["century"]}]}, "datetime parts"),
+    ({"label": "a", "columns": [{"name": "a", "type": "float"},
+                                {"name": "b", "type": "int", "default": "x"}]}, "default 'x'"),
+    ({"label": "a", "bogus": 1, "columns": [{"name": "a", "type": "float"}]}, "unknown spec keys"),
+    ({"label": "a", "columns": [{"name": "a", "type": "float"}, {"name": "a", "type": "int"}]},
+     "declared twice"),
+])
+def test_bad_specs_are_rejected_with_the_reason(spec, message):
+    with pytest.raises(SchemaError, match=message):
+        Schema.from_dict(spec)
+
+
+def test_yaml_spec_parse_error_names_the_file(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("label: [unclosed\n")
+    with pytest.raises(SchemaError, match="cannot parse spec .*bad.yaml"):
+        Schema.load(str(p))
+
+
+def test_string_label_forces_classification():
+    s = Schema(columns=(ColumnSpec("x", "float", "zscore"), ColumnSpec("y", "string")), label="y")
+    assert s.task == "classification"
+    with pytest.raises(SchemaError, match="must be classification"):
+        Schema(columns=s.columns, label="y", task="regression")
+
+
+@pytest.mark.parametrize("text, dtype, value", [
+    ("3", "int", 3), ("3.0", "int", 3), ("-1.5", "float", -1.5), ("abc", "string", "abc")])
+def test_coerce_value(text, dtype, value):
+    assert coerce_value(text, dtype) == value
+
+
+@pytest.mark.parametrize("text, dtype", [("3.5", "int"), ("x", "float"), ("nan", "float"),
+                                         ("inf", "float")])
+def test_coerce_value_rejects(text, dtype):
+    with pytest.raises(ValueError):
+        coerce_value(text, dtype)
+
+
+def test_parse_csv_sample_handles_quotes():
+    header, rows = parse_csv_sample('a,b\n1,"x, y"\n2,"multi\nline"\n')
+    assert header == ["a", "b"] and rows == [["1", "x, y"], ["2", "multi\nline"]]
+    with pytest.raises(SchemaError, match="empty"):
+        parse_csv_sample("")

@@ -1,0 +1,81 @@
+"""The shared preprocessing_fn: TF datetime/haversine helpers and a full tf.transform run."""
+import datetime
+import random
+import tempfile
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from preprocessing.datagen import haversine_km as np_haversine
+from preprocessing.schema import ColumnSpec, CrossSpec, Schema
+from preprocessing.transform import datetime_parts, haversine_km, make_preprocessing_fn
+
+
+def test_datetime_parts_match_python_calendar():
+    rng = random.Random(3)
+    start = datetime.datetime(1999, 1, 1)
+    stamps = [start + datetime.timedelta(seconds=rng.randrange(0, 40 * 365 * 86400))
+              for _ in range(2000)]
+    texts = [d.strftime("%Y-%m-%d %H:%M:%S") + (" UTC" if i % 2 else "")
+             for i, d in enumerate(stamps)]
+    texts[0] = stamps[0].strftime("%Y-%m-%dT%H:%M:%S")
+    parts = {k: v.numpy() for k, v in datetime_parts(tf.constant(texts)).items()}
+    assert parts["weekday"].tolist() == [d.weekday() for d in stamps]
+    assert parts["hour"].tolist() == [d.hour for d in stamps]
+    assert parts["month"].tolist() == [d.month - 1 for d in stamps]
+    assert parts["day"].tolist() == [d.day - 1 for d in stamps]
+    assert parts["minute"].tolist() == [d.minute for d in stamps]
+
+
+def test_haversine_matches_numpy_twin():
+    rng = np.random.default_rng(0)
+    lat1, lat2 = rng.uniform(40.6, 40.9, (2, 500))
+    lon1, lon2 = rng.uniform(-74.05, -73.75, (2, 500))
+    tf_km = haversine_km(*[tf.constant(v, tf.float32) for v in (lat1, lon1, lat2, lon2)]).numpy()
+    np.testing.assert_allclose(tf_km, np_haversine(lat1, lon1, lat2, lon2), atol=0.02)
+
+
+def _analyze_and_transform(schema, rows):
+    """Analyzes `rows` with tf.transform, then applies the saved transform_fn to them."""
+    import apache_beam as beam
+    import tensorflow_transform as tft
+    import tensorflow_transform.beam as tft_beam
+    from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
+    from preprocessing.parsing import raw_feature_spec
+    meta = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(
+        raw_feature_spec(schema)))
+    out_dir = tempfile.mkdtemp()
+    with beam.Pipeline() as p, tft_beam.Context(temp_dir=tempfile.mkdtemp()):
+        transform_fn = ((p | beam.Create(rows), meta)
+                        | tft_beam.AnalyzeDataset(make_preprocessing_fn(schema)))
+        _ = transform_fn | tft_beam.WriteTransformFn(out_dir)
+    dtypes = {"float": tf.float32, "int": tf.int64, "string": tf.string}
+    raw = {c.name: tf.constant([r[c.name] for r in rows], dtypes[c.type]) for c in schema.columns}
+    out = tft.TFTransformOutput(out_dir).transform_raw_features(raw)
+    cols = {k: v.numpy().tolist() for k, v in out.items()}
+    return [{k: cols[k][i] for k in cols} for i in range(len(rows))]
+
+
+def test_preprocessing_fn_end_to_end_classification():
+    schema = Schema(
+        columns=(ColumnSpec("id", "string"),
+                 ColumnSpec("x", "float", "zscore"),
+                 ColumnSpec("n", "int", "bucketize", num_buckets=4),
+                 ColumnSpec("c", "string", "vocabulary", top_k=2, num_oov_buckets=1),
+                 ColumnSpec("h", "string", "hash", hash_buckets=8),
+                 ColumnSpec("y", "string")),
+        label="y", key="id", crosses=(CrossSpec(("n", "c"), hash_buckets=16),))
+    rows = [{"id": f"r{i}", "x": float(i), "n": i % 10, "c": ["a", "a", "a", "b", "b", "z"][i % 6],
+             "h": f"h{i % 5}", "y": ["cat", "dog"][i % 2] if i % 7 else "cat"} for i in range(120)]
+    out = _analyze_and_transform(schema, rows)
+    assert len(out) == 120
+    xs = np.array([r["x"] for r in out])
+    assert abs(xs.mean()) < 1e-5 and abs(xs.std() - 1) < 1e-3
+    by_id = {r["id"].decode() if isinstance(r["id"], bytes) else r["id"]: r for r in out}
+    # top_k=2 keeps 'a' (most frequent, index 0) and 'b' (1); 'z' falls in the OOV bucket (2).
+    assert by_id["r0"]["c"] == 0 and by_id["r3"]["c"] == 1 and by_id["r5"]["c"] == 2
+    assert {r["n"] for r in out} <= {0, 1, 2, 3}
+    assert all(0 <= r["h"] < 8 and 0 <= r["cross_n_x_c"] < 16 for r in out)
+    # 'cat' is the more frequent class: index 0.
+    assert by_id["r0"]["y"] == 0 and by_id["r1"]["y"] == 1
