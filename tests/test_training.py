@@ -1,0 +1,270 @@
+"""train_and_evaluate: convergence, export signatures, distribution, resume, manifests."""
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import yaml
+
+from preprocessing import parsing
+from tests.conftest import ROOT, read_examples
+from training.config import ConfigError, TrainConfig
+
+
+def _cfg(data_dir, job_dir, **kw):
+    base = dict(data_dir=data_dir, job_dir=job_dir, epochs=4, batch_size=128,
+                hidden_units=[32, 16], shuffle_buffer=5000, verbose=0)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+@pytest.fixture(scope="session")
+def trained(preprocessed, tmp_path_factory):
+    from training import train_and_evaluate
+    data_dir, _ = preprocessed
+    job_dir = str(tmp_path_factory.mktemp("job"))
+    metrics = train_and_evaluate(_cfg(data_dir, job_dir))
+    return data_dir, job_dir, metrics
+
+
+def _raw_rows(csv_path, schema):
+    """key -> {column: typed value} for every clean row of the CSV."""
+    import csv
+    with open(csv_path, newline="") as f:
+        reader = csv.reader(f)
+        p = parsing.RowParser(schema, next(reader))
+        rows = {}
+        for fields in reader:
+            try:
+                values = p.parse(fields)
+            except parsing.RowError:
+                continue
+            rows[values[0]] = dict(zip(schema.names, values))
+    return rows
+
+
+def _example(row, columns):
+    feats = {}
+    for c in columns:
+        v = row[c.name]
+        if c.type == "float":
+            feats[c.name] = tf.train.Feature(float_list=tf.train.FloatList(value=[v]))
+        elif c.type == "int":
+            feats[c.name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))
+        else:
+            feats[c.name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode()]))
+    return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
+
+
+def test_training_converges_and_writes_outputs(trained):
+    _, job_dir, m = trained
+    loss = m["history"]["loss"]
+    assert loss[-1] < loss[0] * 0.5, loss
+    assert m["eval"]["examples"] > 0 and m["eval"]["rmse"] < 3.0  # noise sigma is 1.5
+    on_disk = json.load(open(os.path.join(job_dir, "metrics.json")))
+    assert on_disk["eval"] == m["eval"] and on_disk["resumed_from_step"] == 0
+    assert os.path.getsize(os.path.join(job_dir, "curves.png")) > 1000
+    assert glob.glob(os.path.join(job_dir, "logs", "train", "events.out.tfevents.*"))
+    assert len(glob.glob(os.path.join(job_dir, "checkpoints", "epoch-*.index"))) == 4
+    export = m["export_dir"]
+    assert os.path.dirname(export) == os.path.join(job_dir, "export")
+    assert os.path.basename(export).isdigit()
+    assert os.path.exists(os.path.join(export, "saved_model.pb"))
+    assert os.path.exists(os.path.join(export, "assets.extra", "raw_schema.json"))
+
+
+def test_signatures_agree_with_each_other_and_with_keras(trained, taxi_csv):
+    import tensorflow_transform as tft
+    from training.data import load_feature_info
+    from training.model import build_model
+    data_dir, job_dir, m = trained
+    info = load_feature_info(data_dir)
+    schema = info.raw_schema
+    spec = tft.TFTransformOutput(data_dir).transformed_feature_spec()
+    ev = read_examples(os.path.join(data_dir, "eval", "*.tfrecord.gz"), spec)
+    keys = [k.decode() for k in ev["key"]]
+    # The Keras model on the transformed eval records, with the final epoch's weights.
+    model = build_model(info, _cfg(data_dir, job_dir))
+    model.load_weights(os.path.join(job_dir, "checkpoints", "epoch-004")).expect_partial()
+    keras_pred = model({k: tf.constant(ev[k]) for k in info.input_names}).numpy()[:, 0]
+    # The export on the RAW rows with the same keys, through both signatures.
+    raw = _raw_rows(taxi_csv[0], schema)
+    cols = schema.serving_columns()
+    loaded = tf.saved_model.load(m["export_dir"])
+    dtypes = {"float": tf.float32, "int": tf.int64, "string": tf.string}
+    raw_pred = loaded.signatures["predict_raw"](**{
+        c.name: tf.constant([raw[k][c.name] for k in keys], dtypes[c.type]) for c in cols
+    })["predictions"].numpy()
+    ex_pred = loaded.signatures["serving_default"](
+        examples=tf.constant([_example(raw[k], cols) for k in keys]))["predictions"].numpy()
+    np.testing.assert_allclose(raw_pred, ex_pred, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(raw_pred, keras_pred, rtol=1e-4, atol=1e-4)
+    # And the trainer's exact eval RMSE is what these predictions give.
+    labels = np.array([raw[k]["fare_amount"] for k in keys], dtype=np.float32)
+    rmse = float(np.sqrt(np.mean((raw_pred.astype(np.float64) - labels) ** 2)))
+    assert rmse == pytest.approx(m["eval"]["rmse"], rel=1e-4)
+
+
+def test_saved_model_cli_runs_the_raw_signature(trained):
+    _, _, m = trained
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    r = subprocess.run([cli, "run", "--dir", m["export_dir"], "--tag_set", "serve",
+                        "--signature_def", "predict_raw", "--input_exprs",
+                        'pickup_datetime=["2025-11-21 17:30:00 UTC"];pickup_longitude=[-73.9];'
+                        'pickup_latitude=[40.7];dropoff_longitude=[-73.95];'
+                        'dropoff_latitude=[40.75];passenger_count=[2];payment_type=["Cash"];'
+                        'company=["Flash Cab"]'], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Result for output key predictions" in r.stdout
+
+
+def test_classification_exports_class_names(tmp_path):
+    from beam_jobs import preprocess
+    from training import train_and_evaluate
+    rng = np.random.default_rng(0)
+    lines = ["id,x,y,colour,label"]
+    for i in range(1500):
+        x, y = rng.normal(size=2)
+        colour = ["red", "blue"][i % 2]
+        label = "left" if x < -0.3 else ("right" if x > 0.3 else "middle")
+        lines.append(f"{i},{x:.4f},{y:.4f},{colour},{label}")
+    (tmp_path / "c.csv").write_text("\n".join(lines) + "\n")
+    data = str(tmp_path / "prep")
+    preprocess.run(["--input", str(tmp_path / "c.csv"), "--output", data, "--label_column", "label"])
+    m = train_and_evaluate(_cfg(data, str(tmp_path / "job"), epochs=6, batch_size=64,
+                                learning_rate=0.01))
+    assert m["task"] == "classification" and m["eval"]["accuracy"] > 0.8
+    sig = tf.saved_model.load(m["export_dir"]).signatures["predict_raw"]
+    out = sig(x=tf.constant([-2.0, 0.0, 2.0]), y=tf.constant([0.0, 0.0, 0.0]),
+              colour=tf.constant(["red", "blue", "red"]))
+    assert [c.decode() for c in out["classes"].numpy()] == ["left", "middle", "right"]
+    np.testing.assert_allclose(out["probabilities"].numpy().sum(-1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_two_worker_multi_worker_mirrored_via_launch(preprocessed, tmp_path):
+    from training.launch import launch
+    data_dir, _ = preprocessed
+    job = str(tmp_path / "job")
+    code = launch(2, 0, ["--data_dir", data_dir, "--job_dir", job, "--epochs", "2",
+                         "--batch_size", "128", "--hidden_units", "16", "--verbose", "0"],
+                  timeout=400)
+    assert code == 0
+    m = json.load(open(os.path.join(job, "metrics.json")))
+    assert m["distribution"] == "multi_worker" and m["replicas"] == 2
+    assert len(glob.glob(os.path.join(job, "export", "*", "saved_model.pb"))) == 1
+    assert m["history"]["loss"][-1] < m["history"]["loss"][0]
+
+
+@pytest.mark.slow
+def test_parameter_server_cluster_via_launch(preprocessed, tmp_path):
+    from training.launch import launch
+    data_dir, _ = preprocessed
+    job = str(tmp_path / "job")
+    code = launch(2, 1, ["--data_dir", data_dir, "--job_dir", job, "--epochs", "2",
+                         "--batch_size", "128", "--hidden_units", "16", "--verbose", "0"],
+                  timeout=400)
+    assert code == 0
+    m = json.load(open(os.path.join(job, "metrics.json")))
+    assert m["distribution"] == "parameter_server"
+    assert glob.glob(os.path.join(job, "export", "*", "saved_model.pb"))
+
+
+def _backup_step(backup_dir):
+    path = tf.train.latest_checkpoint(os.path.join(backup_dir, "chief"))
+    if not path:
+        return None
+    return int(tf.train.load_checkpoint(path).get_tensor(
+        "model/optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
+@pytest.mark.slow
+def test_killed_training_resumes_from_its_last_backup(preprocessed, tmp_path):
+    data_dir, _ = preprocessed
+    job = str(tmp_path / "job")
+    args = [sys.executable, "-m", "training.task", "--data_dir", data_dir, "--job_dir", job,
+            "--epochs", "40", "--batch_size", "32", "--checkpoint_steps", "25",
+            "--hidden_units", "16", "--verbose", "0"]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    backup = os.path.join(job, "checkpoints", "backup")
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline:
+            step = _backup_step(backup) if os.path.isdir(os.path.join(backup, "chief")) else None
+            if step and step >= 200:
+                break
+            assert proc.poll() is None, "training ended before it could be killed"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGKILL)  # no clean shutdown: a crash
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    saved = _backup_step(backup)
+    assert saved and saved >= 200
+    r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"Resuming from step {saved}" in r.stderr
+    m = json.load(open(os.path.join(job, "metrics.json")))
+    assert m["resumed_from_step"] == saved
+    assert m["final_step"] == 40 * m["steps_per_epoch"]
+    assert not os.path.exists(os.path.join(backup, "chief"))  # removed after success
+
+
+def test_rendered_manifests_carry_replicas_image_and_args(tmp_path):
+    from training import render
+    args = ["--data_dir", "gs://b/prep", "--job_dir", "gs://b/job", "--epochs", "3"]
+    assert render.main(["--image", "img:1", "--workers", "3", "--ps", "2", "--gpus", "1",
+                        "--output_dir", str(tmp_path), "--"] + args) == 0
+    tfjob = yaml.safe_load((tmp_path / "tfjob.yaml").read_text())
+    specs = tfjob["spec"]["tfReplicaSpecs"]
+    assert tfjob["kind"] == "TFJob" and tfjob["apiVersion"] == "kubeflow.org/v1"
+    assert {k: v["replicas"] for k, v in specs.items()} == {"Chief": 1, "Worker": 3, "PS": 2}
+    for spec in specs.values():
+        c = spec["template"]["spec"]["containers"][0]
+        assert c["name"] == "tensorflow" and c["image"] == "img:1" and c["args"] == args
+    assert specs["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"][
+        "nvidia.com/gpu"] == 1
+    assert "nvidia.com/gpu" not in specs["PS"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    job = json.loads((tmp_path / "customjob.json").read_text())
+    pools = job["jobSpec"]["workerPoolSpecs"]
+    assert [p["replicaCount"] for p in pools] == [1, 3, 2]
+    assert all(p["containerSpec"]["imageUri"] == "img:1" and p["containerSpec"]["args"] == args
+               for p in pools)
+    assert job["jobSpec"]["baseOutputDirectory"]["outputUriPrefix"] == "gs://b/job"
+    # All-reduce: N workers = the chief pool plus N-1 workers.
+    render.main(["--image", "img:1", "--workers", "4", "--output_dir", str(tmp_path), "--"] + args)
+    job = json.loads((tmp_path / "customjob.json").read_text())
+    assert [p["replicaCount"] for p in job["jobSpec"]["workerPoolSpecs"]] == [1, 3]
+    tfjob = yaml.safe_load((tmp_path / "tfjob.yaml").read_text())
+    assert list(tfjob["spec"]["tfReplicaSpecs"]) == ["Worker"]
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(batch_size=0), "--batch_size"), (dict(hidden_units=[]), "--hidden_units"),
+    (dict(distribution="tpu"), "--distribution"), (dict(dropout=1.5), "--dropout")])
+def test_config_validation(kw, message):
+    with pytest.raises(ConfigError, match=message):
+        _cfg("d", "j", **kw)
+
+
+def test_vertex_environment_wins(monkeypatch):
+    monkeypatch.setenv("AIP_MODEL_DIR", "gs://b/model/")
+    monkeypatch.setenv("AIP_CHECKPOINT_DIR", "gs://b/ckpt/")
+    monkeypatch.setenv("AIP_TENSORBOARD_LOG_DIR", "gs://b/tb/")
+    c = _cfg("d", "j")
+    assert (c.model_dir, c.checkpoint_dir, c.tensorboard_dir) == ("gs://b/model/", "gs://b/ckpt/",
+                                                                  "gs://b/tb/")
+
+
+def test_missing_data_dir_is_a_clear_error(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "training.task", "--data_dir", str(tmp_path / "no"),
+                        "--job_dir", str(tmp_path / "j")], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode != 0 and "error" in r.stderr.splitlines()[-1].lower()

@@ -1,0 +1,110 @@
+"""Typed, validated training configuration, from flags, with Vertex AI's environment honoured."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+DISTRIBUTIONS = ("auto", "single", "mirrored", "multi_worker", "parameter_server")
+MODELS = ("wide_deep", "dnn")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass
+class TrainConfig:
+    data_dir: str
+    job_dir: str
+    epochs: int = 10
+    train_steps: Optional[int] = None       # total steps; overrides epochs when set
+    steps_per_epoch: Optional[int] = None   # default: train rows / batch size
+    batch_size: int = 512                   # global batch size
+    learning_rate: float = 3e-3
+    model: str = "wide_deep"
+    hidden_units: List[int] = field(default_factory=lambda: [128, 64, 32])
+    embedding_dim: int = 8
+    dropout: float = 0.0
+    shuffle_buffer: int = 50_000
+    cache: bool = False
+    eval_steps: Optional[int] = None         # default: the whole eval split
+    early_stopping_patience: int = 0         # 0 = off
+    checkpoint_steps: int = 200              # BackupAndRestore frequency
+    distribution: str = "auto"
+    seed: int = 42
+    model_dir: Optional[str] = None          # export base (default job_dir/export)
+    checkpoint_dir: Optional[str] = None     # default job_dir/checkpoints
+    tensorboard_dir: Optional[str] = None    # default job_dir/logs
+    verbose: int = 2
+
+    def __post_init__(self):
+        # Vertex AI custom training sets these; they win over the defaults under job_dir.
+        self.model_dir = self.model_dir or os.environ.get("AIP_MODEL_DIR") or \
+            os.path.join(self.job_dir, "export")
+        self.checkpoint_dir = self.checkpoint_dir or os.environ.get("AIP_CHECKPOINT_DIR") or \
+            os.path.join(self.job_dir, "checkpoints")
+        self.tensorboard_dir = self.tensorboard_dir or \
+            os.environ.get("AIP_TENSORBOARD_LOG_DIR") or os.path.join(self.job_dir, "logs")
+        self.validate()
+
+    def validate(self):
+        if not self.data_dir or not self.job_dir:
+            raise ConfigError("--data_dir and --job_dir are required")
+        for name in ("epochs", "batch_size", "embedding_dim", "checkpoint_steps", "shuffle_buffer"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name} must be >= 1")
+        for name in ("train_steps", "steps_per_epoch", "eval_steps"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ConfigError(f"--{name} must be >= 1")
+        if not self.hidden_units or any(u < 1 for u in self.hidden_units):
+            raise ConfigError("--hidden_units must be positive integers")
+        if not 0 <= self.dropout < 1:
+            raise ConfigError("--dropout must be in [0, 1)")
+        if self.learning_rate <= 0:
+            raise ConfigError("--learning_rate must be > 0")
+        if self.model not in MODELS:
+            raise ConfigError(f"--model must be one of {MODELS}")
+        if self.distribution not in DISTRIBUTIONS:
+            raise ConfigError(f"--distribution must be one of {DISTRIBUTIONS}")
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        a = parser.add_argument
+        a("--data_dir", required=True, help="The preprocess job's output directory.")
+        a("--job_dir", required=True, help="Where checkpoints, logs, metrics and the export go.")
+        a("--epochs", type=int, default=10)
+        a("--train_steps", type=int, help="Total training steps (overrides --epochs).")
+        a("--steps_per_epoch", type=int, help="Default: train rows / batch size.")
+        a("--batch_size", type=int, default=512, help="Global batch size.")
+        a("--learning_rate", type=float, default=3e-3)
+        a("--model", choices=MODELS, default="wide_deep")
+        a("--hidden_units", default="128,64,32", help="Comma-separated layer sizes.")
+        a("--embedding_dim", type=int, default=8)
+        a("--dropout", type=float, default=0.0)
+        a("--shuffle_buffer", type=int, default=50_000)
+        a("--cache", action="store_true", help="Cache the parsed training data in memory.")
+        a("--eval_steps", type=int, help="Default: the whole eval split.")
+        a("--early_stopping_patience", type=int, default=0, help="Epochs; 0 turns it off.")
+        a("--checkpoint_steps", type=int, default=200, help="Backup (resume) frequency in steps.")
+        a("--distribution", choices=DISTRIBUTIONS, default="auto",
+          help="auto: from TF_CONFIG (ps -> parameter_server, several workers -> "
+               "multi_worker), else mirrored with several GPUs, else single.")
+        a("--seed", type=int, default=42)
+        a("--verbose", type=int, default=2, choices=[0, 1, 2])
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "TrainConfig":
+        kw = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
+        try:
+            kw["hidden_units"] = [int(u) for u in str(args.hidden_units).split(",") if u.strip()]
+        except ValueError:
+            raise ConfigError(f"--hidden_units must be comma-separated integers, got "
+                              f"{args.hidden_units!r}") from None
+        return cls(**kw)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)

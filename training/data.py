@@ -1,0 +1,145 @@
+"""tf.data input pipeline over the preprocess job's gzip TFRecord shards, and feature metadata.
+
+Fast-input-pipeline practice: files are sharded across workers first (records only when there
+are too few files), read in parallel with `interleave`, shuffled, batched *before* parsing so
+`parse_example` runs once per batch, mapped with AUTOTUNE parallelism and prefetched.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import tensorflow as tf
+
+from preprocessing.schema import Schema
+
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+@dataclass
+class FeatureInfo:
+    """What the model needs to know about the transformed features."""
+    label: str
+    task: str
+    numeric: List[str]
+    categorical: Dict[str, int]          # name -> cardinality
+    feature_spec: dict                   # transformed feature spec (parsing), incl. label
+    n_classes: int = 1
+    class_names: List[str] = field(default_factory=list)
+    split_rows: Dict[str, int] = field(default_factory=dict)
+    raw_schema: Optional[Schema] = None
+
+    @property
+    def input_names(self) -> List[str]:
+        return self.numeric + list(self.categorical)
+
+
+def load_feature_info(data_dir: str) -> FeatureInfo:
+    """Reads the preprocess output: raw schema, transform output and run summary."""
+    import tensorflow_transform as tft
+
+    for needed in ("transform_fn", "raw_schema.json"):
+        if not tf.io.gfile.exists(os.path.join(data_dir, needed)):
+            raise FileNotFoundError(f"{data_dir} is not a preprocess output (no {needed})")
+    tft_out = tft.TFTransformOutput(data_dir)
+    schema = Schema.load(os.path.join(data_dir, "raw_schema.json"))
+    spec = tft_out.transformed_feature_spec()
+    known_cat = schema.categorical_outputs()
+    domains = {f.name: f.int_domain for f in tft_out.transformed_metadata.schema.feature
+               if f.HasField("int_domain")}
+    numeric, categorical = [], {}
+    for name, s in sorted(spec.items()):
+        if name in (schema.label, schema.key):
+            continue
+        if s.dtype == tf.string:
+            continue  # passthrough strings are not model inputs
+        if s.dtype == tf.float32:
+            numeric.append(name)
+        elif name in known_cat:
+            card = known_cat[name]
+            if card is None:  # a vocabulary: its size is known after analysis
+                col = schema.column(name)
+                card = tft_out.vocabulary_size_by_name(name) + col.num_oov_buckets
+            categorical[name] = card
+        elif name in domains:  # a module file's categorical output with a declared domain
+            categorical[name] = int(domains[name].max) + 1
+        else:
+            numeric.append(name)  # an int without a domain: used as a number
+    n_classes, class_names = 1, []
+    if schema.task == "classification":
+        class_names = [v.decode() if isinstance(v, bytes) else str(v)
+                       for v in tft_out.vocabulary_by_name("label")]
+        n_classes = len(class_names)
+    split_rows = {}
+    summary = os.path.join(data_dir, "summary.json")
+    if tf.io.gfile.exists(summary):
+        with tf.io.gfile.GFile(summary) as f:
+            split_rows = json.load(f).get("splits", {})
+    return FeatureInfo(label=schema.label, task=schema.task, numeric=numeric,
+                       categorical=categorical, feature_spec=spec, n_classes=n_classes,
+                       class_names=class_names, split_rows=split_rows, raw_schema=schema)
+
+
+def split_files(data_dir: str, split: str) -> List[str]:
+    files = sorted(tf.io.gfile.glob(os.path.join(data_dir, split, "*.tfrecord.gz")))
+    if not files:
+        raise FileNotFoundError(f"no TFRecords for split '{split}' under {data_dir}")
+    return files
+
+
+def make_dataset_fn(files: List[str], info: FeatureInfo, global_batch_size: int,
+                    training: bool, shuffle_buffer: int = 50_000, cache: bool = False,
+                    seed: int = 42, repeat: Optional[bool] = None):
+    """Returns dataset_fn(input_context=None) -> dataset of (features, label, weight)."""
+    repeat = training if repeat is None else repeat
+    spec = {k: info.feature_spec[k] for k in info.input_names + [info.label]}
+    classification = info.task == "classification"
+
+    def parse(serialized):
+        parsed = tf.io.parse_example(serialized, spec)
+        label = parsed.pop(info.label)
+        if classification:
+            # -1 marks an eval class never seen in train: keep the row, give it no weight.
+            weight = tf.cast(label >= 0, tf.float32)
+            label = tf.maximum(label, 0)
+        else:
+            weight = tf.ones_like(label, dtype=tf.float32)
+            label = tf.expand_dims(label, -1)  # [batch, 1], like the model's output
+        return parsed, label, weight
+
+    def dataset_fn(input_context: Optional[tf.distribute.InputContext] = None):
+        batch_size = global_batch_size
+        pipelines, pipeline_id = 1, 0
+        if input_context is not None:
+            batch_size = input_context.get_per_replica_batch_size(global_batch_size)
+            pipelines, pipeline_id = input_context.num_input_pipelines, input_context.input_pipeline_id
+        ds = tf.data.Dataset.from_tensor_slices(files)
+        shard_records = pipelines > 1 and len(files) < pipelines
+        if pipelines > 1 and not shard_records:
+            ds = ds.shard(pipelines, pipeline_id)  # each worker reads its own files
+        if training:
+            ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+        ds = ds.interleave(
+            lambda f: tf.data.TFRecordDataset(f, compression_type="GZIP", buffer_size=1 << 20),
+            cycle_length=max(1, min(len(files), 8)), num_parallel_calls=AUTOTUNE,
+            deterministic=not training)
+        if shard_records:
+            ds = ds.shard(pipelines, pipeline_id)
+        if cache:
+            ds = ds.cache()
+        if training:
+            ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        if repeat:
+            ds = ds.repeat()
+        ds = ds.batch(batch_size, drop_remainder=training)
+        ds = ds.map(parse, num_parallel_calls=AUTOTUNE, deterministic=not training)
+        return ds.prefetch(AUTOTUNE)
+
+    return dataset_fn
+
+
+def steps_for(rows: int, batch_size: int) -> int:
+    return max(1, math.ceil(rows / batch_size))

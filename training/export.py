@@ -1,0 +1,90 @@
+"""Exports the trained model with the tf.transform graph embedded (TF Serving layout).
+
+`<model_dir>/<version>/` holds a SavedModel with two signatures, both taking RAW features:
+  serving_default  `examples`: serialized tf.Example strings        -> predictions
+  predict_raw      one [batch] tensor per raw column (the shape `{"instances": [...]}` maps to)
+plus `assets.extra/raw_schema.json`, the raw schema that batch/stream jobs parse inputs with.
+
+Outputs: regression -> `predictions` [batch]; classification -> `probabilities` [batch, n],
+`class_ids` [batch], `classes` [batch] (label vocabulary strings).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import tensorflow as tf
+
+from preprocessing.parsing import raw_feature_spec
+from preprocessing.schema import Schema
+from training.data import FeatureInfo
+
+RAW_SCHEMA_ASSET = os.path.join("assets.extra", "raw_schema.json")
+_DTYPES = {"float": tf.float32, "int": tf.int64, "string": tf.string}
+
+
+class ServingModule(tf.Module):
+    def __init__(self, model, tft_output, info: FeatureInfo, schema: Schema):
+        super().__init__()
+        self.model = model
+        self.tft_layer = tft_output.transform_features_layer()
+        self._input_names = list(info.input_names)
+        self._classification = info.task == "classification"
+        self.class_names = tf.constant(info.class_names or [""])
+        cols = schema.serving_columns()
+        # Optional columns (with a default) may be absent from a tf.Example.
+        spec = raw_feature_spec(schema, cols)
+        for c in cols:
+            if c.default is not None:
+                spec[c.name] = tf.io.FixedLenFeature([], _DTYPES[c.type],
+                                                     default_value=_typed(c.default, c.type))
+        self._example_spec = spec
+        self.serve_examples = tf.function(
+            self._serve_examples,
+            input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+        self.predict_raw = tf.function(
+            self._predict_raw,
+            input_signature=[{c.name: tf.TensorSpec([None], _DTYPES[c.type], name=c.name)
+                              for c in cols}])
+
+    def _predict(self, raw):
+        transformed = self.tft_layer(dict(raw))
+        out = self.model({k: transformed[k] for k in self._input_names}, training=False)
+        if not self._classification:
+            return {"predictions": tf.squeeze(out, -1)}
+        probs = tf.nn.softmax(out, axis=-1)
+        ids = tf.argmax(probs, axis=-1)
+        return {"probabilities": probs, "class_ids": ids,
+                "classes": tf.gather(self.class_names, ids)}
+
+    def _serve_examples(self, examples):
+        return self._predict(tf.io.parse_example(examples, self._example_spec))
+
+    def _predict_raw(self, features):
+        return self._predict(features)
+
+
+def _typed(value, dtype):
+    return {"float": float, "int": int, "string": str}[dtype](value)
+
+
+def next_version_dir(model_dir: str) -> str:
+    """A new numeric version, newer than any present (TF Serving picks the highest)."""
+    version = int(time.time())
+    if tf.io.gfile.exists(model_dir):
+        existing = [int(v) for v in tf.io.gfile.listdir(model_dir) if v.strip("/").isdigit()]
+        if existing:
+            version = max(version, max(existing) + 1)
+    return os.path.join(model_dir, str(version))
+
+
+def export_model(model, data_dir: str, info: FeatureInfo, export_dir: str) -> str:
+    import tensorflow_transform as tft
+
+    module = ServingModule(model, tft.TFTransformOutput(data_dir), info, info.raw_schema)
+    tf.saved_model.save(module, export_dir, signatures={
+        "serving_default": module.serve_examples, "predict_raw": module.predict_raw})
+    tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
+    with tf.io.gfile.GFile(os.path.join(export_dir, RAW_SCHEMA_ASSET), "w") as f:
+        f.write(info.raw_schema.dumps())
+    return export_dir

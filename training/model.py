@@ -1,0 +1,58 @@
+"""The tabular model over transformed features: a small pure function of the feature metadata.
+
+`tf_keras` (Keras 2), not Keras 3: only Keras 2 runs Model.fit under ParameterServerStrategy,
+and it serves all four strategies with the same code. The model takes transformed features;
+the export wraps it with the tf.transform layer so serving takes raw features.
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+import tf_keras as keras
+
+from training.config import TrainConfig
+from training.data import FeatureInfo
+
+
+def build_model(info: FeatureInfo, cfg: TrainConfig) -> keras.Model:
+    """Wide & deep (or plain DNN): embeddings for categorical ids, numeric as is.
+
+    The wide part gives every category (crosses included) its own linear weight, which
+    captures step effects such as a rush-hour surcharge directly; the deep part learns the
+    smooth interactions.
+    """
+    inputs, deep, wide = {}, [], []
+    for name in info.numeric:
+        inputs[name] = keras.Input(shape=(), name=name, dtype=tf.float32)
+        deep.append(keras.layers.Reshape((1,), name=f"{name}_col")(inputs[name]))
+    for name, card in info.categorical.items():
+        inputs[name] = keras.Input(shape=(), name=name, dtype=tf.int64)
+        dim = min(cfg.embedding_dim, card)
+        deep.append(keras.layers.Embedding(card, dim, name=f"{name}_emb")(inputs[name]))
+        if cfg.model == "wide_deep":
+            wide.append(keras.layers.Embedding(card, info.n_classes, name=f"{name}_wide")(inputs[name]))
+    if not deep:
+        raise ValueError("no model inputs among the transformed features")
+    x = keras.layers.Concatenate(name="deep_in")(deep) if len(deep) > 1 else deep[0]
+    for i, units in enumerate(cfg.hidden_units):
+        x = keras.layers.Dense(units, activation="relu", name=f"dense_{i}")(x)
+        if cfg.dropout:
+            x = keras.layers.Dropout(cfg.dropout, seed=cfg.seed)(x)
+    out = keras.layers.Dense(info.n_classes, name="deep_out")(x)
+    if wide:
+        out = keras.layers.Add(name="wide_and_deep")([out] + wide)
+    # Regression keeps [batch, 1]: Keras losses reduce over the last axis.
+    model = keras.Model(inputs, out, name=cfg.model)
+    return model
+
+
+def compile_model(model: keras.Model, info: FeatureInfo, cfg: TrainConfig, **kw) -> None:
+    opt = keras.optimizers.Adam(learning_rate=cfg.learning_rate)
+    if info.task == "regression":
+        model.compile(optimizer=opt, loss="mse",
+                      weighted_metrics=[keras.metrics.RootMeanSquaredError(name="rmse"),
+                               keras.metrics.MeanAbsoluteError(name="mae")], **kw)
+    else:
+        model.compile(optimizer=opt,
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+                      **kw)

@@ -1,0 +1,43 @@
+"""Train on the preprocess output and export a model that carries the transform.
+
+    python -m training.task --data_dir out/prep --job_dir out/job --epochs 5
+
+Distributed on one machine (real processes on localhost, each with its own TF_CONFIG):
+
+    python -m training.launch --workers 2 -- --data_dir out/prep --job_dir out/job
+
+On Vertex AI / Kubernetes the platform sets TF_CONFIG (and AIP_MODEL_DIR etc.); see templates/.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from training.config import ConfigError, TrainConfig
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m training.task", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    TrainConfig.add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        cfg = TrainConfig.from_args(args)
+    except ConfigError as e:
+        parser.error(str(e))
+    from training.trainer import train_and_evaluate
+    try:
+        metrics = train_and_evaluate(cfg)
+    except FileNotFoundError as e:
+        print(f"training.task: error: {e}", file=sys.stderr)
+        return 2
+    if metrics.get("chief", True):
+        print(f"training: eval {metrics['eval']}; export {metrics['export_dir']}; "
+              f"metrics {cfg.job_dir}/metrics.json")
+    return 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    sys.exit(main())

@@ -1,0 +1,260 @@
+"""train_and_evaluate: distributed training on the preprocess output, then export.
+
+Strategy (from `--distribution`, `auto` reads TF_CONFIG):
+  single            one device (default strategy)
+  mirrored          all local GPUs (MirroredStrategy)
+  multi_worker      TF_CONFIG workers, synchronous all-reduce (MultiWorkerMirroredStrategy)
+  parameter_server  TF_CONFIG with `ps` and a `chief` (ParameterServerStrategy); workers and
+                    ps tasks run a tf.distribute.Server and wait for the chief's work.
+Only the chief writes the export, metrics.json and the curves PNG.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+from training import data as data_lib
+from training.config import TrainConfig
+from training.export import export_model, next_version_dir
+from training.model import build_model, compile_model
+
+log = logging.getLogger("training")
+
+
+# ---- cluster / strategy ------------------------------------------------------------------------
+def tf_config() -> dict:
+    return json.loads(os.environ.get("TF_CONFIG") or "{}")
+
+
+def task_info() -> tuple:
+    t = tf_config().get("task") or {}
+    return t.get("type"), int(t.get("index", 0))
+
+
+def is_chief() -> bool:
+    cluster = tf_config().get("cluster") or {}
+    ttype, index = task_info()
+    if ttype is None:
+        return True
+    if "chief" in cluster:
+        return ttype == "chief"
+    return ttype == "worker" and index == 0
+
+
+def resolve_distribution(cfg: TrainConfig) -> str:
+    if cfg.distribution != "auto":
+        return cfg.distribution
+    cluster = tf_config().get("cluster") or {}
+    if cluster.get("ps"):
+        return "parameter_server"
+    if len(cluster.get("worker", [])) + len(cluster.get("chief", [])) > 1:
+        return "multi_worker"
+    if len(tf.config.list_physical_devices("GPU")) > 1:
+        return "mirrored"
+    return "single"
+
+
+def make_strategy(kind: str):
+    if kind == "single":
+        return tf.distribute.get_strategy()
+    if kind == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if kind == "multi_worker":
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    if resolver.task_type in ("worker", "ps"):
+        # Workers and ps serve the chief's requests until they are stopped.
+        server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
+                                      task_index=resolver.task_id, protocol="grpc", start=True)
+        log.info("%s %d serving for the parameter-server chief", resolver.task_type, resolver.task_id)
+        server.join()
+    return tf.distribute.ParameterServerStrategy(resolver)
+
+
+# ---- callbacks -----------------------------------------------------------------------------------
+class ProgressLogger(keras.callbacks.Callback):
+    """Logs where training starts (0, or the step restored from a backup) and its progress."""
+
+    def __init__(self, total_steps: int, every: int = 100):
+        super().__init__()
+        self.total_steps = total_steps
+        self.every = every
+        self.resumed_from_step = 0
+        self._t0 = time.time()
+
+    def on_train_begin(self, logs=None):
+        # BackupAndRestore has restored by now (it is earlier in the callback list).
+        self.resumed_from_step = int(self.model.optimizer.iterations.numpy())
+        if self.resumed_from_step:
+            log.info("Resuming from step %d (restored from backup)", self.resumed_from_step)
+        self._t0 = time.time()
+        self._step = self.resumed_from_step
+
+    def on_epoch_end(self, epoch, logs=None):
+        log.info("epoch %d done: %s", epoch + 1,
+                 {k: round(float(v), 4) for k, v in (logs or {}).items()})
+
+
+class StepProgressLogger(ProgressLogger):
+    """Adds a log line every `every` steps (not allowed under ParameterServerStrategy)."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._step += 1  # counted here: reading the optimizer's variable each step would sync
+        step = self._step
+        if step % self.every == 0:
+            rate = (step - self.resumed_from_step) / max(time.time() - self._t0, 1e-9)
+            log.info("step %d/%d (%.1f steps/s) loss=%s", step, self.total_steps, rate,
+                     None if not logs else round(float(logs.get("loss", float("nan"))), 4))
+
+
+# ---- evaluation ---------------------------------------------------------------------------------
+def exact_eval(model, files, info, batch_size: int) -> dict:
+    """Metrics over the whole eval split exactly once, on this process (no sharding).
+
+    Per-epoch validation under multi-worker training repeats data to keep workers in step;
+    the final figure in metrics.json must be exact, so batch prediction can reproduce it.
+    """
+    ds = data_lib.make_dataset_fn(files, info, batch_size, training=False)()
+    predict = tf.function(lambda x: model(x, training=False))
+    n, sq, ab, correct, wsum = 0, 0.0, 0.0, 0.0, 0.0
+    for features, label, weight in ds:
+        out = predict(features).numpy()
+        y, w = label.numpy(), weight.numpy()
+        if info.task == "regression":
+            err = out[:, 0].astype(np.float64) - y[:, 0]
+            sq += float(np.sum(err ** 2))
+            ab += float(np.sum(np.abs(err)))
+        else:
+            correct += float(np.sum((np.argmax(out, -1) == y) * w))
+            wsum += float(np.sum(w))
+        n += len(y)
+    if info.task == "regression":
+        return {"rmse": math.sqrt(sq / n), "mae": ab / n, "examples": n}
+    return {"accuracy": correct / max(wsum, 1.0), "examples": n,
+            "unknown_label_examples": int(n - wsum)}
+
+
+def plot_curves(history: dict, path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [k for k in history if not k.startswith("val_")]
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.5), squeeze=False)
+    for ax, k in zip(axes[0], keys):
+        epochs = range(1, len(history[k]) + 1)
+        ax.plot(epochs, history[k], marker="o", label="train")
+        if f"val_{k}" in history:
+            ax.plot(range(1, len(history[f"val_{k}"]) + 1), history[f"val_{k}"], marker="o",
+                    label="eval")
+        ax.set_title(k)
+        ax.set_xlabel("epoch")
+        ax.legend()
+    fig.tight_layout()
+    with tf.io.gfile.GFile(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=90)
+    plt.close(fig)
+
+
+# ---- the entry point -----------------------------------------------------------------------------
+def train_and_evaluate(cfg: TrainConfig) -> dict:
+    """Trains on `cfg.data_dir`, evaluates, exports; returns the metrics dict (chief) ."""
+    keras.utils.set_random_seed(cfg.seed)
+    kind = resolve_distribution(cfg)
+    strategy = make_strategy(kind)
+    chief = is_chief()
+    info = data_lib.load_feature_info(cfg.data_dir)
+    train_files = data_lib.split_files(cfg.data_dir, "train")
+    eval_files = data_lib.split_files(cfg.data_dir, "eval")
+    train_rows = info.split_rows.get("train") or 10_000
+    eval_rows = info.split_rows.get("eval") or 1_000
+    steps_per_epoch = cfg.steps_per_epoch or data_lib.steps_for(train_rows, cfg.batch_size)
+    epochs = cfg.epochs
+    if cfg.train_steps:
+        steps_per_epoch = min(steps_per_epoch, cfg.train_steps)
+        epochs = math.ceil(cfg.train_steps / steps_per_epoch)
+    log.info("distribution=%s replicas=%d chief=%s task=%s epochs=%d steps/epoch=%d",
+             kind, strategy.num_replicas_in_sync, chief, info.task, epochs, steps_per_epoch)
+
+    train_fn = data_lib.make_dataset_fn(train_files, info, cfg.batch_size, training=True,
+                                        shuffle_buffer=cfg.shuffle_buffer, cache=cfg.cache,
+                                        seed=cfg.seed)
+    eval_steps = cfg.eval_steps or data_lib.steps_for(eval_rows, cfg.batch_size)
+    eval_fn = data_lib.make_dataset_fn(eval_files, info, cfg.batch_size, training=False,
+                                       repeat=True)
+    with strategy.scope():
+        model = build_model(info, cfg)
+        compile_model(model, info, cfg,
+                      **({"steps_per_execution": 1} if kind == "parameter_server" else {}))
+    if kind == "parameter_server":
+        train_data = keras.utils.experimental.DatasetCreator(train_fn)
+        val_kwargs = {}  # inline validation is not run under PS; the chief evaluates exactly
+    elif kind == "single":
+        train_data = train_fn()
+        val_kwargs = {"validation_data": eval_fn(), "validation_steps": eval_steps}
+    else:
+        train_data = strategy.distribute_datasets_from_function(train_fn)
+        val_kwargs = {"validation_data": strategy.distribute_datasets_from_function(eval_fn),
+                      "validation_steps": eval_steps}
+
+    # Non-chief workers write their share of (collective) saves to scratch dirs.
+    scratch = None if chief else tempfile.mkdtemp(prefix="worker_scratch_")
+    ckpt_dir = cfg.checkpoint_dir if chief else os.path.join(scratch, "ckpt")
+    log_dir = cfg.tensorboard_dir if chief else os.path.join(scratch, "logs")
+    # Keras allows no batch-level callbacks under ParameterServerStrategy: epoch-level there.
+    ps = kind == "parameter_server"
+    progress = (ProgressLogger if ps else StepProgressLogger)(epochs * steps_per_epoch)
+    callbacks = [
+        # Restores epoch, step, weights and optimizer after a crash; deleted after success.
+        keras.callbacks.BackupAndRestore(os.path.join(cfg.checkpoint_dir, "backup"),
+                                         save_freq="epoch" if ps else cfg.checkpoint_steps,
+                                         delete_checkpoint=True),
+        progress,
+        keras.callbacks.ModelCheckpoint(os.path.join(ckpt_dir, "epoch-{epoch:03d}"),
+                                        save_weights_only=True),
+        keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch"),
+    ]
+    if cfg.early_stopping_patience and val_kwargs:
+        callbacks.append(keras.callbacks.EarlyStopping(
+            monitor="val_loss", patience=cfg.early_stopping_patience, restore_best_weights=True))
+    started = time.time()
+    history = model.fit(train_data, epochs=epochs, steps_per_epoch=steps_per_epoch,
+                        callbacks=callbacks, verbose=cfg.verbose if chief else 0, **val_kwargs)
+    train_seconds = time.time() - started
+
+    export_base = cfg.model_dir if chief else os.path.join(scratch, "export")
+    export_dir = export_model(model, cfg.data_dir, info, next_version_dir(export_base))
+    if not chief:
+        shutil.rmtree(scratch, ignore_errors=True)
+        return {"chief": False}
+    final = exact_eval(model, eval_files, info, cfg.batch_size)
+    hist = {k: [float(v) for v in vs] for k, vs in history.history.items()}
+    metrics = {
+        "task": info.task, "label": info.label, "distribution": kind,
+        "replicas": strategy.num_replicas_in_sync, "eval": final, "history": hist,
+        "epochs_run": len(next(iter(hist.values()), [])), "steps_per_epoch": steps_per_epoch,
+        "final_step": int(model.optimizer.iterations.numpy()),
+        "resumed_from_step": progress.resumed_from_step,
+        "train_seconds": round(train_seconds, 2),
+        "examples_per_second": round(
+            (int(model.optimizer.iterations.numpy()) - progress.resumed_from_step)
+            * cfg.batch_size / max(train_seconds, 1e-9), 1),
+        "export_dir": export_dir, "config": cfg.to_dict(),
+    }
+    tf.io.gfile.makedirs(cfg.job_dir)
+    with tf.io.gfile.GFile(os.path.join(cfg.job_dir, "metrics.json"), "w") as f:
+        json.dump(metrics, f, indent=2)
+    if hist:
+        plot_curves(hist, os.path.join(cfg.job_dir, "curves.png"))
+    log.info("eval %s; exported to %s", final, export_dir)
+    return metrics
