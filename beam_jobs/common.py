@@ -137,61 +137,101 @@ def dead_letter(job: str, source: str, line: Optional[int], raw, reason: str, de
                        "reason": reason, "detail": detail}, ensure_ascii=False)
 
 
-class _ReadCsvChunks(beam.DoFn):
-    """Reads one CSV file: header, then chunks of (line number, record text).
+INPUT_FORMATS = ("csv", "jsonl", "tfrecord")
 
-    Reading a whole file in one DoFn gives exact line numbers and handles quoted fields that
-    span lines; a Reshuffle after it spreads the chunks over workers.
+
+def detect_format(path: str) -> str:
+    """Input format from a file name: .csv, .json/.jsonl/.ndjson, .tfrecord(s) (+ .gz/.bz2)."""
+    name = path.lower()
+    for ext in (".gz", ".bz2"):
+        if name.endswith(ext):
+            name = name[: -len(ext)]
+    if name.endswith((".json", ".jsonl", ".ndjson")):
+        return "jsonl"
+    if name.endswith((".tfrecord", ".tfrecords", ".tfr")):
+        return "tfrecord"
+    return "csv"
+
+
+class _ReadChunks(beam.DoFn):
+    """Reads one file into chunks of (line or record number, record), with the file's header.
+
+    csv: records are CSV records (quoted fields may span lines), the first is the header;
+    jsonl: one text line each; tfrecord: serialized records, numbered from 1. Reading a whole
+    file in one DoFn gives exact positions for dead letters; a Reshuffle after it spreads the
+    chunks over workers.
     """
 
-    def __init__(self, job: str, chunk_rows: int):
+    def __init__(self, job: str, chunk_rows: int, fmt: str = "csv"):
         self.job = job
         self.chunk_rows = chunk_rows
+        self.fmt = fmt
         self.rows_read = Metrics.counter(job, "rows_read")
         self.files_read = Metrics.counter(job, "files_read")
         self.bad_encoding = Metrics.counter(job, "rejected_bad_encoding")
 
     def process(self, readable: fileio.ReadableFile):
         path = readable.metadata.path
+        fmt = detect_format(path) if self.fmt == "auto" else self.fmt
         self.files_read.inc()
         decode_errors = []
-
-        def lines():
-            with readable.open() as f:
-                # CompressedFile (.gz/.bz2) has readline() but is not iterable.
-                for line_no, raw in enumerate(iter(f.readline, b""), 1):
-                    try:
-                        yield raw.decode("utf-8")
-                    except UnicodeDecodeError as e:
-                        decode_errors.append((line_no, raw, str(e)))
-                        yield "\n"  # keeps line numbers; the bad line is dead-lettered below
-
         header = None
         chunk, total, started = [], 0, time.time()
-        for line_no, text in iter_csv_records(lines()):
-            while decode_errors:
-                yield self._encoding_reject(path, *decode_errors.pop())
-            if header is None:
-                header = tuple(h.strip() for h in (split_fields([text])[0] or []))
-                continue
-            chunk.append((line_no, text))
-            if len(chunk) >= self.chunk_rows:
-                total += len(chunk)
-                self.rows_read.inc(len(chunk))
-                yield (path, header, chunk)
-                chunk = []
-                if total % (50 * self.chunk_rows) < self.chunk_rows:
-                    logging.info("%s: read %d rows of %s (%.0f rows/s)", self.job, total, path,
-                                 total / max(time.time() - started, 1e-9))
+        with readable.open() as f:
+            for pos, record in self._records(f, fmt, decode_errors):
+                while decode_errors:
+                    yield self._encoding_reject(path, *decode_errors.pop())
+                if fmt == "csv" and header is None:
+                    header = tuple(h.strip() for h in (split_fields([record])[0] or []))
+                    continue
+                chunk.append((pos, record))
+                if len(chunk) >= self.chunk_rows:
+                    total += len(chunk)
+                    self.rows_read.inc(len(chunk))
+                    yield (path, fmt, header, chunk)
+                    chunk = []
+                    if total % (50 * self.chunk_rows) < self.chunk_rows:
+                        logging.info("%s: read %d rows of %s (%.0f rows/s)", self.job, total,
+                                     path, total / max(time.time() - started, 1e-9))
         while decode_errors:
             yield self._encoding_reject(path, *decode_errors.pop())
         if chunk:
             total += len(chunk)
             self.rows_read.inc(len(chunk))
-            yield (path, header, chunk)
-        if header is None:
+            yield (path, fmt, header, chunk)
+        if fmt == "csv" and header is None:
             logging.warning("%s: %s is empty (no header row)", self.job, path)
         logging.info("%s: finished %s: %d rows", self.job, path, total)
+
+    @staticmethod
+    def _records(f, fmt, decode_errors):
+        if fmt == "tfrecord":
+            from apache_beam.io.tfrecordio import _TFRecordUtil
+            index = 0
+            while True:
+                record = _TFRecordUtil.read_record(f)
+                if record is None:
+                    return
+                index += 1
+                yield index, record
+            return
+
+        def lines():
+            # CompressedFile (.gz/.bz2) has readline() but is not iterable.
+            for line_no, raw in enumerate(iter(f.readline, b""), 1):
+                try:
+                    yield raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    decode_errors.append((line_no, raw, str(e)))
+                    yield "\n"  # keeps line numbers; the bad line is dead-lettered instead
+
+        if fmt == "csv":
+            yield from iter_csv_records(lines())
+        else:
+            for line_no, text in enumerate(lines(), 1):
+                text = text.strip()
+                if text:
+                    yield line_no, text
 
     def _encoding_reject(self, path, line_no, raw, err):
         self.rows_read.inc()
@@ -200,17 +240,20 @@ class _ReadCsvChunks(beam.DoFn):
             "rejects", dead_letter(self.job, path, line_no, raw, "bad_encoding", err))
 
 
-class ReadCsvChunks(beam.PTransform):
-    """Globs -> (path, header, [(line, record text), ...]) chunks, plus a 'rejects' output.
+class ReadChunks(beam.PTransform):
+    """Globs -> (path, format, header, [(position, record), ...]) chunks, plus 'rejects'.
 
     Local paths and gs:// (or any Beam filesystem); .gz/.bz2 are decompressed by extension.
+    `fmt` is csv, jsonl, tfrecord, or auto (by each file's extension).
     """
 
-    def __init__(self, job: str, patterns: Sequence[str], chunk_rows: int = 2000):
+    def __init__(self, job: str, patterns: Sequence[str], chunk_rows: int = 2000,
+                 fmt: str = "csv"):
         super().__init__()
         self.job = job
         self.patterns = list(patterns)
         self.chunk_rows = chunk_rows
+        self.fmt = fmt
 
     def expand(self, pbegin):
         read = (
@@ -218,7 +261,7 @@ class ReadCsvChunks(beam.PTransform):
             | "Patterns" >> beam.Create(self.patterns)
             | "Match" >> fileio.MatchAll()
             | "Open" >> fileio.ReadMatches()
-            | "ReadChunks" >> beam.ParDo(_ReadCsvChunks(self.job, self.chunk_rows))
+            | "ReadChunks" >> beam.ParDo(_ReadChunks(self.job, self.chunk_rows, self.fmt))
             .with_outputs("rejects", main="chunks")
         )
         # Files are read whole; redistribute their chunks so parsing runs in parallel.

@@ -171,7 +171,7 @@ class ParseAndSplit(beam.DoFn):
         self._parsers = {}
 
     def process(self, chunk):
-        path, header, records = chunk
+        path, _, header, records = chunk
         parser = self._parsers.get(header)
         if parser is None:
             parser = self._parsers[header] = parsing.RowParser(self.schema, header)
@@ -244,7 +244,7 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
     import tensorflow_transform.beam as tft_beam
 
     schema, o = cfg.schema, cfg.options
-    chunks, read_rejects = p | "ReadCsv" >> common.ReadCsvChunks(JOB, cfg.patterns, o.rows_per_batch)
+    chunks, read_rejects = p | "ReadCsv" >> common.ReadChunks(JOB, cfg.patterns, o.rows_per_batch)
     parsed = chunks | "ParseAndSplit" >> beam.ParDo(
         ParseAndSplit(schema, cfg.fractions, o.delimiter)).with_outputs("rejects", *SPLITS)
     rejects = (read_rejects, parsed.rejects) | "AllRejects" >> beam.Flatten()

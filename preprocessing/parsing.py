@@ -81,18 +81,20 @@ def _is_non_finite(text: str) -> bool:
 class RowParser:
     """Parses field lists with a given header into typed tuples in schema column order."""
 
-    def __init__(self, schema: Schema, header: Sequence[str]):
+    def __init__(self, schema: Schema, header: Sequence[str], optional: Sequence[str] = ()):
+        """`optional` columns may be absent or empty (value None), e.g. the label at serving."""
         self.schema = schema
         self.header = [h.strip() for h in header]
         positions = {h: i for i, h in enumerate(self.header)}
         self.missing_columns = [c.name for c in schema.columns
-                                if c.name not in positions and c.required]
+                                if c.name not in positions and c.required
+                                and c.name not in optional]
         self._plan = []
         for c in schema.columns:
             self._plan.append((
                 c.name, positions.get(c.name), c.type,
                 None if c.default is None else coerce_value(str(c.default), c.type),
-                c.transform == "datetime",
+                c.transform == "datetime", c.name in optional,
             ))
         self._width = len(self.header)
 
@@ -106,9 +108,12 @@ class RowParser:
             raise RowError("wrong_column_count",
                            f"expected {self._width} fields, found {len(fields)}")
         values = []
-        for name, pos, dtype, default, is_dt in self._plan:
+        for name, pos, dtype, default, is_dt, optional in self._plan:
             text = fields[pos].strip() if pos is not None else ""
             if text == "":
+                if default is None and optional:
+                    values.append(None)
+                    continue
                 if default is None:
                     raise RowError("missing_value", f"column '{name}' is empty and has no default")
                 values.append(default)
@@ -130,6 +135,36 @@ class RowParser:
             v = obj.get(h)
             fields.append("" if v is None else str(v))
         return self.parse(fields)
+
+
+def example_to_fields(serialized: bytes, header: Sequence[str]) -> List[str]:
+    """A serialized raw tf.Example as text fields in `header` order ('' where absent).
+
+    Going through text keeps one validation path (RowParser) for CSV, JSON and tf.Example.
+    """
+    from tensorflow.core.example import example_pb2
+    try:
+        ex = example_pb2.Example.FromString(serialized)
+    except Exception as e:  # protobuf's DecodeError: not a tf.Example
+        raise RowError("bad_example", f"not a serialized tf.Example ({type(e).__name__})") from None
+    feats = ex.features.feature
+    out = []
+    for name in header:
+        f = feats.get(name)
+        if f is None:
+            out.append("")
+            continue
+        kind = f.WhichOneof("kind")
+        values = getattr(f, kind).value if kind else []
+        if len(values) == 0:
+            out.append("")
+        elif len(values) > 1:
+            raise RowError("bad_example", f"feature '{name}' has {len(values)} values, expected 1")
+        else:
+            v = values[0]
+            out.append(v.decode("utf-8", errors="replace") if isinstance(v, bytes) else repr(v)
+                       if isinstance(v, float) else str(v))
+    return out
 
 
 # ---- Arrow / TFXIO ---------------------------------------------------------------------------

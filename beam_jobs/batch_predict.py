@@ -1,0 +1,459 @@
+"""Batch (bounded) prediction with RunInference over the model `training.task` exports.
+
+Inputs: CSV with the raw columns (label optional, extra columns allowed), JSON lines (an object
+per line, or `{"instances": [...]}`), or TFRecords of raw tf.Example; local or gs://.
+`{date}` in --input/--output is replaced by --run_date (default: today, UTC), so a daily
+schedule writes one partition per day and a re-run of a day replaces that day's output.
+
+Outputs under --output, published only when the run succeeds (staged, then moved into place):
+    predictions-*.jsonl   key, prediction (or class/class_id/probabilities), model_version,
+                          passthrough columns, label (with --evaluate_label)
+    predictions-*.csv     the same as CSV (--output_format csv|both)
+    rejects/rejects-*.jsonl  dead letters: source, line, raw, reason, detail
+    metrics.json          with --evaluate_label: RMSE/MAE or accuracy over labelled rows
+    summary.json, _SUCCESS
+
+Locally (DirectRunner):
+
+    python -m beam_jobs.batch_predict --model_dir out/job/export \\
+        --input 'data/new/*.csv' --output out/predictions/{date}
+
+On Dataflow:
+
+    python -m beam_jobs.batch_predict --runner DataflowRunner --project P --region us-central1 \\
+        --temp_location gs://B/tmp --setup_file ./setup.py \\
+        --model_dir gs://B/job/export --input 'gs://B/incoming/{date}/*.csv' \\
+        --output gs://B/predictions/{date} --output_table P:ds.predictions
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import math
+import time
+import uuid
+from typing import Optional
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
+
+from beam_jobs import common
+from inference import model_handler as mh
+from preprocessing import parsing
+from preprocessing.schema import Schema
+
+JOB = "batch_predict"
+REQUIRED_OPTIONS = ("model_dir", "input", "output")
+OUTPUT_NAMES = ("predictions", "rejects", "metrics.json", "summary.json", "_SUCCESS")
+
+
+class BatchPredictOptions(PipelineOptions):
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--model_dir", help="An export dir, or the base holding numeric "
+                            "versions (the newest is used). Required.")
+        parser.add_argument("--input", help="Input path/glob (local or gs://), comma-separate "
+                            "several; {date} is replaced by --run_date. Required.")
+        parser.add_argument("--output", help="Output directory; {date} is replaced by "
+                            "--run_date. A re-run replaces it. Required.")
+        parser.add_argument("--input_format", default="auto",
+                            choices=["auto", "csv", "jsonl", "tfrecord"],
+                            help="auto: by extension (.csv, .json/.jsonl, .tfrecord; +.gz).")
+        parser.add_argument("--output_format", default="jsonl", choices=["jsonl", "csv", "both"])
+        parser.add_argument("--output_table", help="Also write to BigQuery PROJECT:DATASET.TABLE "
+                            "(day-partitioned by run date; a re-run replaces that day).")
+        parser.add_argument("--run_date", help="YYYY-MM-DD for {date} (default: today, UTC).")
+        parser.add_argument("--key_column", help="Column that keys each row (default: the "
+                            "schema's key; rows without one are keyed by file:line).")
+        parser.add_argument("--passthrough_columns", default="",
+                            help="Comma-separated input columns copied to each prediction.")
+        parser.add_argument("--evaluate_label", help="Label column: write metrics.json "
+                            "(RMSE/MAE or accuracy) over the rows that have it.")
+        parser.add_argument("--min_batch_size", type=int, default=32)
+        parser.add_argument("--max_batch_size", type=int, default=1024)
+        parser.add_argument("--rows_per_chunk", type=int, default=1000,
+                            help="Rows handed from the reader to parsing at a time.")
+
+
+def _date(text: Optional[str]) -> str:
+    if not text:
+        return datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    try:
+        return datetime.date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise common.JobError(JOB, f"--run_date must be YYYY-MM-DD, got {text!r}")
+
+
+class JobConfig:
+    def __init__(self, options: PipelineOptions):
+        o = options.view_as(BatchPredictOptions)
+        for name in REQUIRED_OPTIONS:
+            if not getattr(o, name):
+                raise common.JobError(JOB, f"--{name} is required")
+        if o.min_batch_size < 1 or o.max_batch_size < o.min_batch_size or o.rows_per_chunk < 1:
+            raise common.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size and "
+                                       "--rows_per_chunk >= 1")
+        self.options = o
+        self.run_date = _date(o.run_date)
+        self.input = o.input.replace("{date}", self.run_date)
+        self.output = o.output.replace("{date}", self.run_date).rstrip("/")
+        try:
+            self.model_path = mh.resolve_model_dir(o.model_dir)
+            self.schema = mh.load_raw_schema(self.model_path)
+        except FileNotFoundError as e:
+            raise common.JobError(JOB, str(e))
+        except Exception as e:
+            raise common.JobError(JOB, f"cannot read the model at {o.model_dir}: "
+                                       f"{str(e).splitlines()[0][:300]}")
+        self.version = mh.model_version(self.model_path)
+        self.key = o.key_column or self.schema.key
+        self.passthrough = [c.strip() for c in o.passthrough_columns.split(",") if c.strip()]
+        self.label = o.evaluate_label
+        if self.label and self.label != self.schema.label and self.label not in self.schema.names:
+            raise common.JobError(JOB, f"--evaluate_label {self.label} is not a column of the "
+                                       f"model's schema (its label is {self.schema.label})")
+        self.patterns = common.split_patterns(self.input)
+        try:
+            self.files = common.match_files(self.patterns)
+        except Exception as e:
+            raise common.JobError(JOB, f"cannot list --input {self.input}: {str(e).splitlines()[0]}")
+        if not self.files:
+            raise common.JobError(JOB, f"no files match --input {self.input}")
+        common.check_writable(JOB, self.output)
+        logging.info("Using model version %s (%s); run date %s", self.version, self.model_path,
+                     self.run_date)
+
+
+# ---- parsing -----------------------------------------------------------------------------------
+class ParseInputs(beam.DoFn):
+    """Chunks of CSV/JSON/tf.Example records -> (key, row) with typed raw values, or rejects."""
+
+    def __init__(self, schema: Schema, key: Optional[str], passthrough, label: Optional[str]):
+        self.schema = schema
+        self.key = key
+        self.passthrough = list(passthrough)
+        self.label = label
+        # Only what the model reads is required; label, key and unused columns are optional.
+        used = {c.name for c in schema.serving_columns()}
+        self.optional = tuple(n for n in schema.names if n not in used)
+        self.rows_read = Metrics.counter(JOB, "rows_read")
+        self.rejects = {r: Metrics.counter(JOB, f"rejected_{r}") for r in parsing.REASONS}
+
+    def setup(self):
+        self._parsers = {}
+
+    def _parser(self, header):
+        p = self._parsers.get(header)
+        if p is None:
+            p = self._parsers[header] = parsing.RowParser(self.schema, header, self.optional)
+        return p
+
+    def process(self, chunk):
+        path, fmt, header, records = chunk
+        if fmt == "csv":
+            parser = self._parser(header)
+            pos_of = {h: i for i, h in enumerate(parser.header)}
+            fields_list = parsing.split_fields([r for _, r in records])
+            for (line, text), fields in zip(records, fields_list):
+                def parse(fields=fields):
+                    values = parser.parse(fields)  # checks the field count first
+                    return values, {c: fields[pos_of[c]] for c in self.passthrough if c in pos_of}
+                yield from self._emit(path, line, text, parse)
+            return
+        names = tuple(self.schema.names)
+        parser = self._parser(names)
+        if fmt == "tfrecord":
+            wanted = names + tuple(c for c in self.passthrough if c not in names)
+            for pos, record in records:
+                def parse(record=record):
+                    fields = dict(zip(wanted, parsing.example_to_fields(record, wanted)))
+                    return (parser.parse([fields[n] for n in names]),
+                            {c: fields[c] for c in self.passthrough})
+                yield from self._emit(path, pos, record, parse)
+            return
+        for pos, record in records:
+            try:
+                obj = json.loads(record)
+            except ValueError as e:
+                yield self._reject(path, pos, record, "invalid_json", f"not JSON: {e}")
+                continue
+            instances = obj.get("instances") if isinstance(obj, dict) else None
+            suffix = instances is not None
+            if not suffix:
+                instances = [obj]
+            elif not isinstance(instances, list) or not instances:
+                yield self._reject(path, pos, record, "invalid_json",
+                                   "'instances' must be a non-empty list")
+                continue
+            else:
+                self.rows_read.inc(len(instances) - 1)  # one record, several rows
+            for i, inst in enumerate(instances):
+                where = f"{pos}#{i}" if suffix else pos
+                raw = json.dumps(inst) if suffix else record
+                if not isinstance(inst, dict):
+                    yield self._reject(path, where, raw, "invalid_json",
+                                       "an instance must be a JSON object")
+                    continue
+
+                def parse(inst=inst):
+                    return (parser.parse_dict(inst),
+                            {c: inst.get(c) for c in self.passthrough if c in inst})
+                yield from self._emit(path, where, raw, parse)
+
+    def _emit(self, path, pos, raw, parse):
+        try:
+            values, extra = parse()
+        except parsing.RowError as e:
+            yield self._reject(path, pos, raw, e.reason, e.detail)
+            return
+        row = dict(zip(self.schema.names, values))
+        key = row.get(self.key) if self.key else None
+        if key in (None, ""):
+            key = mh.default_key(path, pos)
+        row["__passthrough"] = extra
+        row["__source"] = (path, pos, raw)
+        yield str(key), row
+
+    def _reject(self, path, pos, raw, reason, detail):
+        self.rejects.setdefault(reason, Metrics.counter(JOB, f"rejected_{reason}")).inc()
+        return beam.pvalue.TaggedOutput("rejects", common.dead_letter(JOB, path, pos, raw, reason,
+                                                                      detail))
+
+
+class FormatPredictions(beam.DoFn):
+    """(key, PredictionResult) -> output record dict, or a dead letter for rejected rows."""
+
+    def __init__(self, label: Optional[str]):
+        self.label = label
+        self.predicted = Metrics.counter(JOB, "rows_predicted")
+        self.rejected = Metrics.counter(JOB, "rejected_model_rejected")
+
+    def process(self, element):
+        key, result = element
+        row = result.example
+        if isinstance(result.inference, mh.ModelRejection):
+            self.rejected.inc()
+            path, pos, raw = row["__source"]
+            yield beam.pvalue.TaggedOutput("rejects", common.dead_letter(
+                JOB, path, pos, raw, result.inference.reason, result.inference.detail))
+            return
+        self.predicted.inc()
+        out = {"key": key}
+        out.update(result.inference)
+        out["model_version"] = result.model_id
+        out.update(row["__passthrough"])
+        if self.label:
+            out["label"] = row.get(self.label)
+        yield out
+
+
+class EvalMetrics(beam.CombineFn):
+    """Exact metrics over labelled predictions (the same formulas as the trainer's eval)."""
+
+    def __init__(self, task: str):
+        self.task = task
+
+    def create_accumulator(self):
+        return [0, 0.0, 0.0, 0]  # n, sum squared error, sum abs error, correct
+
+    def add_input(self, acc, rec):
+        label = rec.get("label")
+        if label is None:
+            return acc
+        acc[0] += 1
+        if self.task == "regression":
+            err = float(rec["prediction"]) - float(label)
+            acc[1] += err * err
+            acc[2] += abs(err)
+        else:
+            acc[3] += int(str(rec["class"]) == str(label))
+        return acc
+
+    def merge_accumulators(self, accs):
+        out = self.create_accumulator()
+        for a in accs:
+            out = [x + y for x, y in zip(out, a)]
+        return out
+
+    def extract_output(self, acc):
+        n, sq, ab, correct = acc
+        if n == 0:
+            return {"examples": 0}
+        if self.task == "regression":
+            return {"examples": n, "rmse": math.sqrt(sq / n), "mae": ab / n}
+        return {"examples": n, "accuracy": correct / n}
+
+
+def _csv_line(rec: dict, columns) -> str:
+    import csv
+    import io
+    buf = io.StringIO()
+    values = []
+    for c in columns:
+        v = rec.get(c)
+        values.append(json.dumps(v) if isinstance(v, (list, dict)) else ("" if v is None else v))
+    csv.writer(buf, lineterminator="").writerow(values)
+    return buf.getvalue()
+
+
+def build_pipeline(p: beam.Pipeline, cfg: JobConfig, staging: str):
+    """Adds the batch-prediction graph to `p`, writing under `staging`."""
+    o = cfg.options
+    chunks, read_rejects = p | "Read" >> common.ReadChunks(JOB, cfg.patterns, o.rows_per_chunk,
+                                                          o.input_format)
+    parsed = chunks | "Parse" >> beam.ParDo(
+        ParseInputs(cfg.schema, cfg.key, cfg.passthrough, cfg.label)).with_outputs(
+            "rejects", main="rows")
+    handler = KeyedModelHandler(mh.SavedModelHandler(
+        cfg.model_path, min_batch_size=o.min_batch_size, max_batch_size=o.max_batch_size))
+    results = parsed.rows | "RunInference" >> RunInference(handler)
+    formatted = results | "Format" >> beam.ParDo(FormatPredictions(cfg.label)).with_outputs(
+        "rejects", main="predictions")
+    rejects = ((read_rejects, parsed.rejects, formatted.rejects) | "AllRejects" >> beam.Flatten())
+    _ = rejects | "DeadLetters" >> common.WriteDeadLetters(FileSystems.join(staging, "rejects"))
+    preds = formatted.predictions
+    prefix = FileSystems.join(staging, "predictions")
+    if o.output_format in ("jsonl", "both"):
+        _ = (preds | "ToJson" >> beam.Map(lambda r: json.dumps(r, sort_keys=False))
+             | "WriteJsonl" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl"))
+    if o.output_format in ("csv", "both"):
+        columns = (["key"] + (["prediction"] if cfg.schema.task == "regression"
+                              else ["class", "class_id", "probabilities"])
+                   + ["model_version"] + cfg.passthrough + (["label"] if cfg.label else []))
+        _ = (preds | "ToCsv" >> beam.Map(_csv_line, columns)
+             | "WriteCsv" >> beam.io.WriteToText(prefix, file_name_suffix=".csv",
+                                                 header=",".join(columns)))
+    if o.output_table:
+        _ = preds | "WriteBigQuery" >> _bigquery_sink(cfg)
+    if cfg.label:
+        _ = (preds | "Metrics" >> beam.CombineGlobally(EvalMetrics(cfg.schema.task))
+             | "MetricsJson" >> beam.Map(lambda m: json.dumps(
+                 dict(m, label=cfg.label, model_version=cfg.version), indent=2))
+             | "WriteMetrics" >> beam.io.WriteToText(FileSystems.join(staging, "metrics"),
+                                                     file_name_suffix=".json",
+                                                     shard_name_template=""))
+    return p
+
+
+def _bigquery_sink(cfg: JobConfig):
+    """Day partition `table$YYYYMMDD`, truncated: a re-run of a date replaces that date."""
+    fields = [{"name": "key", "type": "STRING"}, {"name": "model_version", "type": "STRING"}]
+    if cfg.schema.task == "regression":
+        fields.append({"name": "prediction", "type": "FLOAT"})
+    else:
+        fields += [{"name": "class", "type": "STRING"}, {"name": "class_id", "type": "INTEGER"},
+                   {"name": "probabilities", "type": "FLOAT", "mode": "REPEATED"}]
+    fields += [{"name": c, "type": "STRING"} for c in cfg.passthrough]
+    if cfg.label:
+        fields.append({"name": "label", "type": "STRING"})
+    names = [f["name"] for f in fields]
+
+    def to_row(rec):
+        row = {k: rec.get(k) for k in names}
+        for c in cfg.passthrough + (["label"] if cfg.label else []):
+            row[c] = None if row[c] is None else str(row[c])
+        return row
+
+    table = f"{cfg.options.output_table}${cfg.run_date.replace('-', '')}"
+
+    class _Sink(beam.PTransform):
+        def expand(self, pcoll):
+            return (pcoll | "ToRow" >> beam.Map(to_row)
+                    | "Write" >> beam.io.WriteToBigQuery(
+                        table, schema={"fields": fields},
+                        create_disposition=beam.io.BigQueryDisposition.CREATE_IF_NEEDED,
+                        write_disposition=beam.io.BigQueryDisposition.WRITE_TRUNCATE,
+                        additional_bq_parameters={"timePartitioning": {"type": "DAY"}}))
+    return _Sink()
+
+
+def publish(staging: str, output: str) -> None:
+    """Replaces the earlier outputs with the staged ones; the staging dir is then removed."""
+    common.replace_outputs(output, [n for n in OUTPUT_NAMES] + _existing_shards(output))
+    files = [m.path for m in FileSystems.match([FileSystems.join(staging, "**")])[0].metadata_list]
+    dsts = [output + f[len(staging):] for f in files]
+    if not common.is_remote_path(output):
+        import os
+        for d in {os.path.dirname(x) for x in dsts}:
+            os.makedirs(d, exist_ok=True)
+    if files:
+        FileSystems.rename(files, dsts)
+    if FileSystems.exists(staging):
+        FileSystems.delete([staging])
+
+
+def _existing_shards(output: str):
+    try:
+        found = FileSystems.match([FileSystems.join(output, "predictions-*")])[0].metadata_list
+    except Exception:
+        return []
+    return [m.path.rstrip("/").split("/")[-1] for m in found]
+
+
+def _sample(output: str, n: int = 5):
+    try:
+        files = sorted(m.path for m in FileSystems.match(
+            [FileSystems.join(output, "predictions-*.jsonl")])[0].metadata_list)
+        out = []
+        for f in files:
+            for line in common.read_text(f).splitlines():
+                out.append(json.loads(line))
+                if len(out) >= n:
+                    return out
+        return out
+    except Exception:
+        return []
+
+
+def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]:
+    options = common.job_options(argv, JOB, BatchPredictOptions, __doc__)
+    options.view_as(SetupOptions).save_main_session = save_main_session
+    cfg = JobConfig(options)
+    template = getattr(options.view_as(GoogleCloudOptions), "template_location", None)
+    staging = FileSystems.join(cfg.output, f"_staging-{uuid.uuid4().hex[:12]}")
+    started = time.time()
+    p = test_pipeline or beam.Pipeline(options=options)
+    build_pipeline(p, cfg, staging)
+    result = p.run()
+    if template:
+        return None
+    result.wait_until_finish()
+    wall = time.time() - started
+    publish(staging, cfg.output)
+    counters = common.query_counters(result, JOB)
+    rejected = {k[len("rejected_"):]: v for k, v in counters.items()
+                if k.startswith("rejected_") and v}
+    read, predicted = counters.get("rows_read", 0), counters.get("rows_predicted", 0)
+    summary = {
+        "job": JOB, "run_date": cfg.run_date, "input": cfg.input, "output": cfg.output,
+        "model_dir": cfg.options.model_dir, "model_path": cfg.model_path,
+        "model_version": cfg.version, "files_read": counters.get("files_read", 0),
+        "rows_read": read, "rows_predicted": predicted,
+        "rejected": {"total": sum(rejected.values()), "by_reason": rejected},
+        "reconciled": read == predicted + sum(rejected.values()),
+        "wall_seconds": round(wall, 2),
+        "rows_per_second": round(read / wall, 1) if wall > 0 else None,
+    }
+    metrics_path = FileSystems.join(cfg.output, "metrics.json")
+    if cfg.label and FileSystems.exists(metrics_path):
+        summary["metrics"] = json.loads(common.read_text(metrics_path))
+    common.write_text(FileSystems.join(cfg.output, "summary.json"), common.dumps_json(summary))
+    common.write_text(FileSystems.join(cfg.output, "_SUCCESS"), "")
+    print(f"{JOB}: model version {cfg.version}; {read} rows read -> {predicted} predicted, "
+          f"{summary['rejected']['total']} rejected {rejected}; {summary['wall_seconds']} s\n"
+          f"{JOB}: outputs in {cfg.output}/" +
+          (f"; metrics {summary['metrics']}" if "metrics" in summary else ""))
+    for rec in _sample(cfg.output):
+        print(f"  {rec}")
+    if not summary["reconciled"]:
+        raise RuntimeError(f"{JOB}: counts do not reconcile: {summary}")
+    return summary
+
+
+if __name__ == "__main__":
+    logging.getLogger().setLevel(logging.INFO)
+    run()

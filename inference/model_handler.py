@@ -1,0 +1,159 @@
+"""A RunInference ModelHandler for our exports, loaded with `tf.saved_model.load`.
+
+Beam's TFModelHandler* load through Keras, and Keras 3 cannot load a TF SavedModel, so this
+handler loads the export itself and calls its `predict_raw` signature (raw feature tensors in,
+the tf.transform graph inside). Elements are dicts of typed raw values (from
+preprocessing.parsing); results are PredictionResults whose `inference` is a dict, or a
+`ModelRejection` for a row the model could not score (a batch that fails is retried row by
+row, so one bad row never takes its neighbours down with it).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, Optional, Sequence
+
+from apache_beam.ml.inference.base import ModelHandler, PredictionResult
+from apache_beam.io.filesystems import FileSystems
+
+from preprocessing.schema import Schema
+
+RAW_SCHEMA_ASSET = "assets.extra/raw_schema.json"
+SIGNATURE = "predict_raw"
+
+
+@dataclass
+class ModelRejection:
+    reason: str
+    detail: str
+
+
+def is_export(path: str) -> bool:
+    return FileSystems.exists(FileSystems.join(path, "saved_model.pb"))
+
+
+def resolve_model_dir(model_dir: str) -> str:
+    """An export dir as is; a base dir -> its newest numeric version (TF Serving's rule)."""
+    model_dir = model_dir.rstrip("/")
+    if is_export(model_dir):
+        return model_dir
+    versions = list_versions(model_dir)
+    if not versions:
+        raise FileNotFoundError(f"{model_dir} has no SavedModel and no numeric version "
+                                f"directories holding one")
+    return versions[-1]
+
+
+def list_versions(base: str):
+    """Numeric version dirs under `base` that hold a SavedModel, oldest first."""
+    try:
+        matches = FileSystems.match([FileSystems.join(base, "*", "saved_model.pb")])[0].metadata_list
+    except Exception:
+        return []
+    found = []
+    for m in matches:
+        version_dir = m.path[: -len("/saved_model.pb")]
+        name = version_dir.rstrip("/").split("/")[-1]
+        if name.isdigit():
+            found.append((int(name), version_dir))
+    return [d for _, d in sorted(found)]
+
+
+def model_version(path: str) -> str:
+    return path.rstrip("/").split("/")[-1]
+
+
+def load_raw_schema(export_dir: str) -> Schema:
+    with FileSystems.open(FileSystems.join(export_dir, RAW_SCHEMA_ASSET)) as f:
+        return Schema.loads(f.read().decode("utf-8"), "raw_schema.json")
+
+
+class _Loaded:
+    """The loaded export: its signature, input columns and version."""
+
+    def __init__(self, path: str):
+        import tensorflow as tf
+        self.path = path
+        self.version = model_version(path)
+        self.module = tf.saved_model.load(path)
+        self.fn = self.module.signatures[SIGNATURE]
+        self.inputs = {name: spec.dtype for name, spec in
+                       self.fn.structured_input_signature[1].items()}
+        logging.info("Loaded model version %s from %s", self.version, path)
+
+
+class SavedModelHandler(ModelHandler[Dict[str, Any], PredictionResult, _Loaded]):
+    def __init__(self, model_dir: str, min_batch_size: int = 1, max_batch_size: int = 512,
+                 max_batch_duration_secs: Optional[float] = None):
+        super().__init__()
+        self._path = model_dir
+        self._min = min_batch_size
+        self._max = max_batch_size
+        self._max_duration = max_batch_duration_secs
+
+    # ---- ModelHandler API -------------------------------------------------------------------
+    def load_model(self) -> _Loaded:
+        return _Loaded(self._path)
+
+    def update_model_path(self, model_path: Optional[str] = None):
+        if model_path:
+            self._path = model_path
+
+    def batch_elements_kwargs(self):
+        kw = {"min_batch_size": self._min, "max_batch_size": self._max}
+        if self._max_duration is not None:
+            kw["max_batch_duration_secs"] = self._max_duration
+        return kw
+
+    def get_metrics_namespace(self) -> str:
+        return "RunInference_SavedModel"
+
+    def get_num_bytes(self, batch: Sequence[Dict[str, Any]]) -> int:
+        return sum(len(json.dumps(x, default=str)) for x in batch)
+
+    def run_inference(self, batch: Sequence[Dict[str, Any]], model: _Loaded,
+                      inference_args=None) -> Iterable[PredictionResult]:
+        try:
+            outputs = predict(model, batch)
+        except Exception as e:  # a bad value somewhere: find it row by row
+            if len(batch) == 1:
+                return [PredictionResult(batch[0], ModelRejection("model_rejected", _short(e)),
+                                         model.version)]
+            logging.warning("Batch of %d failed (%s); retrying row by row", len(batch), _short(e))
+            results = []
+            for row in batch:
+                results.extend(self.run_inference([row], model, inference_args))
+            return results
+        return [PredictionResult(row, out, model.version) for row, out in zip(batch, outputs)]
+
+
+def predict(model: _Loaded, batch: Sequence[Dict[str, Any]]):
+    """Calls the signature on a batch of raw rows; one dict of plain values per row."""
+    import tensorflow as tf
+    tensors = {}
+    for name, dtype in model.inputs.items():
+        values = [row.get(name) for row in batch]
+        if any(v is None for v in values):
+            raise ValueError(f"missing value for model input '{name}'")
+        tensors[name] = tf.constant(values, dtype=dtype)
+    out = {k: v.numpy() for k, v in model.fn(**tensors).items()}
+    rows = []
+    for i in range(len(batch)):
+        if "predictions" in out:
+            rows.append({"prediction": float(out["predictions"][i])})
+        else:
+            rows.append({"class": out["classes"][i].decode("utf-8"),
+                         "class_id": int(out["class_ids"][i]),
+                         "probabilities": [float(p) for p in out["probabilities"][i]]})
+    return rows
+
+
+def _short(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:300]
+
+
+def default_key(path: str, position) -> str:
+    return f"{os.path.basename(path)}:{position}"
