@@ -4,6 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 DEMO_ROWS ?= 100000
 DEMO_DIR  ?= demo_output
+DEMO_EPOCHS ?= 6
 
 .PHONY: install demo test test-fast bench clean
 
@@ -22,7 +23,13 @@ demo: install
 	$(PY) -m beam_jobs.preprocess --input $(DEMO_DIR)/data/taxi.csv --output $(DEMO_DIR)/prep \
 	    --schema_spec preprocessing/specs/taxi.yaml \
 	    --direct_num_workers 2 --direct_running_mode multi_processing
-	@echo "demo: preprocessed data in $(DEMO_DIR)/prep (summary: $(DEMO_DIR)/prep/summary.json)"
+	$(PY) -m training.task --data_dir $(DEMO_DIR)/prep --job_dir $(DEMO_DIR)/job \
+	    --epochs $(DEMO_EPOCHS) --verbose 0
+	$(PY) -m beam_jobs.batch_predict --model_dir $(DEMO_DIR)/job/export \
+	    --input $(DEMO_DIR)/data/taxi.csv --output $(DEMO_DIR)/predictions/{date} \
+	    --evaluate_label fare_amount --output_format both
+	@echo "demo: data $(DEMO_DIR)/data, preprocessed $(DEMO_DIR)/prep, model $(DEMO_DIR)/job/export," \
+	      "predictions $(DEMO_DIR)/predictions/ (noise sigma of the data: 1.5 = best possible RMSE)"
 
 test: install
 	$(PY) -m pytest tests

@@ -52,14 +52,12 @@ OUTPUT_NAMES = ("predictions", "rejects", "metrics.json", "summary.json", "_SUCC
 
 
 class BatchPredictOptions(PipelineOptions):
+    """Batch-prediction flags; --input/--output ({date} is replaced by --run_date), --key_column
+    (rows without a key are keyed file:line) and --model_dir/--min_batch_size/--max_batch_size
+    come from common.IOOptions and common.ModelOptions."""
+
     @classmethod
     def _add_argparse_args(cls, parser):
-        parser.add_argument("--model_dir", help="An export dir, or the base holding numeric "
-                            "versions (the newest is used). Required.")
-        parser.add_argument("--input", help="Input path/glob (local or gs://), comma-separate "
-                            "several; {date} is replaced by --run_date. Required.")
-        parser.add_argument("--output", help="Output directory; {date} is replaced by "
-                            "--run_date. A re-run replaces it. Required.")
         parser.add_argument("--input_format", default="auto",
                             choices=["auto", "csv", "jsonl", "tfrecord"],
                             help="auto: by extension (.csv, .json/.jsonl, .tfrecord; +.gz).")
@@ -67,16 +65,15 @@ class BatchPredictOptions(PipelineOptions):
         parser.add_argument("--output_table", help="Also write to BigQuery PROJECT:DATASET.TABLE "
                             "(day-partitioned by run date; a re-run replaces that day).")
         parser.add_argument("--run_date", help="YYYY-MM-DD for {date} (default: today, UTC).")
-        parser.add_argument("--key_column", help="Column that keys each row (default: the "
-                            "schema's key; rows without one are keyed by file:line).")
         parser.add_argument("--passthrough_columns", default="",
                             help="Comma-separated input columns copied to each prediction.")
         parser.add_argument("--evaluate_label", help="Label column: write metrics.json "
                             "(RMSE/MAE or accuracy) over the rows that have it.")
-        parser.add_argument("--min_batch_size", type=int, default=32)
-        parser.add_argument("--max_batch_size", type=int, default=1024)
         parser.add_argument("--rows_per_chunk", type=int, default=1000,
                             help="Rows handed from the reader to parsing at a time.")
+
+
+OPTION_CLASSES = (common.IOOptions, common.ModelOptions, BatchPredictOptions)
 
 
 def _date(text: Optional[str]) -> str:
@@ -90,7 +87,7 @@ def _date(text: Optional[str]) -> str:
 
 class JobConfig:
     def __init__(self, options: PipelineOptions):
-        o = options.view_as(BatchPredictOptions)
+        o = common.merged_options(options, *OPTION_CLASSES)
         for name in REQUIRED_OPTIONS:
             if not getattr(o, name):
                 raise common.JobError(JOB, f"--{name} is required")
@@ -410,7 +407,8 @@ def _sample(output: str, n: int = 5):
 
 
 def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]:
-    options = common.job_options(argv, JOB, BatchPredictOptions, __doc__)
+    options = common.job_options(argv, JOB, BatchPredictOptions, __doc__,
+                                 shared=OPTION_CLASSES[:-1])
     options.view_as(SetupOptions).save_main_session = save_main_session
     cfg = JobConfig(options)
     template = getattr(options.view_as(GoogleCloudOptions), "template_location", None)

@@ -31,7 +31,44 @@ class JobError(SystemExit):
         self.message = message
 
 
-def job_options(argv, job: str, options_cls, doc: str) -> PipelineOptions:
+class IOOptions(PipelineOptions):
+    """Flags every job shares. Beam registers all PipelineOptions subclasses in one parser,
+    so a flag may be defined once only: jobs read these through `merged_options`."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--input", help="Input path or glob (local or gs://); "
+                            "comma-separate several. Required.")
+        parser.add_argument("--output", help="Output directory (local or gs://). Required. "
+                            "What an earlier run wrote there is replaced.")
+        parser.add_argument("--key_column", help="Column identifying a row (default: the "
+                            "schema's key).")
+
+
+class ModelOptions(PipelineOptions):
+    """Flags of the jobs that run the exported model."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--model_dir", help="An export dir, or the base holding numeric "
+                            "versions (the newest is used). Required.")
+        parser.add_argument("--min_batch_size", type=int, default=32,
+                            help="Smallest batch RunInference forms.")
+        parser.add_argument("--max_batch_size", type=int, default=1024,
+                            help="Largest batch RunInference forms.")
+
+
+def merged_options(options: PipelineOptions, *classes):
+    """One namespace with the attributes of several option views (see IOOptions)."""
+    import types
+    merged = {}
+    for cls in classes:
+        merged.update(options.view_as(cls).get_all_options(drop_default=False,
+                                                           retain_unknown_options=False))
+    return types.SimpleNamespace(**merged)
+
+
+def job_options(argv, job: str, options_cls, doc: str, shared=()) -> PipelineOptions:
     """PipelineOptions from argv; `--help` prints the job's options and the usual Beam ones.
 
     (Beam's own --help handling shows an empty parser, because options are parsed lazily.)
@@ -44,7 +81,9 @@ def job_options(argv, job: str, options_cls, doc: str) -> PipelineOptions:
         parser = argparse.ArgumentParser(
             prog=f"python -m beam_jobs.{job}", description=doc,
             formatter_class=argparse.RawDescriptionHelpFormatter)
-        options_cls._add_argparse_args(parser.add_argument_group(f"{job} options"))
+        group = parser.add_argument_group(f"{job} options")
+        for cls in tuple(shared) + (options_cls,):
+            cls._add_argparse_args(group)
         for cls in (po.StandardOptions, po.DirectOptions, po.GoogleCloudOptions,
                     po.WorkerOptions, po.SetupOptions):
             cls._add_argparse_args(parser.add_argument_group(f"Beam {cls.__name__}"))

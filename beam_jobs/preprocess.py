@@ -51,20 +51,16 @@ SUMMARY_FILE = "summary.json"
 
 
 class PreprocessOptions(PipelineOptions):
+    """Preprocess flags; --input (CSV), --output and --key_column (hashed for the split; default:
+    the spec's key, a column named key/id, or the whole record) come from common.IOOptions."""
+
     @classmethod
     def _add_argparse_args(cls, parser):
-        parser.add_argument("--input", help="CSV file(s): a path or glob, local or gs://; "
-                            "comma-separate several. Required.")
-        parser.add_argument("--output", help="Output directory (local or gs://). Required. "
-                            "An earlier run's outputs there are replaced.")
         parser.add_argument("--format", default="csv", choices=["csv"], help="Input format.")
         parser.add_argument("--schema_spec", help="Declarative spec file (JSON or YAML). "
                             "Without it the schema is inferred from the header and a sample.")
         parser.add_argument("--label_column", help="Target column (needed when no spec is given). "
                             "Not --label: Beam's Dataflow options own that flag (job labels).")
-        parser.add_argument("--key_column", help="Column that identifies a row; the split "
-                            "hashes it (default: from the spec, or a column named key/id, or "
-                            "the whole record).")
         parser.add_argument("--module_file", help="TFX-style module file whose "
                             "preprocessing_fn replaces the one generated from the schema.")
         parser.add_argument("--split", default="0.8,0.1,0.1",
@@ -80,12 +76,16 @@ class PreprocessOptions(PipelineOptions):
                             "(default: a local temp dir on local runners, else temp_location).")
 
 
+OPTION_CLASSES = (common.IOOptions, PreprocessOptions)
+REQUIRED_OPTIONS = ("input", "output")
+
+
 # ---- launch-time resolution (fails fast, before any pipeline runs) -------------------------------
 class JobConfig:
     """Everything resolved from the options before the pipeline is built."""
 
     def __init__(self, options: PipelineOptions):
-        o = options.view_as(PreprocessOptions)
+        o = common.merged_options(options, *OPTION_CLASSES)
         if not o.input:
             raise common.JobError(JOB, "--input is required")
         if not o.output:
@@ -287,7 +287,8 @@ def summarize(counters: dict, cfg: JobConfig, wall_s: float, runner: str) -> dic
 
 def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]:
     """Runs the job; returns the run summary (None when only a template was built)."""
-    options = common.job_options(argv, JOB, PreprocessOptions, __doc__)
+    options = common.job_options(argv, JOB, PreprocessOptions, __doc__,
+                                 shared=OPTION_CLASSES[:-1])
     options.view_as(SetupOptions).save_main_session = save_main_session
     cfg = JobConfig(options)
     local = common.is_local_runner(options)

@@ -97,3 +97,21 @@ def gcs_emulator():
             os.environ["STORAGE_EMULATOR_HOST"] = old
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def small_train_config(data_dir, job_dir, **kw):
+    from training.config import TrainConfig
+    base = dict(data_dir=data_dir, job_dir=job_dir, epochs=4, batch_size=128,
+                hidden_units=[32, 16], shuffle_buffer=5000, verbose=0)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+@pytest.fixture(scope="session")
+def trained(preprocessed, tmp_path_factory):
+    """A small model trained on `preprocessed`: (data_dir, job_dir, metrics)."""
+    from training import train_and_evaluate
+    data_dir, _ = preprocessed
+    job_dir = str(tmp_path_factory.mktemp("job"))
+    metrics = train_and_evaluate(small_train_config(data_dir, job_dir))
+    return data_dir, job_dir, metrics

@@ -14,23 +14,8 @@ import yaml
 
 from preprocessing import parsing
 from tests.conftest import ROOT, read_examples
-from training.config import ConfigError, TrainConfig
-
-
-def _cfg(data_dir, job_dir, **kw):
-    base = dict(data_dir=data_dir, job_dir=job_dir, epochs=4, batch_size=128,
-                hidden_units=[32, 16], shuffle_buffer=5000, verbose=0)
-    base.update(kw)
-    return TrainConfig(**base)
-
-
-@pytest.fixture(scope="session")
-def trained(preprocessed, tmp_path_factory):
-    from training import train_and_evaluate
-    data_dir, _ = preprocessed
-    job_dir = str(tmp_path_factory.mktemp("job"))
-    metrics = train_and_evaluate(_cfg(data_dir, job_dir))
-    return data_dir, job_dir, metrics
+from tests.conftest import small_train_config as _cfg
+from training.config import ConfigError
 
 
 def _raw_rows(csv_path, schema):

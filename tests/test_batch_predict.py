@@ -1,0 +1,212 @@
+"""batch_predict: each input format, keys, dead letters, train/serve consistency, versions,
+run-date re-runs, atomic publishing, and the model handler's row-by-row fallback."""
+import csv
+import glob
+import json
+import os
+import shutil
+
+import pytest
+import tensorflow as tf
+
+from beam_jobs import batch_predict
+from preprocessing.split import boundaries, split_index
+from tests.conftest import read_jsonl
+
+
+def _run(model_dir, inp, out, *extra):
+    return batch_predict.run(["--model_dir", model_dir, "--input", inp, "--output", out,
+                              "--min_batch_size", "8", "--max_batch_size", "64", *extra])
+
+
+def _csv_keys(path):
+    with open(path, newline="") as f:
+        return [r[0] for r in csv.reader(f)][1:]
+
+
+def test_csv_input_keys_and_reconciled_dead_letters(trained, taxi_csv, tmp_path):
+    _, job_dir, m = trained
+    path, stats = taxi_csv
+    out = str(tmp_path / "out")
+    s = _run(os.path.join(job_dir, "export"), path, out, "--run_date", "2026-01-05")
+    # Missing labels are fine for prediction; every other kind of dirty row is rejected.
+    expected_rejects = {"unparsable_number": stats.dirty_by_kind["unparsable_number"],
+                        "wrong_column_count": stats.dirty_by_kind["wrong_column_count"],
+                        "unparsable_datetime": stats.dirty_by_kind["bad_datetime"]}
+    assert s["rejected"]["by_reason"] == {k: v for k, v in expected_rejects.items() if v}
+    assert s["rows_read"] == stats.rows and s["reconciled"]
+    assert s["rows_predicted"] == stats.clean_rows + stats.dirty_by_kind["missing_label"]
+    preds = read_jsonl(os.path.join(out, "predictions-*.jsonl"))
+    assert len(preds) == s["rows_predicted"]
+    assert len({p["key"] for p in preds}) == len(preds)
+    assert {p["key"] for p in preds} <= set(_csv_keys(path))
+    assert all(p["model_version"] == os.path.basename(m["export_dir"]) for p in preds)
+    rejects = read_jsonl(os.path.join(out, "rejects", "*.jsonl"))
+    assert len(rejects) == s["rejected"]["total"]
+    lines = open(path).read().split("\n")
+    assert all(lines[r["line"] - 1] == r["raw"] for r in rejects)
+    assert os.path.exists(os.path.join(out, "_SUCCESS"))
+    assert not glob.glob(os.path.join(out, "_staging-*"))
+
+
+def test_eval_split_reproduces_the_trainers_metric(trained, taxi_csv, tmp_path):
+    data_dir, job_dir, m = trained
+    summary = json.load(open(os.path.join(data_dir, "summary.json")))
+    bounds = boundaries(summary["split_fractions"])
+    src = taxi_csv[0]
+    eval_csv = tmp_path / "eval.csv"
+    with open(src, newline="") as f, open(eval_csv, "w", newline="") as g:
+        reader, writer = csv.reader(f), csv.writer(g)
+        writer.writerow(next(reader))
+        for row in reader:
+            if split_index(row[0], bounds) == 1:  # the preprocess job's eval split
+                writer.writerow(row)
+    out = str(tmp_path / "out")
+    s = _run(m["export_dir"], str(eval_csv), out, "--evaluate_label", "fare_amount",
+             "--output_format", "both")
+    metrics = json.load(open(os.path.join(out, "metrics.json")))
+    assert metrics["examples"] == m["eval"]["examples"]
+    assert metrics["rmse"] == pytest.approx(m["eval"]["rmse"], rel=1e-5)
+    assert metrics["mae"] == pytest.approx(m["eval"]["mae"], rel=1e-5)
+    assert s["metrics"] == metrics
+    with open(glob.glob(os.path.join(out, "predictions-*.csv"))[0]) as f:
+        header = f.readline().strip().split(",")
+    assert header == ["key", "prediction", "model_version", "label"]
+
+
+def test_jsonl_objects_instances_and_bad_lines(trained, tmp_path):
+    _, _, m = trained
+    good = {"pickup_datetime": "2025-06-02 08:15:00", "pickup_longitude": -73.95,
+            "pickup_latitude": 40.75, "dropoff_longitude": -73.9, "dropoff_latitude": 40.8,
+            "passenger_count": 1, "payment_type": "Cash", "company": "Sun Taxi"}
+    lines = [json.dumps(dict(good, key="a1", tip="x")),          # 1: keyed object
+             json.dumps({**good}),                                # 2: no key -> file:line
+             json.dumps({"instances": [good, dict(good, key="i2"), 7]}),  # 3: 2 rows + 1 bad
+             "{not json",                                          # 4
+             json.dumps(dict(good, pickup_latitude="north")),      # 5
+             json.dumps({"instances": []})]                        # 6
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    out = str(tmp_path / "out")
+    s = _run(m["export_dir"], str(src), out, "--passthrough_columns", "tip")
+    preds = {p["key"]: p for p in read_jsonl(os.path.join(out, "predictions-*.jsonl"))}
+    assert set(preds) == {"a1", "in.jsonl:2", "in.jsonl:3#0", "i2"}
+    assert preds["a1"]["tip"] == "x" and "tip" not in preds["i2"]
+    assert abs(preds["in.jsonl:2"]["prediction"] - preds["in.jsonl:3#0"]["prediction"]) < 1e-5
+    assert s["rows_read"] == 8 and s["reconciled"]
+    assert s["rejected"]["by_reason"] == {"invalid_json": 3, "unparsable_number": 1}
+    lines_rejected = sorted(str(r["line"]) for r in read_jsonl(os.path.join(out, "rejects", "*")))
+    assert lines_rejected == ["3#2", "4", "5", "6"]
+
+
+def _example(d):
+    feats = {}
+    for k, v in d.items():
+        if isinstance(v, float):
+            feats[k] = tf.train.Feature(float_list=tf.train.FloatList(value=[v]))
+        elif isinstance(v, int):
+            feats[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))
+        else:
+            feats[k] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode()]))
+    return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
+
+
+def test_tfrecord_of_raw_examples(trained, tmp_path):
+    _, _, m = trained
+    good = {"key": "t1", "pickup_datetime": "2025-06-02 08:15:00", "pickup_longitude": -73.95,
+            "pickup_latitude": 40.75, "dropoff_longitude": -73.9, "dropoff_latitude": 40.8,
+            "passenger_count": 2, "payment_type": "Cash", "company": "Sun Taxi"}
+    no_pass = dict(good, key="t2")
+    del no_pass["passenger_count"]  # optional: the spec's default (1) applies
+    missing = dict(good, key="t3")
+    del missing["pickup_latitude"]
+    path = str(tmp_path / "in.tfrecord.gz")
+    with tf.io.TFRecordWriter(path, tf.io.TFRecordOptions(compression_type="GZIP")) as w:
+        for rec in (_example(good), _example(no_pass), _example(missing), b"garbage bytes"):
+            w.write(rec)
+    out = str(tmp_path / "out")
+    s = _run(m["export_dir"], path, out)
+    preds = {p["key"]: p for p in read_jsonl(os.path.join(out, "predictions-*.jsonl"))}
+    assert set(preds) == {"t1", "t2"}
+    assert s["rejected"]["by_reason"] == {"missing_value": 1, "bad_example": 1}
+    assert s["rows_read"] == 4 and s["reconciled"]
+    # Same raw values through the job and through the serving signature directly.
+    sig = tf.saved_model.load(m["export_dir"]).signatures["serving_default"]
+    direct = sig(examples=tf.constant([_example(good)]))["predictions"].numpy()[0]
+    assert preds["t1"]["prediction"] == pytest.approx(float(direct), abs=1e-5)
+
+
+def test_newest_version_is_used(trained, taxi_csv, tmp_path):
+    _, _, m = trained
+    base = tmp_path / "models"
+    for v in ("100", "200"):
+        shutil.copytree(m["export_dir"], base / v)
+    (base / "300").mkdir()  # an incomplete export: no saved_model.pb
+    (base / "latest").mkdir()
+    out = str(tmp_path / "out")
+    s = _run(str(base), taxi_csv[0], out)
+    assert s["model_version"] == "200" and s["model_path"].endswith("/200")
+    assert {p["model_version"] for p in read_jsonl(os.path.join(out, "predictions-*"))} == {"200"}
+
+
+def test_run_date_rerun_replaces_and_failed_run_keeps_the_last_good_output(trained, tmp_path):
+    _, _, m = trained
+    src = tmp_path / "in" / "2026-03-04"
+    src.mkdir(parents=True)
+    good = ('key,pickup_datetime,pickup_longitude,pickup_latitude,dropoff_longitude,'
+            'dropoff_latitude,passenger_count,payment_type,company\n')
+    rows = [f"k{i},2025-06-02 08:15:00,-73.95,40.75,-73.9,40.8,1,Cash,Sun Taxi" for i in range(30)]
+    (src / "a.csv").write_text(good + "\n".join(rows) + "\n")
+    args = ["--run_date", "2026-03-04", "--min_batch_size", "2", "--max_batch_size", "4"]
+    out_t = str(tmp_path / "out" / "{date}")
+    inp_t = str(tmp_path / "in" / "{date}" / "*.csv")
+    _run(m["export_dir"], inp_t, out_t, *args)
+    out = tmp_path / "out" / "2026-03-04"
+    first = read_jsonl(str(out / "predictions-*.jsonl"))
+    assert len(first) == 30
+    (src / "a.csv").write_text(good + "\n".join(rows[:10]) + "\n")
+    s = _run(m["export_dir"], inp_t, out_t, *args)
+    assert len(read_jsonl(str(out / "predictions-*.jsonl"))) == 10 == s["rows_predicted"]
+    # A run that fails (a corrupt model) leaves the last good output in place, complete.
+    bad = tmp_path / "bad"
+    shutil.copytree(m["export_dir"], bad / "999")
+    for f in glob.glob(str(bad / "999" / "variables" / "variables.data*")):
+        open(f, "wb").close()
+    with pytest.raises(Exception):
+        _run(str(bad), inp_t, out_t, *args)
+    assert len(read_jsonl(str(out / "predictions-*.jsonl"))) == 10
+    assert json.load(open(out / "summary.json"))["rows_predicted"] == 10
+    assert (out / "_SUCCESS").exists()
+
+
+def test_handler_isolates_a_row_the_model_rejects(trained):
+    from inference.model_handler import ModelRejection, SavedModelHandler
+    _, _, m = trained
+    handler = SavedModelHandler(m["export_dir"])
+    model = handler.load_model()
+    good = {"pickup_datetime": "2025-06-02 08:15:00", "pickup_longitude": -73.95,
+            "pickup_latitude": 40.75, "dropoff_longitude": -73.9, "dropoff_latitude": 40.8,
+            "passenger_count": 1, "payment_type": "Cash", "company": "Sun Taxi"}
+    bad = dict(good, pickup_datetime=None)
+    results = list(handler.run_inference([good, bad, good], model))
+    assert [type(r.inference).__name__ for r in results] == ["dict", "ModelRejection", "dict"]
+    assert isinstance(results[1].inference, ModelRejection)
+    assert results[1].inference.reason == "model_rejected"
+    assert results[0].inference == results[2].inference
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model_dir", "{tmp}/none", "--input", "{csv}", "--output", "{tmp}/o"], "has no SavedModel"),
+    (["--model_dir", "{model}", "--input", "{tmp}/no/*.csv", "--output", "{tmp}/o"],
+     "no files match"),
+    (["--model_dir", "{model}", "--input", "{csv}", "--output", "{tmp}/o", "--run_date", "03/04"],
+     "--run_date must be YYYY-MM-DD"),
+    (["--model_dir", "{model}", "--input", "{csv}", "--output", "{tmp}/o",
+      "--evaluate_label", "tip"], "--evaluate_label tip"),
+    (["--input", "{csv}", "--output", "{tmp}/o"], "--model_dir is required"),
+])
+def test_bad_arguments_fail_fast(trained, taxi_csv, tmp_path, args, message):
+    args = [a.format(tmp=tmp_path, csv=taxi_csv[0], model=trained[2]["export_dir"]) for a in args]
+    with pytest.raises(SystemExit) as e:
+        batch_predict.run(args)
+    assert message in str(e.value.code) and str(e.value.code).startswith("batch_predict: error:")

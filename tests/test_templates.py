@@ -1,0 +1,65 @@
+"""Deployment templates stay true to the jobs: Flex metadata, Cloud Scheduler, Airflow DAG."""
+import ast
+import json
+import os
+
+import pytest
+
+from beam_jobs import flex_templates
+from tests.conftest import ROOT
+
+
+def _option_names(job):
+    actions, _ = flex_templates.job_actions(job)
+    return {a.dest for a in actions}
+
+
+@pytest.mark.parametrize("job", flex_templates.JOBS)
+def test_flex_metadata_matches_the_job_options_exactly(job):
+    meta = json.load(open(flex_templates.path_for(job)))
+    names = [p["name"] for p in meta["parameters"]]
+    assert len(names) == len(set(names))
+    assert set(names) == _option_names(job)
+    required = set(flex_templates.job_module(job).REQUIRED_OPTIONS)
+    assert {p["name"] for p in meta["parameters"] if not p["isOptional"]} == required
+    # Each parameter really is an option the job's PipelineOptions parse.
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from beam_jobs import common
+    mod = flex_templates.job_module(job)
+    actions = {a.dest: a for a in flex_templates.job_actions(job)[0]}
+    for p in meta["parameters"]:
+        a = actions[p["name"]]
+        value = (str(a.choices[0]) if a.choices else "3" if a.type is int
+                 else "0.5" if a.type is float else "gs://b/x")
+        o = common.merged_options(PipelineOptions([f"--{p['name']}={value}"]), *mod.OPTION_CLASSES)
+        assert str(getattr(o, p["name"])) == value
+
+
+def test_committed_metadata_is_current():
+    assert flex_templates.main(["--check"]) == 0
+
+
+def test_scheduler_job_launches_the_template_with_real_options():
+    job = json.load(open(os.path.join(ROOT, "templates", "batch_predict", "scheduler_job.json")))
+    body = job["httpTarget"]["body"]["launchParameter"]
+    assert job["httpTarget"]["uri"].endswith("/flexTemplates:launch")
+    assert set(body["parameters"]) <= _option_names("batch_predict")
+    assert {"model_dir", "input", "output"} <= set(body["parameters"])
+
+
+def test_airflow_dag_passes_the_logical_date_and_real_options():
+    src = open(os.path.join(ROOT, "templates", "batch_predict", "airflow_dag.py")).read()
+    tree = ast.parse(src)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+             and getattr(n.func, "id", "") == "DataflowStartFlexTemplateOperator"]
+    assert len(calls) == 1
+    params = None
+    for node in ast.walk(calls[0]):
+        if isinstance(node, ast.Dict):
+            keys = [k.value for k in node.keys if isinstance(k, ast.Constant)]
+            if "model_dir" in keys:
+                params = dict(zip(keys, node.values))
+    assert params is not None
+    assert set(params) <= _option_names("batch_predict")
+    assert {"model_dir", "input", "output", "run_date"} <= set(params)
+    assert params["run_date"].value == "{{ ds }}"
