@@ -38,7 +38,7 @@ from typing import Optional
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
+from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
 from beam_jobs import common
@@ -69,7 +69,7 @@ class BatchPredictOptions(PipelineOptions):
                             help="Comma-separated input columns copied to each prediction.")
         parser.add_argument("--evaluate_label", help="Label column: write metrics.json "
                             "(RMSE/MAE or accuracy) over the rows that have it.")
-        parser.add_argument("--rows_per_chunk", type=int, default=1000,
+        parser.add_argument("--rows_per_chunk", type=int, default=1024,
                             help="Rows handed from the reader to parsing at a time.")
 
 
@@ -129,11 +129,14 @@ class JobConfig:
 class ParseInputs(beam.DoFn):
     """Chunks of CSV/JSON/tf.Example records -> (key, row) with typed raw values, or rejects."""
 
-    def __init__(self, schema: Schema, key: Optional[str], passthrough, label: Optional[str]):
+    def __init__(self, schema: Schema, key: Optional[str], passthrough, label: Optional[str],
+                 max_batch_size: int = 1024):
         self.schema = schema
         self.key = key
+        self.key_index = schema.names.index(key) if key in schema.names else None
         self.passthrough = list(passthrough)
         self.label = label
+        self.max_batch_size = max_batch_size
         # Only what the model reads is required; label, key and unused columns are optional.
         used = {c.name for c in schema.serving_columns()}
         self.optional = tuple(n for n in schema.names if n not in used)
@@ -150,6 +153,17 @@ class ParseInputs(beam.DoFn):
         return p
 
     def process(self, chunk):
+        self._batch = mh.RowBatch(self.schema.names, [], [], [], [])
+        for out in self._parse_chunk(chunk):
+            if out is not None:
+                yield out
+            if len(self._batch) >= self.max_batch_size:
+                yield self._batch
+                self._batch = mh.RowBatch(self.schema.names, [], [], [], [])
+        if len(self._batch):
+            yield self._batch
+
+    def _parse_chunk(self, chunk):
         path, fmt, header, records = chunk
         if fmt == "csv":
             parser = self._parser(header)
@@ -207,13 +221,15 @@ class ParseInputs(beam.DoFn):
         except parsing.RowError as e:
             yield self._reject(path, pos, raw, e.reason, e.detail)
             return
-        row = dict(zip(self.schema.names, values))
-        key = row.get(self.key) if self.key else None
+        key = values[self.key_index] if self.key_index is not None else None
         if key in (None, ""):
             key = mh.default_key(path, pos)
-        row["__passthrough"] = extra
-        row["__source"] = (path, pos, raw)
-        yield str(key), row
+        b = self._batch
+        b.rows.append(values)
+        b.keys.append(str(key))
+        b.extras.append(extra)
+        b.sources.append((path, pos, raw))
+        yield None
 
     def _reject(self, path, pos, raw, reason, detail):
         self.rejects.setdefault(reason, Metrics.counter(JOB, f"rejected_{reason}")).inc()
@@ -222,30 +238,34 @@ class ParseInputs(beam.DoFn):
 
 
 class FormatPredictions(beam.DoFn):
-    """(key, PredictionResult) -> output record dict, or a dead letter for rejected rows."""
+    """PredictionResult over a RowBatch -> a list of output records, plus dead letters for
+    the rows the model rejected."""
 
-    def __init__(self, label: Optional[str]):
-        self.label = label
+    def __init__(self, schema: Schema, label: Optional[str]):
+        self.label_index = schema.names.index(label) if label else None
         self.predicted = Metrics.counter(JOB, "rows_predicted")
         self.rejected = Metrics.counter(JOB, "rejected_model_rejected")
 
-    def process(self, element):
-        key, result = element
-        row = result.example
-        if isinstance(result.inference, mh.ModelRejection):
-            self.rejected.inc()
-            path, pos, raw = row["__source"]
-            yield beam.pvalue.TaggedOutput("rejects", common.dead_letter(
-                JOB, path, pos, raw, result.inference.reason, result.inference.detail))
-            return
-        self.predicted.inc()
-        out = {"key": key}
-        out.update(result.inference)
-        out["model_version"] = result.model_id
-        out.update(row["__passthrough"])
-        if self.label:
-            out["label"] = row.get(self.label)
-        yield out
+    def process(self, result):
+        batch, outputs = result.example, result.inference
+        records = []
+        for i, out in enumerate(outputs):
+            if isinstance(out, mh.ModelRejection):
+                self.rejected.inc()
+                path, pos, raw = batch.sources[i]
+                yield beam.pvalue.TaggedOutput("rejects", common.dead_letter(
+                    JOB, path, pos, raw, out.reason, out.detail))
+                continue
+            rec = {"key": batch.keys[i]}
+            rec.update(out)
+            rec["model_version"] = result.model_id
+            rec.update(batch.extras[i])
+            if self.label_index is not None:
+                rec["label"] = batch.rows[i][self.label_index]
+            records.append(rec)
+        if records:
+            self.predicted.inc(len(records))
+            yield records
 
 
 class EvalMetrics(beam.CombineFn):
@@ -257,17 +277,18 @@ class EvalMetrics(beam.CombineFn):
     def create_accumulator(self):
         return [0, 0.0, 0.0, 0]  # n, sum squared error, sum abs error, correct
 
-    def add_input(self, acc, rec):
-        label = rec.get("label")
-        if label is None:
-            return acc
-        acc[0] += 1
-        if self.task == "regression":
-            err = float(rec["prediction"]) - float(label)
-            acc[1] += err * err
-            acc[2] += abs(err)
-        else:
-            acc[3] += int(str(rec["class"]) == str(label))
+    def add_input(self, acc, records):
+        for rec in records:
+            label = rec.get("label")
+            if label is None:
+                continue
+            acc[0] += 1
+            if self.task == "regression":
+                err = float(rec["prediction"]) - float(label)
+                acc[1] += err * err
+                acc[2] += abs(err)
+            else:
+                acc[3] += int(str(rec["class"]) == str(label))
         return acc
 
     def merge_accumulators(self, accs):
@@ -303,29 +324,31 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, staging: str):
     chunks, read_rejects = p | "Read" >> common.ReadChunks(JOB, cfg.patterns, o.rows_per_chunk,
                                                           o.input_format)
     parsed = chunks | "Parse" >> beam.ParDo(
-        ParseInputs(cfg.schema, cfg.key, cfg.passthrough, cfg.label)).with_outputs(
-            "rejects", main="rows")
-    handler = KeyedModelHandler(mh.SavedModelHandler(
-        cfg.model_path, min_batch_size=o.min_batch_size, max_batch_size=o.max_batch_size))
-    results = parsed.rows | "RunInference" >> RunInference(handler)
-    formatted = results | "Format" >> beam.ParDo(FormatPredictions(cfg.label)).with_outputs(
-        "rejects", main="predictions")
+        ParseInputs(cfg.schema, cfg.key, cfg.passthrough, cfg.label, o.max_batch_size)
+    ).with_outputs("rejects", main="batches")
+    # Each element is already a batch of rows (see RowBatch): one model call per element.
+    handler = mh.SavedModelHandler(cfg.model_path, min_batch_size=1, max_batch_size=1)
+    results = parsed.batches | "RunInference" >> RunInference(handler)
+    formatted = results | "Format" >> beam.ParDo(
+        FormatPredictions(cfg.schema, cfg.label)).with_outputs("rejects", main="predictions")
     rejects = ((read_rejects, parsed.rejects, formatted.rejects) | "AllRejects" >> beam.Flatten())
     _ = rejects | "DeadLetters" >> common.WriteDeadLetters(FileSystems.join(staging, "rejects"))
-    preds = formatted.predictions
+    preds = formatted.predictions  # lists of records, one list per batch
     prefix = FileSystems.join(staging, "predictions")
     if o.output_format in ("jsonl", "both"):
-        _ = (preds | "ToJson" >> beam.Map(lambda r: json.dumps(r, sort_keys=False))
+        # One text element per batch (lines joined): the sink adds the final newline.
+        _ = (preds | "ToJson" >> beam.Map(lambda recs: "\n".join(json.dumps(r) for r in recs))
              | "WriteJsonl" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl"))
     if o.output_format in ("csv", "both"):
         columns = (["key"] + (["prediction"] if cfg.schema.task == "regression"
                               else ["class", "class_id", "probabilities"])
                    + ["model_version"] + cfg.passthrough + (["label"] if cfg.label else []))
-        _ = (preds | "ToCsv" >> beam.Map(_csv_line, columns)
+        _ = (preds | "ToCsv" >> beam.Map(
+                lambda recs: "\n".join(_csv_line(r, columns) for r in recs))
              | "WriteCsv" >> beam.io.WriteToText(prefix, file_name_suffix=".csv",
                                                  header=",".join(columns)))
     if o.output_table:
-        _ = preds | "WriteBigQuery" >> _bigquery_sink(cfg)
+        _ = preds | "Unbatch" >> beam.FlatMap(lambda recs: recs) | "WriteBigQuery" >> _bigquery_sink(cfg)
     if cfg.label:
         _ = (preds | "Metrics" >> beam.CombineGlobally(EvalMetrics(cfg.schema.task))
              | "MetricsJson" >> beam.Map(lambda m: json.dumps(

@@ -30,6 +30,21 @@ class ModelRejection:
     detail: str
 
 
+@dataclass
+class RowBatch:
+    """Many rows as one RunInference element (batch jobs): per-element overhead is paid once
+    per batch instead of once per row. `rows` are value tuples in `names` order; `keys`,
+    `extras` (passthrough dicts) and `sources` ((path, position, raw) for dead letters) align."""
+    names: tuple
+    rows: list
+    keys: list
+    extras: list
+    sources: list
+
+    def __len__(self):
+        return len(self.rows)
+
+
 def is_export(path: str) -> bool:
     return FileSystems.exists(FileSystems.join(path, "saved_model.pb"))
 
@@ -84,7 +99,7 @@ class _Loaded:
         logging.info("Loaded model version %s from %s", self.version, path)
 
 
-class SavedModelHandler(ModelHandler[Dict[str, Any], PredictionResult, _Loaded]):
+class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
     def __init__(self, model_dir: str, min_batch_size: int = 1, max_batch_size: int = 512,
                  max_batch_duration_secs: Optional[float] = None):
         super().__init__()
@@ -110,44 +125,60 @@ class SavedModelHandler(ModelHandler[Dict[str, Any], PredictionResult, _Loaded])
     def get_metrics_namespace(self) -> str:
         return "RunInference_SavedModel"
 
-    def get_num_bytes(self, batch: Sequence[Dict[str, Any]]) -> int:
-        return sum(len(json.dumps(x, default=str)) for x in batch)
+    def get_num_bytes(self, batch) -> int:
+        return sum(64 * len(x) if isinstance(x, RowBatch) else 64 for x in batch)
 
-    def run_inference(self, batch: Sequence[Dict[str, Any]], model: _Loaded,
+    def run_inference(self, batch: Sequence[Any], model: _Loaded,
                       inference_args=None) -> Iterable[PredictionResult]:
-        try:
-            outputs = predict(model, batch)
-        except Exception as e:  # a bad value somewhere: find it row by row
-            if len(batch) == 1:
-                return [PredictionResult(batch[0], ModelRejection("model_rejected", _short(e)),
-                                         model.version)]
-            logging.warning("Batch of %d failed (%s); retrying row by row", len(batch), _short(e))
-            results = []
-            for row in batch:
-                results.extend(self.run_inference([row], model, inference_args))
-            return results
-        return [PredictionResult(row, out, model.version) for row, out in zip(batch, outputs)]
+        """Elements are row dicts (streaming) or RowBatches (batch jobs: one call each).
+
+        A RowBatch's inference is a list with one output dict or ModelRejection per row.
+        """
+        if batch and isinstance(batch[0], RowBatch):
+            return [PredictionResult(rb, predict_rows(model, rb.names, rb.rows), model.version)
+                    for rb in batch]
+        names = tuple(model.inputs)
+        rows = [tuple(r.get(n) for n in names) for r in batch]
+        outs = predict_rows(model, names, rows)
+        return [PredictionResult(r, o, model.version) for r, o in zip(batch, outs)]
 
 
-def predict(model: _Loaded, batch: Sequence[Dict[str, Any]]):
-    """Calls the signature on a batch of raw rows; one dict of plain values per row."""
+def predict_rows(model: _Loaded, names: Sequence[str], rows: Sequence[tuple]) -> list:
+    """One output per row; a failing batch is retried row by row to isolate the bad rows."""
+    if not rows:
+        return []
+    try:
+        return predict(model, names, rows)
+    except Exception as e:  # a bad value somewhere: find it row by row
+        if len(rows) == 1:
+            return [ModelRejection("model_rejected", _short(e))]
+        logging.warning("Batch of %d failed (%s); retrying row by row", len(rows), _short(e))
+        out = []
+        for r in rows:
+            out.extend(predict_rows(model, names, [r]))
+        return out
+
+
+def predict(model: _Loaded, names: Sequence[str], rows: Sequence[tuple]) -> list:
+    """Calls the signature once on value tuples (in `names` order); a dict per row."""
     import tensorflow as tf
+    index = {n: i for i, n in enumerate(names)}
+    columns = list(zip(*rows))
     tensors = {}
     for name, dtype in model.inputs.items():
-        values = [row.get(name) for row in batch]
-        if any(v is None for v in values):
+        if name not in index:
+            raise ValueError(f"model input '{name}' is not among the row's columns")
+        col = columns[index[name]]
+        if None in col:
             raise ValueError(f"missing value for model input '{name}'")
-        tensors[name] = tf.constant(values, dtype=dtype)
-    out = {k: v.numpy() for k, v in model.fn(**tensors).items()}
-    rows = []
-    for i in range(len(batch)):
-        if "predictions" in out:
-            rows.append({"prediction": float(out["predictions"][i])})
-        else:
-            rows.append({"class": out["classes"][i].decode("utf-8"),
-                         "class_id": int(out["class_ids"][i]),
-                         "probabilities": [float(p) for p in out["probabilities"][i]]})
-    return rows
+        tensors[name] = tf.constant(col, dtype=dtype)
+    out = model.fn(**tensors)
+    if "predictions" in out:
+        return [{"prediction": p} for p in out["predictions"].numpy().tolist()]
+    classes = [c.decode("utf-8") for c in out["classes"].numpy().tolist()]
+    ids = out["class_ids"].numpy().tolist()
+    probs = out["probabilities"].numpy().tolist()
+    return [{"class": c, "class_id": i, "probabilities": p} for c, i, p in zip(classes, ids, probs)]
 
 
 def _short(e: Exception) -> str:
