@@ -86,7 +86,8 @@ class TrainConfig:
         a("--embedding_dim", type=int, default=8)
         a("--dropout", type=float, default=0.0)
         a("--shuffle_buffer", type=int, default=50_000)
-        a("--cache", action="store_true", help="Cache the parsed training data in memory.")
+        a("--cache", action="store_true", help="Cache the parsed training data in memory "
+          "(after the first epoch input costs ~nothing; use when the train split fits in RAM).")
         a("--eval_steps", type=int, help="Default: the whole eval split.")
         a("--early_stopping_patience", type=int, default=0, help="Epochs; 0 turns it off.")
         a("--checkpoint_steps", type=int, default=200, help="Backup (resume) frequency in steps.")
