@@ -43,6 +43,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 
 from beam_jobs import common
 from inference import model_handler as mh
+from inference.inputs import ServingParser
 from preprocessing import parsing
 from preprocessing.schema import Schema
 
@@ -137,20 +138,11 @@ class ParseInputs(beam.DoFn):
         self.passthrough = list(passthrough)
         self.label = label
         self.max_batch_size = max_batch_size
-        # Only what the model reads is required; label, key and unused columns are optional.
-        used = {c.name for c in schema.serving_columns()}
-        self.optional = tuple(n for n in schema.names if n not in used)
         self.rows_read = Metrics.counter(JOB, "rows_read")
         self.rejects = {r: Metrics.counter(JOB, f"rejected_{r}") for r in parsing.REASONS}
 
     def setup(self):
-        self._parsers = {}
-
-    def _parser(self, header):
-        p = self._parsers.get(header)
-        if p is None:
-            p = self._parsers[header] = parsing.RowParser(self.schema, header, self.optional)
-        return p
+        self._serving = ServingParser(self.schema, self.passthrough)
 
     def process(self, chunk):
         self._batch = mh.RowBatch(self.schema.names, [], [], [], [])
@@ -165,26 +157,15 @@ class ParseInputs(beam.DoFn):
 
     def _parse_chunk(self, chunk):
         path, fmt, header, records = chunk
+        sp = self._serving
         if fmt == "csv":
-            parser = self._parser(header)
-            pos_of = {h: i for i, h in enumerate(parser.header)}
             fields_list = parsing.split_fields([r for _, r in records])
             for (line, text), fields in zip(records, fields_list):
-                def parse(fields=fields):
-                    values = parser.parse(fields)  # checks the field count first
-                    return values, {c: fields[pos_of[c]] for c in self.passthrough if c in pos_of}
-                yield from self._emit(path, line, text, parse)
+                yield from self._emit(path, line, text, lambda f=fields: sp.parse_csv(header, f))
             return
-        names = tuple(self.schema.names)
-        parser = self._parser(names)
         if fmt == "tfrecord":
-            wanted = names + tuple(c for c in self.passthrough if c not in names)
             for pos, record in records:
-                def parse(record=record):
-                    fields = dict(zip(wanted, parsing.example_to_fields(record, wanted)))
-                    return (parser.parse([fields[n] for n in names]),
-                            {c: fields[c] for c in self.passthrough})
-                yield from self._emit(path, pos, record, parse)
+                yield from self._emit(path, pos, record, lambda r=record: sp.parse_example(r))
             return
         for pos, record in records:
             try:
@@ -203,17 +184,9 @@ class ParseInputs(beam.DoFn):
             else:
                 self.rows_read.inc(len(instances) - 1)  # one record, several rows
             for i, inst in enumerate(instances):
-                where = f"{pos}#{i}" if suffix else pos
                 raw = json.dumps(inst) if suffix else record
-                if not isinstance(inst, dict):
-                    yield self._reject(path, where, raw, "invalid_json",
-                                       "an instance must be a JSON object")
-                    continue
-
-                def parse(inst=inst):
-                    return (parser.parse_dict(inst),
-                            {c: inst.get(c) for c in self.passthrough if c in inst})
-                yield from self._emit(path, where, raw, parse)
+                yield from self._emit(path, f"{pos}#{i}" if suffix else pos, raw,
+                                      lambda inst=inst: sp.parse_object(inst))
 
     def _emit(self, path, pos, raw, parse):
         try:

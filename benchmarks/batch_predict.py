@@ -51,7 +51,7 @@ def bare_loop(model_dir: str, csv_path: str, batch_size: int) -> tuple:
                 rows.append(parser.parse(fields))
             except parsing.RowError:
                 pass
-    model = mh.SavedModelHandler(model_dir).load_model()
+    model = mh.SavedModelHandler(model_dir).load_model().current
     batches = [rows[i:i + batch_size] for i in range(0, len(rows), batch_size)]
     mh.predict(model, schema.names, batches[0])  # warm-up
     t = time.perf_counter()

@@ -9,9 +9,10 @@ row, so one bad row never takes its neighbours down with it).
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Optional, Sequence
 
@@ -85,8 +86,8 @@ def load_raw_schema(export_dir: str) -> Schema:
         return Schema.loads(f.read().decode("utf-8"), "raw_schema.json")
 
 
-class _Loaded:
-    """The loaded export: its signature, input columns and version."""
+class _Version:
+    """One loaded export: its signature, input columns and version."""
 
     def __init__(self, path: str):
         import tensorflow as tf
@@ -99,22 +100,75 @@ class _Loaded:
         logging.info("Loaded model version %s from %s", self.version, path)
 
 
+class _Loaded:
+    """The model RunInference shares across a worker process's threads.
+
+    With a watched base directory it looks for a newer complete version at most every
+    `refresh_secs` seconds (0: before every batch) and swaps it in between batches. A batch
+    takes one snapshot (`current`) and is predicted wholly by that version, so a switch never
+    loses or repeats a row, and every prediction names the version that made it.
+    """
+
+    def __init__(self, path: str, watch_base: Optional[str] = None,
+                 refresh_secs: Optional[float] = None):
+        self._current = _Version(path)
+        self.watch_base = watch_base
+        self.refresh_secs = refresh_secs
+        self._checked = time.monotonic()
+        self._lock = threading.Lock()
+
+    @property
+    def current(self) -> _Version:
+        return self._current
+
+    def maybe_refresh(self) -> None:
+        if not self.watch_base or self.refresh_secs is None or self.refresh_secs < 0:
+            return
+        now = time.monotonic()
+        if now - self._checked < self.refresh_secs:
+            return
+        with self._lock:
+            if now - self._checked < self.refresh_secs:
+                return
+            self._checked = now
+            try:
+                newest = resolve_model_dir(self.watch_base)
+            except Exception as e:  # a listing hiccup must not stop serving
+                logging.warning("Cannot list %s: %s", self.watch_base, _short(e))
+                return
+            if newest != self._current.path and _is_newer(newest, self._current.path):
+                logging.info("New model version %s found; switching from %s",
+                             model_version(newest), self._current.version)
+                self._current = _Version(newest)  # one assignment: readers see old or new
+
+
+def _is_newer(candidate: str, current: str) -> bool:
+    a, b = model_version(candidate), model_version(current)
+    return a.isdigit() and (not b.isdigit() or int(a) > int(b))
+
+
 class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
     def __init__(self, model_dir: str, min_batch_size: int = 1, max_batch_size: int = 512,
-                 max_batch_duration_secs: Optional[float] = None):
+                 max_batch_duration_secs: Optional[float] = None,
+                 watch_base: Optional[str] = None, refresh_secs: Optional[float] = None):
+        """`model_dir`: the export to load; `watch_base`/`refresh_secs`: hot reload (above)."""
         super().__init__()
         self._path = model_dir
         self._min = min_batch_size
         self._max = max_batch_size
         self._max_duration = max_batch_duration_secs
+        self._watch_base = watch_base
+        self._refresh_secs = refresh_secs
 
     # ---- ModelHandler API -------------------------------------------------------------------
     def load_model(self) -> _Loaded:
-        return _Loaded(self._path)
+        return _Loaded(self._path, self._watch_base, self._refresh_secs)
 
     def update_model_path(self, model_path: Optional[str] = None):
+        # Side-input updates (ModelMetadata) may name the saved_model.pb file itself.
         if model_path:
-            self._path = model_path
+            self._path = model_path[: -len("/saved_model.pb")] \
+                if model_path.endswith("/saved_model.pb") else model_path
 
     def batch_elements_kwargs(self):
         kw = {"min_batch_size": self._min, "max_batch_size": self._max}
@@ -134,16 +188,18 @@ class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
 
         A RowBatch's inference is a list with one output dict or ModelRejection per row.
         """
+        model.maybe_refresh()
+        snap = model.current
         if batch and isinstance(batch[0], RowBatch):
-            return [PredictionResult(rb, predict_rows(model, rb.names, rb.rows), model.version)
+            return [PredictionResult(rb, predict_rows(snap, rb.names, rb.rows), snap.version)
                     for rb in batch]
-        names = tuple(model.inputs)
+        names = tuple(snap.inputs)
         rows = [tuple(r.get(n) for n in names) for r in batch]
-        outs = predict_rows(model, names, rows)
-        return [PredictionResult(r, o, model.version) for r, o in zip(batch, outs)]
+        outs = predict_rows(snap, names, rows)
+        return [PredictionResult(r, o, snap.version) for r, o in zip(batch, outs)]
 
 
-def predict_rows(model: _Loaded, names: Sequence[str], rows: Sequence[tuple]) -> list:
+def predict_rows(model: "_Version", names: Sequence[str], rows: Sequence[tuple]) -> list:
     """One output per row; a failing batch is retried row by row to isolate the bad rows."""
     if not rows:
         return []
@@ -159,7 +215,7 @@ def predict_rows(model: _Loaded, names: Sequence[str], rows: Sequence[tuple]) ->
         return out
 
 
-def predict(model: _Loaded, names: Sequence[str], rows: Sequence[tuple]) -> list:
+def predict(model: "_Version", names: Sequence[str], rows: Sequence[tuple]) -> list:
     """Calls the signature once on value tuples (in `names` order); a dict per row."""
     import tensorflow as tf
     index = {n: i for i, n in enumerate(names)}

@@ -1,0 +1,212 @@
+"""stream_predict under TestStream: windowed monitoring, dead letters, late data, the model
+switch (exactly once, by the version in force), and the --replay mode."""
+import base64
+import json
+import shutil
+
+import apache_beam as beam
+import pytest
+import tensorflow as tf
+from apache_beam.io.gcp.pubsub import PubsubMessage
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.transforms.window import TimestampedValue
+
+from beam_jobs import stream_predict
+from tests.conftest import read_jsonl, small_train_config
+
+GOOD = {"pickup_datetime": "2025-06-02 08:15:00", "pickup_longitude": -73.95,
+        "pickup_latitude": 40.75, "dropoff_longitude": -73.9, "dropoff_latitude": 40.8,
+        "passenger_count": 1, "payment_type": "Cash", "company": "Sun Taxi"}
+
+
+def msg(mid, data=None, **attrs):
+    payload = json.dumps(GOOD if data is None else data).encode() if not isinstance(data, bytes) \
+        else data
+    return PubsubMessage(payload, dict(attrs, id=mid), message_id=mid)
+
+
+@pytest.fixture(scope="module")
+def versions(trained, tmp_path_factory):
+    """Two different model versions: 100 (the session model) and 200 (trained differently)."""
+    from training import train_and_evaluate
+    data_dir, _, m = trained
+    other = train_and_evaluate(small_train_config(
+        data_dir, str(tmp_path_factory.mktemp("job2")), epochs=1, hidden_units=[8], seed=7))
+    store = tmp_path_factory.mktemp("versions")
+    shutil.copytree(m["export_dir"], store / "100")
+    shutil.copytree(other["export_dir"], store / "200")
+    return store
+
+
+def _cfg(tmp_path, model_dir, *extra):
+    args = ["--streaming", "--model_dir", str(model_dir), "--input_topic", "projects/p/topics/in",
+            "--output_dir", str(tmp_path / "out"), "--min_batch_size", "1",
+            "--max_batch_size", "4", *extra]
+    options = PipelineOptions(args)
+    return stream_predict.JobConfig(options), options
+
+
+def _run(cfg, options, stream, control=None):
+    options.view_as(StandardOptions).streaming = True
+    with beam.Pipeline(options=options) as p:
+        events = p | stream
+        source = events["msgs"] if control else events
+        if control:
+            _ = events["control"] | "Control" >> beam.Map(control)
+        stream_predict.build_pipeline(p, cfg, source=source)
+
+
+def _outputs(tmp_path):
+    out = tmp_path / "out"
+    return (read_jsonl(str(out / "predictions-*.jsonl")), read_jsonl(str(out / "rejects" / "*")),
+            read_jsonl(str(out / "monitoring" / "*")))
+
+
+def test_windowed_monitoring_counts_and_dead_letters(versions, tmp_path):
+    model = tmp_path / "m"
+    shutil.copytree(versions / "100", model / "100")
+    cfg, options = _cfg(tmp_path, model, "--window_secs", "10")
+    stream = (TestStream()
+              .add_elements([TimestampedValue(msg(f"a{i}"), i) for i in range(5)])
+              .add_elements([TimestampedValue(msg("bad-json", b"{oops"), 6),
+                             TimestampedValue(msg("bad-value", dict(GOOD, pickup_latitude="x")), 7),
+                             TimestampedValue(msg("bad-example", b"\x00\x01garbage"), 8)])
+              .advance_watermark_to(10)
+              .add_elements([TimestampedValue(msg(f"b{i}"), 10 + i) for i in range(3)])
+              .advance_watermark_to_infinity())
+    _run(cfg, options, stream)
+    preds, rejects, monitoring = _outputs(tmp_path)
+    assert sorted(p["id"] for p in preds) == ["a0", "a1", "a2", "a3", "a4", "b0", "b1", "b2"]
+    assert all(p["model_version"] == "100" and p["latency_ms"] >= 0 for p in preds)
+    assert {r["id"]: r["reason"] for r in rejects} == {
+        "bad-json": "invalid_json", "bad-value": "unparsable_number", "bad-example": "bad_example"}
+    by_window = {m["window_start"]: m for m in monitoring}
+    assert set(by_window) == {0.0, 10.0}
+    w0, w1 = by_window[0.0], by_window[10.0]
+    assert (w0["predictions"], w0["rejects"]) == (5, 3)
+    assert w0["rejects_by_reason"] == {"bad_example": 1, "invalid_json": 1, "unparsable_number": 1}
+    assert (w1["predictions"], w1["rejects"]) == (3, 0)
+    lat = w0["latency_ms"]
+    assert 0 <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
+
+
+def test_late_data_is_predicted_and_counted_within_allowed_lateness(versions, tmp_path):
+    model = tmp_path / "m"
+    shutil.copytree(versions / "100", model / "100")
+    cfg, options = _cfg(tmp_path, model, "--window_secs", "10", "--allowed_lateness_secs", "30")
+    stream = (TestStream()
+              .add_elements([TimestampedValue(msg("on-time-1"), 1),
+                             TimestampedValue(msg("on-time-2"), 2)])
+              .advance_watermark_to(15)                       # window [0, 10) fires on time
+              .add_elements([TimestampedValue(msg("late"), 3)])  # late, within the lateness
+              .advance_watermark_to(100)                      # past end + allowed lateness
+              .add_elements([TimestampedValue(msg("too-late"), 4)])
+              .advance_watermark_to_infinity())
+    _run(cfg, options, stream)
+    preds, _, monitoring = _outputs(tmp_path)
+    # Every message is predicted, however late: nothing is lost.
+    assert sorted(p["id"] for p in preds) == ["late", "on-time-1", "on-time-2", "too-late"]
+    panes = sorted((m["pane_index"], m["pane"], m["predictions"]) for m in monitoring
+                   if m["window_start"] == 0.0)
+    # Monitoring: the on-time pane, then a late pane that accumulates the late message; the
+    # message past the allowed lateness is not counted in its (expired) window.
+    assert panes == [(0, "ON_TIME", 2), (1, "LATE", 3)]
+
+
+def test_model_switch_predicts_each_message_once_by_the_version_in_force(versions, tmp_path):
+    base = tmp_path / "models"
+    shutil.copytree(versions / "100", base / "100")
+    cfg, options = _cfg(tmp_path, base, "--model_refresh_secs", "0")
+
+    def publish_new_version(_):
+        # A new export appearing under the base, as training.task writes one.
+        shutil.copytree(str(versions / "200"), str(base / "200"))
+
+    stream = (TestStream()
+              .add_elements([TimestampedValue(msg(f"before{i}", dict(GOOD, passenger_count=i)), i)
+                             for i in range(6)], tag="msgs")
+              .advance_processing_time(1)
+              .add_elements(["publish"], tag="control")
+              .advance_processing_time(1)
+              .add_elements([TimestampedValue(msg(f"after{i}", dict(GOOD, passenger_count=i)),
+                                              10 + i) for i in range(6)], tag="msgs")
+              .advance_watermark_to_infinity(tag="msgs")
+              .advance_watermark_to_infinity(tag="control"))
+    _run(cfg, options, stream, control=publish_new_version)
+    preds, rejects, _ = _outputs(tmp_path)
+    ids = [p["id"] for p in preds]
+    assert len(ids) == len(set(ids)) == 12 and not rejects  # each exactly once
+    version = {p["id"]: p["model_version"] for p in preds}
+    assert {version[f"before{i}"] for i in range(6)} == {"100"}
+    assert {version[f"after{i}"] for i in range(6)} == {"200"}
+    # And "200" really is the other model: its predictions match it, not version 100.
+    sig200 = tf.saved_model.load(str(versions / "200")).signatures["predict_raw"]
+    sig100 = tf.saved_model.load(str(versions / "100")).signatures["predict_raw"]
+    raw = {k: tf.constant([v]) for k, v in GOOD.items() if k != "passenger_count"}
+    raw["passenger_count"] = tf.constant([3], tf.int64)
+    p200 = float(sig200(**raw)["predictions"].numpy()[0])
+    p100 = float(sig100(**raw)["predictions"].numpy()[0])
+    got = {p["id"]: p["prediction"] for p in preds}
+    assert got["after3"] == pytest.approx(p200, abs=1e-4)
+    assert got["before3"] == pytest.approx(p100, abs=1e-4)
+    assert abs(p200 - p100) > 1e-3
+
+
+def _example(d):
+    feats = {}
+    for k, v in d.items():
+        if isinstance(v, float):
+            feats[k] = tf.train.Feature(float_list=tf.train.FloatList(value=[v]))
+        elif isinstance(v, int):
+            feats[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))
+        else:
+            feats[k] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode()]))
+    return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
+
+
+@pytest.mark.slow
+def test_replay_mode_runs_the_same_pipeline(versions, tmp_path):
+    model = tmp_path / "m"
+    shutil.copytree(versions / "100", model / "100")
+    lines = [json.dumps({"id": f"e{i}", "event_time": 1_700_000_000 + i, "data": GOOD})
+             for i in range(20)]
+    lines.append(json.dumps({"id": "ex", "event_time": 1_700_000_021,
+                             "data_b64": base64.b64encode(_example(GOOD)).decode()}))
+    lines.append(json.dumps(dict(GOOD, pickup_datetime="soon")))  # features-only line: bad
+    lines.append("not json at all")
+    src = tmp_path / "events.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    stream_predict.run(["--streaming", "--model_dir", str(model), "--replay", str(src),
+                        "--replay_rate", "100", "--output_dir", str(out), "--window_secs", "5"])
+    preds = read_jsonl(str(out / "predictions-*.jsonl"))
+    rejects = read_jsonl(str(out / "rejects" / "*.jsonl"))
+    assert sorted(p["id"] for p in preds) == sorted([f"e{i}" for i in range(20)] + ["ex"])
+    assert {r["id"]: r["reason"] for r in rejects} == {"replay-22": "unparsable_datetime",
+                                                      "replay-23": "bad_example"}
+    direct = [p["prediction"] for p in preds if p["id"] == "ex"][0]
+    assert direct == pytest.approx([p["prediction"] for p in preds if p["id"] == "e0"][0], abs=1e-5)
+    monitoring = read_jsonl(str(out / "monitoring" / "*.jsonl"))
+    assert sum(m["predictions"] for m in monitoring if m["pane"] == "ON_TIME") == 21
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model_dir", "{m}", "--output_dir", "{tmp}"], "exactly one of"),
+    (["--model_dir", "{m}", "--input_topic", "t", "--replay", "f", "--output_dir", "{tmp}"],
+     "exactly one of"),
+    (["--model_dir", "{m}", "--input_topic", "t"], "--output_topic"),
+    (["--model_dir", "{tmp}/none", "--input_topic", "t", "--output_dir", "{tmp}"],
+     "cannot read the model"),
+])
+def test_bad_arguments_fail_fast(versions, tmp_path, args, message):
+    args = ["--streaming"] + [a.format(m=versions / "100", tmp=tmp_path) for a in args]
+    with pytest.raises(SystemExit) as e:
+        stream_predict.run(args)
+    assert message in str(e.value.code) and str(e.value.code).startswith("stream_predict: error:")
+
+
+def test_streaming_flag_is_required(versions, tmp_path):
+    with pytest.raises(SystemExit, match="add --streaming"):
+        stream_predict.run(["--model_dir", str(versions / "100"), "--input_topic", "t",
+                            "--output_dir", str(tmp_path)])
