@@ -485,7 +485,10 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
     p = test_pipeline or beam.Pipeline(options=options)
     build_pipeline(p, cfg)
     result = p.run()
-    if cfg.events is not None:  # a replay ends when the file is done
+    # A replay ends when its file is done; a Pub/Sub pipeline runs until cancelled. Locally
+    # this process is the pipeline, so it waits; on Dataflow it waits unless told not to.
+    if common.is_local_runner(options) or not getattr(
+            options.view_as(StandardOptions), "no_wait_until_finish", False):
         result.wait_until_finish()
     return result
 
