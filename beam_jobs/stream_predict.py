@@ -50,6 +50,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions
 from apache_beam.transforms import trigger, window
+from apache_beam.utils.timestamp import Timestamp
 
 from beam_jobs import common
 from inference import model_handler as mh
@@ -202,9 +203,10 @@ def replay_stream(events, rate: float, tick_secs: float = 0.1, start: float = 0.
         ts = ts.add_elements(group)
         # The watermark follows the replay (never backwards): windows close as it goes, and
         # an event older than the watermark arrives as late data, as it would from Pub/Sub.
-        if watermark is None or min(times) > watermark:
-            watermark = min(times)
-            ts = ts.advance_watermark_to(watermark)
+        low_ms = math.floor(min(times) * 1000)  # TestStream watermarks are whole ms
+        if watermark is None or low_ms > watermark:
+            watermark = low_ms
+            ts = ts.advance_watermark_to(Timestamp(micros=low_ms * 1000))
         ts = ts.advance_processing_time(tick_secs)
     return ts.advance_watermark_to_infinity()
 
