@@ -63,8 +63,6 @@ class BatchPredictOptions(PipelineOptions):
                             choices=["auto", "csv", "jsonl", "tfrecord"],
                             help="auto: by extension (.csv, .json/.jsonl, .tfrecord; +.gz).")
         parser.add_argument("--output_format", default="jsonl", choices=["jsonl", "csv", "both"])
-        parser.add_argument("--output_table", help="Also write to BigQuery PROJECT:DATASET.TABLE "
-                            "(day-partitioned by run date; a re-run replaces that day).")
         parser.add_argument("--run_date", help="YYYY-MM-DD for {date} (default: today, UTC).")
         parser.add_argument("--passthrough_columns", default="",
                             help="Comma-separated input columns copied to each prediction.")

@@ -56,6 +56,9 @@ class ModelOptions(PipelineOptions):
                             help="Smallest batch RunInference forms.")
         parser.add_argument("--max_batch_size", type=int, default=1024,
                             help="Largest batch RunInference forms.")
+        parser.add_argument("--output_table", help="Also write predictions to BigQuery "
+                            "PROJECT:DATASET.TABLE (batch: the run date's day partition, "
+                            "replaced on a re-run; streaming: appended).")
 
 
 def merged_options(options: PipelineOptions, *classes):

@@ -15,7 +15,8 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-JOBS = ("preprocess", "batch_predict")
+JOBS = ("preprocess", "batch_predict", "stream_predict")
+STREAMING_JOBS = ("stream_predict",)
 GCS_PATH = r"^gs:\/\/[^\n\r]+$"
 # Options whose values are Cloud Storage locations on Dataflow (a regex checks them at launch).
 PATH_OPTIONS = {"input", "output", "model_dir", "schema_spec", "module_file", "tft_temp_dir"}
@@ -48,7 +49,10 @@ def metadata(job: str) -> dict:
             p["regexes"] = ["^(" + "|".join(str(c) for c in a.choices) + ")$"]
         params.append(p)
     doc = (mod.__doc__ or job).strip().splitlines()[0]
-    return {"name": job, "description": doc, "parameters": params}
+    meta = {"name": job, "description": doc, "parameters": params}
+    if job in STREAMING_JOBS:
+        meta["streaming"] = True  # the launcher starts a streaming job
+    return meta
 
 
 def path_for(job: str) -> str:

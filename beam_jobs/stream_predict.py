@@ -72,7 +72,6 @@ class StreamPredictOptions(PipelineOptions):
         a("--replay", help="JSON-lines file of events to replay instead of Pub/Sub (local runs).")
         a("--replay_rate", type=float, default=100.0, help="Replay messages per second.")
         a("--output_topic", help="Pub/Sub topic for predictions (attributes: id, model_version).")
-        a("--output_table", help="BigQuery table PROJECT:DATASET.TABLE for predictions.")
         a("--output_dir", help="Directory for predictions as windowed JSON-lines files.")
         a("--dead_letter_topic", help="Pub/Sub topic for rejected messages.")
         a("--dead_letter_dir", help="Directory for rejected messages (default: output_dir/rejects).")

@@ -63,3 +63,14 @@ def test_airflow_dag_passes_the_logical_date_and_real_options():
     assert set(params) <= _option_names("batch_predict")
     assert {"model_dir", "input", "output", "run_date"} <= set(params)
     assert params["run_date"].value == "{{ ds }}"
+
+
+def test_all_jobs_options_parse_together():
+    """Beam registers every PipelineOptions subclass in one parser: a flag defined by two jobs
+    breaks every job once both modules are imported (as on Dataflow workers)."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+    mods = [flex_templates.job_module(j) for j in flex_templates.JOBS]
+    opts = PipelineOptions(["--model_dir", "m", "--input", "i"])
+    everything = opts.get_all_options()
+    assert everything["model_dir"] == "m" and everything["input"] == "i"
+    assert len(mods) == 3

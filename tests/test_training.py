@@ -109,6 +109,29 @@ def test_saved_model_cli_runs_the_raw_signature(trained):
     assert "Result for output key predictions" in r.stdout
 
 
+def test_serving_default_runs_from_saved_model_cli(trained, taxi_csv, tmp_path):
+    _, _, m = trained
+    schema = __import__("inference.model_handler", fromlist=["x"]).load_raw_schema(m["export_dir"])
+    raw = next(iter(_raw_rows(taxi_csv[0], schema).values()))
+    np.save(tmp_path / "ex.npy", np.array([_example(raw, schema.serving_columns())], dtype=object))
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    r = subprocess.run([cli, "run", "--dir", m["export_dir"], "--tag_set", "serve",
+                        "--signature_def", "serving_default", "--inputs",
+                        f"examples={tmp_path / 'ex.npy'}"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Result for output key predictions" in r.stdout
+
+
+def test_mirrored_strategy_trains_and_exports(preprocessed, tmp_path):
+    from training import train_and_evaluate
+    data_dir, _ = preprocessed
+    m = train_and_evaluate(_cfg(data_dir, str(tmp_path / "job"), epochs=1,
+                                distribution="mirrored", early_stopping_patience=1))
+    assert m["distribution"] == "mirrored" and m["replicas"] >= 1
+    assert os.path.exists(os.path.join(m["export_dir"], "saved_model.pb"))
+
+
 def test_classification_exports_class_names(tmp_path):
     from beam_jobs import preprocess
     from training import train_and_evaluate
