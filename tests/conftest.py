@@ -50,6 +50,20 @@ def read_examples(pattern: str, feature_spec: dict) -> dict:
     return out
 
 
+def make_example(d: dict) -> bytes:
+    """A serialized tf.Example of one value per feature (float, int or str)."""
+    import tensorflow as tf
+    feats = {}
+    for k, v in d.items():
+        if isinstance(v, float):
+            feats[k] = tf.train.Feature(float_list=tf.train.FloatList(value=[v]))
+        elif isinstance(v, int):
+            feats[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))
+        else:
+            feats[k] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode()]))
+    return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
+
+
 def read_jsonl(pattern: str) -> list:
     rows = []
     for f in sorted(glob.glob(pattern)):

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from beam_jobs import batch_predict
 from preprocessing.split import boundaries, split_index
-from tests.conftest import read_jsonl
+from tests.conftest import make_example as _example, read_jsonl
 
 
 def _run(model_dir, inp, out, *extra):
@@ -97,18 +97,6 @@ def test_jsonl_objects_instances_and_bad_lines(trained, tmp_path):
     assert s["rejected"]["by_reason"] == {"invalid_json": 3, "unparsable_number": 1}
     lines_rejected = sorted(str(r["line"]) for r in read_jsonl(os.path.join(out, "rejects", "*")))
     assert lines_rejected == ["3#2", "4", "5", "6"]
-
-
-def _example(d):
-    feats = {}
-    for k, v in d.items():
-        if isinstance(v, float):
-            feats[k] = tf.train.Feature(float_list=tf.train.FloatList(value=[v]))
-        elif isinstance(v, int):
-            feats[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))
-        else:
-            feats[k] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode()]))
-    return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
 
 
 def test_tfrecord_of_raw_examples(trained, tmp_path):

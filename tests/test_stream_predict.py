@@ -13,7 +13,7 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.transforms.window import TimestampedValue
 
 from beam_jobs import stream_predict
-from tests.conftest import read_jsonl, small_train_config
+from tests.conftest import make_example as _example, read_jsonl, small_train_config
 
 GOOD = {"pickup_datetime": "2025-06-02 08:15:00", "pickup_longitude": -73.95,
         "pickup_latitude": 40.75, "dropoff_longitude": -73.9, "dropoff_latitude": 40.8,
@@ -151,18 +151,6 @@ def test_model_switch_predicts_each_message_once_by_the_version_in_force(version
     assert got["after3"] == pytest.approx(p200, abs=1e-4)
     assert got["before3"] == pytest.approx(p100, abs=1e-4)
     assert abs(p200 - p100) > 1e-3
-
-
-def _example(d):
-    feats = {}
-    for k, v in d.items():
-        if isinstance(v, float):
-            feats[k] = tf.train.Feature(float_list=tf.train.FloatList(value=[v]))
-        elif isinstance(v, int):
-            feats[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))
-        else:
-            feats[k] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode()]))
-    return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
 
 
 @pytest.mark.slow
