@@ -111,6 +111,9 @@ class JobConfig:
             raise common.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size")
         if not options.view_as(StandardOptions).streaming:
             raise common.JobError(JOB, "this is a streaming job: add --streaming")
+        if o.replay and not common.is_local_runner(options):
+            raise common.JobError(JOB, "--replay is a local (DirectRunner) source; on a remote "
+                                       "runner read from --input_subscription or --input_topic")
         try:
             self.model_path = mh.resolve_model_dir(o.model_dir)
             self.schema = mh.load_raw_schema(self.model_path)

@@ -186,6 +186,8 @@ def test_replay_mode_runs_the_same_pipeline(versions, tmp_path):
     (["--model_dir", "{m}", "--input_topic", "t"], "--output_topic"),
     (["--model_dir", "{tmp}/none", "--input_topic", "t", "--output_dir", "{tmp}"],
      "cannot read the model"),
+    (["--model_dir", "{m}", "--replay", "f", "--output_dir", "{tmp}", "--runner",
+      "DataflowRunner"], "--replay is a local"),
 ])
 def test_bad_arguments_fail_fast(versions, tmp_path, args, message):
     args = ["--streaming"] + [a.format(m=versions / "100", tmp=tmp_path) for a in args]
