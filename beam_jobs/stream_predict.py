@@ -45,6 +45,7 @@ from typing import List, Optional
 
 import apache_beam as beam
 from apache_beam.io import fileio
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import RunInference
@@ -121,9 +122,9 @@ class JobConfig:
             raise common.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                        f"{str(e).splitlines()[0][:300]}")
         self.dead_letter_dir = o.dead_letter_dir or (
-            FileSystemsJoin(o.output_dir, "rejects") if o.output_dir else None)
+            FileSystems.join(o.output_dir, "rejects") if o.output_dir else None)
         self.monitoring_dir = o.monitoring_dir or (
-            FileSystemsJoin(o.output_dir, "monitoring") if o.output_dir else None)
+            FileSystems.join(o.output_dir, "monitoring") if o.output_dir else None)
         if not (o.dead_letter_topic or self.dead_letter_dir):
             raise common.JobError(JOB, "give --dead_letter_topic or --dead_letter_dir "
                                        "(or --output_dir)")
@@ -131,11 +132,6 @@ class JobConfig:
         for d in (o.output_dir, self.dead_letter_dir, self.monitoring_dir):
             if d:
                 common.check_writable(JOB, d)
-
-
-def FileSystemsJoin(*parts):
-    from apache_beam.io.filesystems import FileSystems
-    return FileSystems.join(*parts)
 
 
 # ---- replay source ---------------------------------------------------------------------------
