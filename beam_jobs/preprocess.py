@@ -56,7 +56,19 @@ class PreprocessOptions(PipelineOptions):
 
     @classmethod
     def _add_argparse_args(cls, parser):
-        parser.add_argument("--format", default="csv", choices=["csv"], help="Input format.")
+        parser.add_argument("--format", default="csv", choices=["csv", "images"],
+                            help="csv: raw CSV rows. images: --input is a labels CSV of "
+                            "uri,label lines (relative uris resolve against its folder) or a "
+                            "folder with one sub-folder of images per class.")
+        parser.add_argument("--max_side", type=int, default=256,
+                            help="images: longest side after resizing (aspect kept).")
+        parser.add_argument("--jpeg_quality", type=int, default=90,
+                            help="images: JPEG quality of the re-encoded images.")
+        parser.add_argument("--max_pixels", type=int, default=50_000_000,
+                            help="images: larger images are rejected (decompression bombs).")
+        parser.add_argument("--classes", default="",
+                            help="images: comma-separated allowed labels; others are rejected "
+                            "as unknown_label (default: any non-empty label).")
         parser.add_argument("--schema_spec", help="Declarative spec file (JSON or YAML). "
                             "Without it the schema is inferred from the header and a sample.")
         parser.add_argument("--label_column", help="Target column (needed when no spec is given). "
@@ -90,6 +102,9 @@ class JobConfig:
             raise common.JobError(JOB, "--input is required")
         if not o.output:
             raise common.JobError(JOB, "--output is required")
+        if o.format == "images":
+            self._init_images(o)
+            return
         if not o.schema_spec and not o.label_column:
             raise common.JobError(JOB, "give --schema_spec, or --label_column to infer the schema")
         if o.rows_per_batch < 1 or o.num_shards < 0 or o.sample_rows < 1:
@@ -119,6 +134,46 @@ class JobConfig:
             raise common.JobError(JOB, f"cannot read {self.files[0]}: {str(e).splitlines()[0]}")
         self.schema = self._resolve_schema(o, header, sample)
         self.preprocessing_fn = self._resolve_preprocessing_fn(o)
+        common.check_writable(JOB, self.output)
+
+    def _init_images(self, o):
+        from preprocessing.schema import image_schema
+        from preprocessing.transform import make_preprocessing_fn
+        if o.max_side < 8 or not 1 <= o.jpeg_quality <= 100 or o.max_pixels < 1:
+            raise common.JobError(JOB, "need --max_side >= 8, 1 <= --jpeg_quality <= 100, "
+                                       "--max_pixels >= 1")
+        try:
+            self.fractions = parse_fractions(o.split)
+        except ValueError as e:
+            raise common.JobError(JOB, str(e))
+        self.options = o
+        self.output = o.output.rstrip("/")
+        self.schema = image_schema()
+        self.preprocessing_fn = make_preprocessing_fn(self.schema)
+        self.classes = tuple(c.strip() for c in o.classes.split(",") if c.strip())
+        src = o.input.rstrip("/")
+        if src.lower().endswith(".csv"):
+            self.image_mode = "labels_csv"
+            self.patterns = [src]
+            try:
+                self.files = common.match_files(self.patterns)
+            except Exception as e:
+                raise common.JobError(JOB, f"cannot list --input {src}: {str(e).splitlines()[0]}")
+            if not self.files:
+                raise common.JobError(JOB, f"no labels CSV at --input {src}")
+            header = [h.strip() for h in (parse_csv_sample(common.read_head(self.files[0]))[0])]
+            if not {"uri", "label"} <= set(header):
+                raise common.JobError(JOB, f"{self.files[0]} needs a header with uri and label, "
+                                           f"found {header}")
+        else:
+            self.image_mode = "folders"
+            self.patterns = [FileSystems.join(src, "*", "*")]
+            try:
+                self.files = common.match_files(self.patterns)
+            except Exception as e:
+                raise common.JobError(JOB, f"cannot list --input {src}: {str(e).splitlines()[0]}")
+            if not self.files:
+                raise common.JobError(JOB, f"no <class>/<image> files under --input {src}")
         common.check_writable(JOB, self.output)
 
     def _resolve_schema(self, o, header, sample) -> Schema:
@@ -193,6 +248,96 @@ class ParseAndSplit(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(name, parsing.rows_to_record_batch(rows, self.schema))
 
 
+class LabelsCsvItems(beam.DoFn):
+    """Labels-CSV chunks -> (source, line, uri, label) items; bad lines are dead-lettered."""
+
+    def __init__(self):
+        self.wrong = Metrics.counter(JOB, "rejected_wrong_column_count")
+
+    def process(self, chunk):
+        path, _, header, records = chunk
+        pos = {h: i for i, h in enumerate(header)}
+        base = path.rsplit("/", 1)[0]
+        for (line, text), fields in zip(records, parsing.split_fields([t for _, t in records])):
+            if fields is None or len(fields) != len(header):
+                self.wrong.inc()
+                yield beam.pvalue.TaggedOutput("rejects", common.dead_letter(
+                    JOB, path, line, text, "wrong_column_count",
+                    f"expected {len(header)} fields ({', '.join(header)})"))
+                continue
+            uri = fields[pos["uri"]].strip()
+            if uri and "://" not in uri and not uri.startswith("/"):
+                uri = FileSystems.join(base, uri)  # relative to the labels file
+            yield (path, line, uri, fields[pos["label"]].strip())
+
+
+class ProcessImages(beam.DoFn):
+    """Batches of (source, line, uri, label) -> normalised images as RecordBatches per split,
+    and dead letters with the reason for every image that cannot be used."""
+
+    def __init__(self, schema: Schema, fractions, classes, max_side, quality, max_pixels):
+        from preprocessing.images import IMAGE_REASONS
+        self.schema = schema
+        self.bounds = boundaries(fractions)
+        self.classes = set(classes)
+        self.kw = {"max_side": max_side, "quality": quality, "max_pixels": max_pixels}
+        self.split_counters = {s: Metrics.counter(JOB, f"rows_{s}") for s in SPLITS}
+        self.reject_counters = {r: Metrics.counter(JOB, f"rejected_{r}") for r in IMAGE_REASONS}
+
+    def process(self, items):
+        from apache_beam.io.filesystem import CompressionTypes
+        from preprocessing.images import ImageError, normalize_image
+        per_split = [[] for _ in SPLITS]
+        for source, line, uri, label in items:
+            try:
+                if not label or (self.classes and label not in self.classes):
+                    raise ImageError("unknown_label", f"label {label!r} is not a known class")
+                try:
+                    with FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                        data = f.read()
+                except Exception as e:
+                    raise ImageError("unreadable_uri", f"{type(e).__name__}: "
+                                     f"{str(e).splitlines()[0][:200] if str(e) else ''}") from None
+                img = normalize_image(data, uri, **self.kw)
+            except ImageError as e:
+                self.reject_counters[e.reason].inc()
+                yield beam.pvalue.TaggedOutput("rejects", common.dead_letter(
+                    JOB, source, line, uri, e.reason, e.detail))
+                continue
+            per_split[split_index(uri, self.bounds)].append(
+                (uri, img.jpeg, img.height, img.width, label))
+        for name, rows in zip(SPLITS, per_split):
+            if rows:
+                self.split_counters[name].inc(len(rows))
+                yield beam.pvalue.TaggedOutput(name, parsing.rows_to_record_batch(rows, self.schema))
+
+
+class ReadImageItems(beam.PTransform):
+    """--input (a labels CSV, or a folder of class sub-folders) -> (source, line, uri, label)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+
+    def expand(self, pbegin):
+        cfg = self.cfg
+        if cfg.image_mode == "labels_csv":
+            chunks, rejects = pbegin | "ReadLabels" >> common.ReadChunks(JOB, cfg.patterns, 500)
+            items = chunks | "LabelItems" >> beam.ParDo(LabelsCsvItems()).with_outputs(
+                "rejects", main="items")
+            return (items.items,
+                    (rejects, items.rejects) | "LabelRejects" >> beam.Flatten())
+        counter = Metrics.counter(JOB, "rows_read")
+
+        def to_item(path):
+            counter.inc()
+            return (path, None, path, path.rstrip("/").split("/")[-2])  # label: the folder
+        items = (pbegin | "Folders" >> beam.Create(cfg.patterns)
+                 | "MatchImages" >> beam.io.fileio.MatchAll()
+                 | "Items" >> beam.Map(lambda m: to_item(m.path)))
+        return items, pbegin | "NoRejects" >> beam.Create([])
+
+
 class WriteTransformOutput(beam.PTransform):
     """Writes transform_fn/ and transformed_metadata/ under the output directory.
 
@@ -244,9 +389,19 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
     import tensorflow_transform.beam as tft_beam
 
     schema, o = cfg.schema, cfg.options
-    chunks, read_rejects = p | "ReadCsv" >> common.ReadChunks(JOB, cfg.patterns, o.rows_per_batch)
-    parsed = chunks | "ParseAndSplit" >> beam.ParDo(
-        ParseAndSplit(schema, cfg.fractions, o.delimiter)).with_outputs("rejects", *SPLITS)
+    if o.format == "images":
+        items, read_rejects = p | "ReadImageItems" >> ReadImageItems(cfg)
+        parsed = (items
+                  | "Redistribute" >> beam.Reshuffle()
+                  | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=64)
+                  | "ProcessImages" >> beam.ParDo(ProcessImages(
+                      schema, cfg.fractions, cfg.classes, o.max_side, o.jpeg_quality,
+                      o.max_pixels)).with_outputs("rejects", *SPLITS))
+    else:
+        chunks, read_rejects = p | "ReadCsv" >> common.ReadChunks(JOB, cfg.patterns,
+                                                                  o.rows_per_batch)
+        parsed = chunks | "ParseAndSplit" >> beam.ParDo(
+            ParseAndSplit(schema, cfg.fractions, o.delimiter)).with_outputs("rejects", *SPLITS)
     rejects = (read_rejects, parsed.rejects) | "AllRejects" >> beam.Flatten()
     _ = rejects | "DeadLetters" >> common.WriteDeadLetters(FileSystems.join(cfg.output, "rejects"))
 

@@ -27,6 +27,9 @@ _EXT_FORMATS = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG", ".gif": "GIF", "
                 ".webp": "WEBP", ".tif": "TIFF", ".tiff": "TIFF"}
 
 
+_SIGNATURES = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF87a", b"GIF89a", b"BM", b"RIFF")
+
+
 class ImageError(Exception):
     def __init__(self, reason: str, detail: str):
         super().__init__(f"{reason}: {detail}")
@@ -51,6 +54,8 @@ def normalize_image(data: bytes, name: str = "", max_side: int = 256, quality: i
         img = Image.open(io.BytesIO(data))
         fmt = img.format or "?"
     except Exception as e:  # PIL raises UnidentifiedImageError and friends
+        if data.startswith(_SIGNATURES):  # a real image's start, cut short before its header ends
+            raise ImageError("truncated", f"image header incomplete ({type(e).__name__})") from None
         raise ImageError("not_an_image", f"not a decodable image ({type(e).__name__})") from None
     claimed = _EXT_FORMATS.get(os.path.splitext(name.lower())[1])
     if claimed and claimed != fmt:

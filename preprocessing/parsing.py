@@ -196,7 +196,8 @@ def rows_to_record_batch(rows: Sequence[tuple], schema: Schema) -> pa.RecordBatc
     columns = list(zip(*rows)) if n else [() for _ in schema.columns]
     for c, values in zip(schema.columns, columns):
         if c.type == "string":
-            flat = pa.array([v.encode("utf-8") for v in values], type=pa.large_binary())
+            flat = pa.array([v if isinstance(v, bytes) else v.encode("utf-8") for v in values],
+                            type=pa.large_binary())
         else:
             flat = pa.array(np.asarray(values, dtype=_NUMPY_TYPES[c.type]))
         arrays.append(pa.LargeListArray.from_arrays(offsets, flat))

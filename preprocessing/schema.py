@@ -26,7 +26,8 @@ Spec file format (YAML shown; JSON has the same keys)::
     crosses:                      # of categorical *transformed* features
       - {features: [pickup_datetime_hour, pickup_datetime_weekday], hash_buckets: 168}
 
-A column with a `default` may be empty in the data; one without is required.
+A column with a `default` may be empty in the data; one without is required. `identity` keeps
+a column as it is (any type); `image` marks encoded image bytes (kept as they are).
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 DTYPES = ("float", "int", "string")
 TRANSFORMS = ("zscore", "scale_0_1", "vocabulary", "bucketize", "hash", "datetime",
-              "passthrough", "none")
+              "passthrough", "identity", "image", "none")
 NUMERIC_TRANSFORMS = ("zscore", "scale_0_1", "bucketize", "passthrough")
 STRING_TRANSFORMS = ("vocabulary", "hash", "datetime")
 # Datetime part -> number of values (the categorical cardinality the model sees).
@@ -169,8 +170,9 @@ class Schema:
             if c.type == "string" and c.transform in NUMERIC_TRANSFORMS:
                 raise SchemaError(
                     f"column '{c.name}': transform '{c.transform}' needs a numeric column")
-            if c.type != "string" and c.transform in ("datetime",):
-                raise SchemaError(f"column '{c.name}': transform 'datetime' needs a string column")
+            if c.type != "string" and c.transform in ("datetime", "image"):
+                raise SchemaError(f"column '{c.name}': transform '{c.transform}' needs a string "
+                                  f"column")
             if c.transform == "datetime":
                 bad = [p for p in c.parts if p not in DATETIME_PARTS]
                 if bad or not c.parts:
@@ -368,6 +370,16 @@ def _kind(values: Sequence[str]) -> str:
         if ok >= 0.98 * len(non_empty):
             return dtype
     return "string"
+
+
+def image_schema() -> Schema:
+    """The raw schema of image data: source uri (the key), JPEG bytes, size, and the label."""
+    return Schema(columns=(ColumnSpec("uri", "string"),
+                           ColumnSpec("image", "string", "image"),
+                           ColumnSpec("height", "int", "identity"),
+                           ColumnSpec("width", "int", "identity"),
+                           ColumnSpec("label", "string")),
+                  label="label", key="uri", task="classification")
 
 
 def infer_schema(header: Sequence[str], rows: Iterable[Sequence[str]], label: str,

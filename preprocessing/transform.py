@@ -6,6 +6,7 @@ the same graph, so serving cannot drift from training (no train/serve skew).
 
 Transformed feature names:
   zscore / scale_0_1 / passthrough / derived  -> float32 `<name>`
+  identity / image                            -> `<name>` unchanged (image: encoded JPEG bytes)
   vocabulary / bucketize / hash               -> int64 `<name>` (vocab file named `<name>`)
   datetime                                    -> int64 `<name>_<part>` (hour 0-23, weekday
                                                  0=Monday, month 0-11, day 0-30, minute 0-59)
@@ -74,6 +75,8 @@ def make_preprocessing_fn(schema: Schema):
             t = c.transform
             if t in ("zscore", "scale_0_1", "passthrough"):
                 outputs[c.name] = _scale(x, t)
+            elif t in ("identity", "image"):
+                outputs[c.name] = tf.identity(x)  # kept as is (image: encoded bytes)
             elif t == "bucketize":
                 outputs[c.name] = tft.bucketize(tf.cast(x, tf.float32), c.num_buckets)
             elif t == "vocabulary":
