@@ -1,0 +1,89 @@
+"""Images/s of `preprocess --format images` against a bare single-process loop, one run.
+
+The bare loop: PIL decode -> resize (longest side) -> JPEG encode -> tf.train.Example ->
+gzip TFRecordWriter, in one process, no validation, no split, no label vocabulary. The job does
+those plus validation, EXIF/mode normalisation, the split and tf.transform. Target: the job
+reaches >= 0.5x the bare loop's images/s per core.
+
+    python benchmarks/preprocess_images.py --per_class 500
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def bare_loop(files, out_path: str, max_side: int) -> int:
+    import tensorflow as tf
+    from PIL import Image
+    opts = tf.io.TFRecordOptions(compression_type="GZIP")
+    n = 0
+    with tf.io.TFRecordWriter(out_path, opts) as w:
+        for path in files:
+            img = Image.open(path).convert("RGB")
+            img.thumbnail((max_side, max_side))
+            buf = io.BytesIO()
+            img.save(buf, format="JPEG", quality=90)
+            feats = {
+                "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[buf.getvalue()])),
+                "label": tf.train.Feature(bytes_list=tf.train.BytesList(
+                    value=[os.path.basename(os.path.dirname(path)).encode()])),
+            }
+            w.write(tf.train.Example(features=tf.train.Features(feature=feats))
+                    .SerializeToString())
+            n += 1
+    return n
+
+
+def run_job(folder: str, out: str, workers: int, max_side: int) -> float:
+    cmd = [sys.executable, "-m", "beam_jobs.preprocess", "--format", "images", "--input", folder,
+           "--output", out, "--max_side", str(max_side)]
+    if workers > 1:
+        cmd += ["--direct_num_workers", str(workers), "--direct_running_mode", "multi_processing"]
+    t = time.time()
+    subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.time() - t
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--per_class", type=int, default=500)
+    ap.add_argument("--max_side", type=int, default=64)
+    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--min_size", type=int, default=96)
+    ap.add_argument("--max_size", type=int, default=256)
+    args = ap.parse_args(argv)
+    from preprocessing.images import generate
+    tmp = tempfile.mkdtemp(prefix="bench_img_")
+    folder = os.path.join(tmp, "shapes")
+    generate(folder, args.per_class, seed=4, min_size=args.min_size, max_size=args.max_size)
+    os.remove(os.path.join(folder, "labels.csv"))
+    files = sorted(glob.glob(os.path.join(folder, "*", "*.jpg")))
+    t = time.time()
+    n = bare_loop(files, os.path.join(tmp, "bare.tfrecord.gz"), args.max_side)
+    bare = n / (time.time() - t)
+    print(f"images: {n} ({args.min_size}-{args.max_size} px, resized to <= {args.max_side}); "
+          f"cores: {os.cpu_count()}")
+    print(f"{'variant':<30}{'seconds':>9}{'images/s':>10}{'ratio':>8}{'per core':>10}")
+    print(f"{'bare loop (1 process)':<30}{n / bare:>9.1f}{bare:>10.0f}{1.0:>8.2f}{1.0:>10.2f}")
+    for w in [int(x) for x in args.workers.split(",")]:
+        s = run_job(folder, os.path.join(tmp, f"job{w}"), w, args.max_side)
+        rate = n / s
+        print(f"{f'job, {w} worker(s)':<30}{s:>9.1f}{rate:>10.0f}{rate / bare:>8.2f}"
+              f"{rate / bare / w:>10.2f}")
+    print("(job wall time includes start-up, validation, the split and tf.transform)")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
