@@ -60,7 +60,8 @@ def make_example(d: dict) -> bytes:
         elif isinstance(v, int):
             feats[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))
         else:
-            feats[k] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode()]))
+            b = v if isinstance(v, bytes) else v.encode()
+            feats[k] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[b]))
     return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
 
 

@@ -30,6 +30,7 @@ class TrainConfig:
     dropout: float = 0.0
     shuffle_buffer: int = 50_000
     cache: bool = False
+    augment: bool = False                    # image data: random flips/rotations/contrast
     eval_steps: Optional[int] = None         # default: the whole eval split
     early_stopping_patience: int = 0         # 0 = off
     checkpoint_steps: int = 200              # BackupAndRestore frequency
@@ -88,6 +89,7 @@ class TrainConfig:
         a("--shuffle_buffer", type=int, default=50_000)
         a("--cache", action="store_true", help="Cache the parsed training data in memory "
           "(after the first epoch input costs ~nothing; use when the train split fits in RAM).")
+        a("--augment", action="store_true", help="Image data: random flips, rotations, contrast.")
         a("--eval_steps", type=int, help="Default: the whole eval split.")
         a("--early_stopping_patience", type=int, default=0, help="Epochs; 0 turns it off.")
         a("--checkpoint_steps", type=int, default=200, help="Backup (resume) frequency in steps.")

@@ -18,8 +18,8 @@ import tensorflow as tf
 from preprocessing.schema import Schema
 
 AUTOTUNE = tf.data.AUTOTUNE
-# With --cache, records parsed (and cached) together; minibatches are then shuffled and
-# rebatched to the global batch size, so records of a minibatch stay together across epochs.
+# With --cache, records are shuffled once, parsed (and cached) in minibatches; minibatches are
+# then shuffled and rebatched to the global batch size each epoch.
 MINIBATCH = 64
 
 
@@ -35,9 +35,12 @@ class FeatureInfo:
     class_names: List[str] = field(default_factory=list)
     split_rows: Dict[str, int] = field(default_factory=dict)
     raw_schema: Optional[Schema] = None
+    image: Optional[str] = None          # the encoded-image feature, for image data
 
     @property
     def input_names(self) -> List[str]:
+        if self.image:
+            return [self.image]
         return self.numeric + list(self.categorical)
 
 
@@ -72,6 +75,9 @@ def load_feature_info(data_dir: str) -> FeatureInfo:
             categorical[name] = int(domains[name].max) + 1
         else:
             numeric.append(name)  # an int without a domain: used as a number
+    image = next((c.name for c in schema.columns if c.transform == "image"), None)
+    if image:  # image data: the model reads the decoded image only
+        numeric, categorical = [], {}
     n_classes, class_names = 1, []
     if schema.task == "classification":
         class_names = [v.decode() if isinstance(v, bytes) else str(v)
@@ -84,7 +90,8 @@ def load_feature_info(data_dir: str) -> FeatureInfo:
             split_rows = json.load(f).get("splits", {})
     return FeatureInfo(label=schema.label, task=schema.task, numeric=numeric,
                        categorical=categorical, feature_spec=spec, n_classes=n_classes,
-                       class_names=class_names, split_rows=split_rows, raw_schema=schema)
+                       class_names=class_names, split_rows=split_rows, raw_schema=schema,
+                       image=image)
 
 
 def split_files(data_dir: str, split: str) -> List[str]:
@@ -105,6 +112,9 @@ def make_dataset_fn(files: List[str], info: FeatureInfo, global_batch_size: int,
     def parse(serialized):
         parsed = tf.io.parse_example(serialized, spec)
         label = parsed.pop(info.label)
+        if info.image:  # decoded here, in parallel tf.data map calls
+            from preprocessing.image_ops import decode_batch
+            parsed[info.image] = decode_batch(parsed[info.image])
         if classification:
             # -1 marks an eval class never seen in train: keep the row, give it no weight.
             weight = tf.cast(label >= 0, tf.float32)
@@ -136,6 +146,9 @@ def make_dataset_fn(files: List[str], info: FeatureInfo, global_batch_size: int,
             # Parse minibatches once, cache them parsed, then shuffle minibatches and
             # rebatch: after the first epoch no per-record work is left at all (on a few
             # cores the input pipeline shares the CPU with the training step).
+            # Records are shuffled once before they are grouped: minibatches are random mixes
+            # even when the files are sorted (by class, say). This costs the first epoch only.
+            ds = ds.shuffle(shuffle_buffer, seed=seed)
             ds = ds.batch(MINIBATCH)
             ds = ds.map(parse, num_parallel_calls=AUTOTUNE, deterministic=False)
             ds = ds.cache()

@@ -64,6 +64,39 @@ class ServingModule(tf.Module):
         return self._predict(features)
 
 
+class ImageServingModule(tf.Module):
+    """Serving for image models: raw encoded bytes in, decoded by preprocessing.image_ops (the
+    same function training used). `predict_raw` takes `image_bytes`: TF Serving's REST API
+    base64-decodes `{"b64": ...}` values for inputs whose names end in `_bytes`."""
+
+    def __init__(self, model, info: FeatureInfo):
+        super().__init__()
+        self.model = model
+        self._image = info.image
+        self.class_names = tf.constant(info.class_names or [""])
+        self.serve_examples = tf.function(
+            self._serve_examples,
+            input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+        self.predict_raw = tf.function(
+            self._predict_raw,
+            input_signature=[{"image_bytes": tf.TensorSpec([None], tf.string, name="image_bytes")}])
+
+    def _predict(self, image_bytes):
+        from preprocessing.image_ops import decode_batch
+        logits = self.model({self._image: decode_batch(image_bytes)}, training=False)
+        probs = tf.nn.softmax(logits, axis=-1)
+        ids = tf.argmax(probs, axis=-1)
+        return {"probabilities": probs, "class_ids": ids, "classes": tf.gather(self.class_names, ids)}
+
+    def _serve_examples(self, examples):
+        parsed = tf.io.parse_example(
+            examples, {self._image: tf.io.FixedLenFeature([], tf.string)})
+        return self._predict(parsed[self._image])
+
+    def _predict_raw(self, features):
+        return self._predict(features["image_bytes"])
+
+
 def _typed(value, dtype):
     return {"float": float, "int": int, "string": str}[dtype](value)
 
@@ -81,7 +114,10 @@ def next_version_dir(model_dir: str) -> str:
 def export_model(model, data_dir: str, info: FeatureInfo, export_dir: str) -> str:
     import tensorflow_transform as tft
 
-    module = ServingModule(model, tft.TFTransformOutput(data_dir), info, info.raw_schema)
+    if info.image:
+        module = ImageServingModule(model, info)
+    else:
+        module = ServingModule(model, tft.TFTransformOutput(data_dir), info, info.raw_schema)
     tf.saved_model.save(module, export_dir, signatures={
         "serving_default": module.serve_examples, "predict_raw": module.predict_raw})
     tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
