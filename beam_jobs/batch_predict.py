@@ -417,8 +417,7 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
     wall = time.time() - started
     publish(staging, cfg.output)
     counters = common.query_counters(result, JOB)
-    rejected = {k[len("rejected_"):]: v for k, v in counters.items()
-                if k.startswith("rejected_") and v}
+    rejected = common.rejects_by_reason(counters)
     read, predicted = counters.get("rows_read", 0), counters.get("rows_predicted", 0)
     summary = {
         "job": JOB, "run_date": cfg.run_date, "input": cfg.input, "output": cfg.output,

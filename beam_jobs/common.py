@@ -179,9 +179,6 @@ def dead_letter(job: str, source: str, line: Optional[int], raw, reason: str, de
                        "reason": reason, "detail": detail}, ensure_ascii=False)
 
 
-INPUT_FORMATS = ("csv", "jsonl", "tfrecord")
-
-
 def detect_format(path: str) -> str:
     """Input format from a file name: .csv, .json/.jsonl/.ndjson, .tfrecord(s) (+ .gz/.bz2)."""
     name = path.lower()
@@ -256,7 +253,6 @@ class _ReadChunks(beam.DoFn):
                     return
                 index += 1
                 yield index, record
-            return
 
         def lines():
             # CompressedFile (.gz/.bz2) has readline() but is not iterable.
@@ -330,6 +326,12 @@ def query_counters(result, namespace: str) -> dict:
         value = c.committed if c.committed is not None else c.attempted
         out[c.key.metric.name] = out.get(c.key.metric.name, 0) + (value or 0)
     return out
+
+
+def rejects_by_reason(counters: dict) -> dict:
+    """`rejected_<reason>` counters -> {reason: count}, zero counts left out."""
+    return {k[len("rejected_"):]: v for k, v in counters.items()
+            if k.startswith("rejected_") and v}
 
 
 def local_tmp_dir(prefix: str) -> str:

@@ -102,6 +102,10 @@ class JobConfig:
             raise common.JobError(JOB, "--input is required")
         if not o.output:
             raise common.JobError(JOB, "--output is required")
+        try:
+            self.fractions = parse_fractions(o.split)
+        except ValueError as e:
+            raise common.JobError(JOB, str(e))
         if o.format == "images":
             self._init_images(o)
             return
@@ -112,17 +116,8 @@ class JobConfig:
                                        "--num_shards >= 0")
         if len(o.delimiter) != 1:
             raise common.JobError(JOB, "--delimiter must be one character")
-        try:
-            self.fractions = parse_fractions(o.split)
-        except ValueError as e:
-            raise common.JobError(JOB, str(e))
         self.patterns = common.split_patterns(o.input)
-        try:
-            self.files = common.match_files(self.patterns)
-        except Exception as e:
-            raise common.JobError(JOB, f"cannot list --input {o.input}: {str(e).splitlines()[0]}")
-        if not self.files:
-            raise common.JobError(JOB, f"no files match --input {o.input}")
+        self.files = self._match(o.input, f"no files match --input {o.input}")
         self.output = o.output.rstrip("/")
         self.options = o
         try:
@@ -142,10 +137,6 @@ class JobConfig:
         if o.max_side < 8 or not 1 <= o.jpeg_quality <= 100 or o.max_pixels < 1:
             raise common.JobError(JOB, "need --max_side >= 8, 1 <= --jpeg_quality <= 100, "
                                        "--max_pixels >= 1")
-        try:
-            self.fractions = parse_fractions(o.split)
-        except ValueError as e:
-            raise common.JobError(JOB, str(e))
         self.options = o
         self.output = o.output.rstrip("/")
         self.schema = image_schema()
@@ -155,12 +146,7 @@ class JobConfig:
         if src.lower().endswith(".csv"):
             self.image_mode = "labels_csv"
             self.patterns = [src]
-            try:
-                self.files = common.match_files(self.patterns)
-            except Exception as e:
-                raise common.JobError(JOB, f"cannot list --input {src}: {str(e).splitlines()[0]}")
-            if not self.files:
-                raise common.JobError(JOB, f"no labels CSV at --input {src}")
+            self.files = self._match(src, f"no labels CSV at --input {src}")
             header = [h.strip() for h in (parse_csv_sample(common.read_head(self.files[0]))[0])]
             if not {"uri", "label"} <= set(header):
                 raise common.JobError(JOB, f"{self.files[0]} needs a header with uri and label, "
@@ -168,13 +154,18 @@ class JobConfig:
         else:
             self.image_mode = "folders"
             self.patterns = [FileSystems.join(src, "*", "*")]
-            try:
-                self.files = common.match_files(self.patterns)
-            except Exception as e:
-                raise common.JobError(JOB, f"cannot list --input {src}: {str(e).splitlines()[0]}")
-            if not self.files:
-                raise common.JobError(JOB, f"no <class>/<image> files under --input {src}")
+            self.files = self._match(src, f"no <class>/<image> files under --input {src}")
         common.check_writable(JOB, self.output)
+
+    def _match(self, shown: str, none_message: str):
+        """The files matching self.patterns; fails fast when listing fails or finds none."""
+        try:
+            files = common.match_files(self.patterns)
+        except Exception as e:
+            raise common.JobError(JOB, f"cannot list --input {shown}: {str(e).splitlines()[0]}")
+        if not files:
+            raise common.JobError(JOB, none_message)
+        return files
 
     def _resolve_schema(self, o, header, sample) -> Schema:
         header = [h.strip() for h in header]
@@ -423,8 +414,7 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
 
 
 def summarize(counters: dict, cfg: JobConfig, wall_s: float, runner: str) -> dict:
-    rejected = {k[len("rejected_"):]: v for k, v in counters.items()
-                if k.startswith("rejected_") and v}
+    rejected = common.rejects_by_reason(counters)
     splits = {s: counters.get(f"rows_{s}", 0) for s in SPLITS}
     rows_read = counters.get("rows_read", 0)
     total_rejected = sum(rejected.values())

@@ -14,7 +14,6 @@ import argparse
 import csv
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -62,14 +61,10 @@ def bare_loop(model_dir: str, csv_path: str, batch_size: int) -> tuple:
 
 
 def run_job(model_dir: str, csv_path: str, out: str, batch_size: int, workers: int) -> float:
-    cmd = [sys.executable, "-m", "beam_jobs.batch_predict", "--model_dir", model_dir,
-           "--input", csv_path, "--output", out, "--min_batch_size", str(batch_size),
-           "--max_batch_size", str(batch_size)]
-    if workers > 1:
-        cmd += ["--direct_num_workers", str(workers), "--direct_running_mode", "multi_processing"]
-    t = time.time()
-    subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.time() - t
+    from benchmarks._jobs import time_job
+    return time_job("beam_jobs.batch_predict", [
+        "--model_dir", model_dir, "--input", csv_path, "--output", out,
+        "--min_batch_size", str(batch_size), "--max_batch_size", str(batch_size)], workers)
 
 
 def main(argv=None):

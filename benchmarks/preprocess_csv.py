@@ -12,7 +12,6 @@ import argparse
 import csv
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,14 +52,10 @@ def bare_loop(csv_path: str, out_path: str) -> int:
 
 
 def run_job(csv_path: str, out_dir: str, workers: int) -> float:
+    from benchmarks._jobs import time_job
     from preprocessing import TAXI_SPEC
-    cmd = [sys.executable, "-m", "beam_jobs.preprocess", "--input", csv_path, "--output", out_dir,
-           "--schema_spec", TAXI_SPEC]
-    if workers > 1:
-        cmd += ["--direct_num_workers", str(workers), "--direct_running_mode", "multi_processing"]
-    t = time.time()
-    subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.time() - t
+    return time_job("beam_jobs.preprocess", ["--input", csv_path, "--output", out_dir,
+                                             "--schema_spec", TAXI_SPEC], workers)
 
 
 def main(argv=None):

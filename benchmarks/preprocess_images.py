@@ -14,7 +14,6 @@ import glob
 import io
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,13 +45,9 @@ def bare_loop(files, out_path: str, max_side: int) -> int:
 
 
 def run_job(folder: str, out: str, workers: int, max_side: int) -> float:
-    cmd = [sys.executable, "-m", "beam_jobs.preprocess", "--format", "images", "--input", folder,
-           "--output", out, "--max_side", str(max_side)]
-    if workers > 1:
-        cmd += ["--direct_num_workers", str(workers), "--direct_running_mode", "multi_processing"]
-    t = time.time()
-    subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.time() - t
+    from benchmarks._jobs import time_job
+    return time_job("beam_jobs.preprocess", ["--format", "images", "--input", folder,
+                                             "--output", out, "--max_side", str(max_side)], workers)
 
 
 def main(argv=None):

@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 from apache_beam.io.filesystems import FileSystems

@@ -15,7 +15,6 @@ import csv
 import io
 import os
 from dataclasses import dataclass
-from typing import Optional, Tuple
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageOps

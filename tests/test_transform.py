@@ -4,7 +4,6 @@ import random
 import tempfile
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from preprocessing.datagen import haversine_km as np_haversine

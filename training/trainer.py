@@ -17,7 +17,6 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Optional
 
 import numpy as np
 import tensorflow as tf
