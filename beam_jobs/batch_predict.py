@@ -36,6 +36,7 @@ import uuid
 from typing import Optional
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import RunInference
@@ -44,6 +45,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from beam_jobs import common
 from inference import model_handler as mh
 from inference.inputs import ServingParser
+from inference.outputs import PredictionBlock
 from preprocessing import parsing
 from preprocessing.schema import Schema
 
@@ -68,8 +70,9 @@ class BatchPredictOptions(PipelineOptions):
                             help="Comma-separated input columns copied to each prediction.")
         parser.add_argument("--evaluate_label", help="Label column: write metrics.json "
                             "(RMSE/MAE or accuracy) over the rows that have it.")
-        parser.add_argument("--rows_per_chunk", type=int, default=1024,
-                            help="Rows handed from the reader to parsing at a time.")
+        parser.add_argument("--rows_per_chunk", type=int,
+                            help="Rows handed from the reader to parsing at a time "
+                                 "(default: --max_batch_size; one chunk makes one batch).")
 
 
 OPTION_CLASSES = (common.IOOptions, common.ModelOptions, BatchPredictOptions)
@@ -90,6 +93,8 @@ class JobConfig:
         for name in REQUIRED_OPTIONS:
             if not getattr(o, name):
                 raise common.JobError(JOB, f"--{name} is required")
+        if o.rows_per_chunk is None:
+            o.rows_per_chunk = o.max_batch_size
         if o.min_batch_size < 1 or o.max_batch_size < o.min_batch_size or o.rows_per_chunk < 1:
             raise common.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size and "
                                        "--rows_per_chunk >= 1")
@@ -143,27 +148,54 @@ class ParseInputs(beam.DoFn):
         self._serving = ServingParser(self.schema, self.passthrough)
 
     def process(self, chunk):
-        self._batch = mh.RowBatch(self.schema.names, [], [], [], [])
-        for out in self._parse_chunk(chunk):
-            if out is not None:
-                yield out
-            if len(self._batch) >= self.max_batch_size:
-                yield self._batch
-                self._batch = mh.RowBatch(self.schema.names, [], [], [], [])
-        if len(self._batch):
-            yield self._batch
-
-    def _parse_chunk(self, chunk):
         path, fmt, header, records = chunk
-        sp = self._serving
         if fmt == "csv":
             fields_list = parsing.split_fields([r for _, r in records])
-            for (line, text), fields in zip(records, fields_list):
-                yield from self._emit(path, line, text, lambda f=fields: sp.parse_csv(header, f))
-            return
+            block, extras = self._serving.parse_csv_block(header, fields_list)
+            for i, e in block.errors:
+                pos, raw = records[i]
+                yield self._reject(path, pos, raw, e.reason, e.detail)
+            sources = [records[i] for i in block.index]
+        else:
+            rows, extras, sources = [], [] if self.passthrough else None, []
+            for out in self._parse_records(path, fmt, records):
+                if isinstance(out, tuple):
+                    values, extra, source = out
+                    rows.append(values)
+                    sources.append(source)
+                    if extras is not None:
+                        extras.append(extra)
+                else:
+                    yield out
+            block = parsing.ColumnBlock([list(c) for c in zip(*rows)] if rows else
+                                        [[] for _ in self.schema.names], list(range(len(rows))), [])
+        if len(block):
+            yield from self._batches(path, block.columns, extras, sources)
+
+    def _batches(self, path, columns, extras, sources):
+        keys = self._keys(path, columns, sources)
+        n, size = len(keys), self.max_batch_size
+        for s in range(0, n, size):
+            cols = columns if n <= size else [c[s:s + size] for c in columns]
+            yield mh.RowBatch(tuple(self.schema.names), cols, keys[s:s + size],
+                              None if extras is None else extras[s:s + size], path,
+                              sources[s:s + size])
+
+    def _keys(self, path, columns, sources):
+        """The key column's values as strings; file:position where a row has none."""
+        if self.key_index is None:
+            return [mh.default_key(path, pos) for pos, _ in sources]
+        col = columns[self.key_index]
+        col = col.tolist() if hasattr(col, "tolist") else col
+        return [mh.default_key(path, pos) if k is None or k == "" else str(k)
+                for k, (pos, _) in zip(col, sources)]
+
+    def _parse_records(self, path, fmt, records):
+        """JSON lines and tf.Examples, row by row: (values, extra, (pos, raw)) or a reject."""
+        sp = self._serving
         if fmt == "tfrecord":
             for pos, record in records:
-                yield from self._emit(path, pos, record, lambda r=record: sp.parse_example(r))
+                yield self._one(path, pos, record, sp.parse_example, record)
             return
         for pos, record in records:
             try:
@@ -172,35 +204,22 @@ class ParseInputs(beam.DoFn):
                 yield self._reject(path, pos, record, "invalid_json", f"not JSON: {e}")
                 continue
             instances = obj.get("instances") if isinstance(obj, dict) else None
-            suffix = instances is not None
-            if not suffix:
-                instances = [obj]
+            if instances is None:
+                yield self._one(path, pos, record, sp.parse_object, obj)
             elif not isinstance(instances, list) or not instances:
                 yield self._reject(path, pos, record, "invalid_json",
                                    "'instances' must be a non-empty list")
-                continue
             else:
                 self.rows_read.inc(len(instances) - 1)  # one record, several rows
-            for i, inst in enumerate(instances):
-                raw = json.dumps(inst) if suffix else record
-                yield from self._emit(path, f"{pos}#{i}" if suffix else pos, raw,
-                                      lambda inst=inst: sp.parse_object(inst))
+                for i, inst in enumerate(instances):
+                    yield self._one(path, f"{pos}#{i}", json.dumps(inst), sp.parse_object, inst)
 
-    def _emit(self, path, pos, raw, parse):
+    def _one(self, path, pos, raw, parse, arg):
         try:
-            values, extra = parse()
+            values, extra = parse(arg)
         except parsing.RowError as e:
-            yield self._reject(path, pos, raw, e.reason, e.detail)
-            return
-        key = values[self.key_index] if self.key_index is not None else None
-        if key in (None, ""):
-            key = mh.default_key(path, pos)
-        b = self._batch
-        b.rows.append(values)
-        b.keys.append(str(key))
-        b.extras.append(extra)
-        b.sources.append((path, pos, raw))
-        yield None
+            return self._reject(path, pos, raw, e.reason, e.detail)
+        return values, extra, (pos, raw)
 
     def _reject(self, path, pos, raw, reason, detail):
         self.rejects.setdefault(reason, Metrics.counter(JOB, f"rejected_{reason}")).inc()
@@ -209,8 +228,8 @@ class ParseInputs(beam.DoFn):
 
 
 class FormatPredictions(beam.DoFn):
-    """PredictionResult over a RowBatch -> a list of output records, plus dead letters for
-    the rows the model rejected."""
+    """PredictionResult over a RowBatch -> a PredictionBlock, plus dead letters for the rows
+    the model rejected."""
 
     def __init__(self, schema: Schema, label: Optional[str]):
         self.label_index = schema.names.index(label) if label else None
@@ -218,25 +237,29 @@ class FormatPredictions(beam.DoFn):
         self.rejected = Metrics.counter(JOB, "rejected_model_rejected")
 
     def process(self, result):
-        batch, outputs = result.example, result.inference
-        records = []
-        for i, out in enumerate(outputs):
-            if isinstance(out, mh.ModelRejection):
-                self.rejected.inc()
-                path, pos, raw = batch.sources[i]
-                yield beam.pvalue.TaggedOutput("rejects", common.dead_letter(
-                    JOB, path, pos, raw, out.reason, out.detail))
-                continue
-            rec = {"key": batch.keys[i]}
-            rec.update(out)
-            rec["model_version"] = result.model_id
-            rec.update(batch.extras[i])
-            if self.label_index is not None:
-                rec["label"] = batch.rows[i][self.label_index]
-            records.append(rec)
-        if records:
-            self.predicted.inc(len(records))
-            yield records
+        batch, res = result.example, result.inference
+        for i, rejection in res.rejections:
+            self.rejected.inc()
+            pos, raw = batch.sources[i]
+            yield beam.pvalue.TaggedOutput("rejects", common.dead_letter(
+                JOB, batch.path, pos, raw, rejection.reason, rejection.detail))
+        if not res.index:
+            return
+        whole = len(res.index) == len(batch)
+
+        def pick(values):
+            if whole:
+                return values
+            return values[res.index] if isinstance(values, np.ndarray) else \
+                [values[i] for i in res.index]
+
+        labels = None
+        if self.label_index is not None:
+            labels = pick(batch.columns[self.label_index])
+            labels = labels.tolist() if isinstance(labels, np.ndarray) else list(labels)
+        self.predicted.inc(len(res.index))
+        yield PredictionBlock(pick(batch.keys), res.outputs, result.model_id,
+                              None if batch.extras is None else pick(batch.extras), labels)
 
 
 class EvalMetrics(beam.CombineFn):
@@ -248,18 +271,20 @@ class EvalMetrics(beam.CombineFn):
     def create_accumulator(self):
         return [0, 0.0, 0.0, 0]  # n, sum squared error, sum abs error, correct
 
-    def add_input(self, acc, records):
-        for rec in records:
-            label = rec.get("label")
-            if label is None:
-                continue
-            acc[0] += 1
-            if self.task == "regression":
-                err = float(rec["prediction"]) - float(label)
-                acc[1] += err * err
-                acc[2] += abs(err)
-            else:
-                acc[3] += int(str(rec["class"]) == str(label))
+    def add_input(self, acc, block: PredictionBlock):
+        labels = block.labels or []
+        has = [i for i, v in enumerate(labels) if v is not None]
+        if not has:
+            return acc
+        acc[0] += len(has)
+        if self.task == "regression":
+            err = (block.outputs["predictions"][has].astype(np.float64)
+                   - np.asarray([float(labels[i]) for i in has]))
+            acc[1] += float(np.sum(err * err))
+            acc[2] += float(np.sum(np.abs(err)))
+        else:
+            classes = block.outputs["classes"][has].tolist()
+            acc[3] += sum(c.decode("utf-8") == str(labels[i]) for c, i in zip(classes, has))
         return acc
 
     def merge_accumulators(self, accs):
@@ -304,22 +329,22 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, staging: str):
         FormatPredictions(cfg.schema, cfg.label)).with_outputs("rejects", main="predictions")
     rejects = ((read_rejects, parsed.rejects, formatted.rejects) | "AllRejects" >> beam.Flatten())
     _ = rejects | "DeadLetters" >> common.WriteDeadLetters(FileSystems.join(staging, "rejects"))
-    preds = formatted.predictions  # lists of records, one list per batch
+    preds = formatted.predictions  # PredictionBlocks, one per batch
     prefix = FileSystems.join(staging, "predictions")
     if o.output_format in ("jsonl", "both"):
         # One text element per batch (lines joined): the sink adds the final newline.
-        _ = (preds | "ToJson" >> beam.Map(lambda recs: "\n".join(json.dumps(r) for r in recs))
+        _ = (preds | "ToJson" >> beam.Map(PredictionBlock.json_lines)
              | "WriteJsonl" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl"))
     if o.output_format in ("csv", "both"):
         columns = (["key"] + (["prediction"] if cfg.schema.task == "regression"
                               else ["class", "class_id", "probabilities"])
                    + ["model_version"] + cfg.passthrough + (["label"] if cfg.label else []))
         _ = (preds | "ToCsv" >> beam.Map(
-                lambda recs: "\n".join(_csv_line(r, columns) for r in recs))
+                lambda block: "\n".join(_csv_line(r, columns) for r in block.records()))
              | "WriteCsv" >> beam.io.WriteToText(prefix, file_name_suffix=".csv",
                                                  header=",".join(columns)))
     if o.output_table:
-        _ = preds | "Unbatch" >> beam.FlatMap(lambda recs: recs) | "WriteBigQuery" >> _bigquery_sink(cfg)
+        _ = preds | "Unbatch" >> beam.FlatMap(PredictionBlock.records) | "WriteBigQuery" >> _bigquery_sink(cfg)
     if cfg.label:
         _ = (preds | "Metrics" >> beam.CombineGlobally(EvalMetrics(cfg.schema.task))
              | "MetricsJson" >> beam.Map(lambda m: json.dumps(

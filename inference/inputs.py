@@ -35,6 +35,17 @@ class ServingParser:
         pos = {h: i for i, h in enumerate(parser.header)}
         return values, {c: fields[pos[c]] for c in self.passthrough if c in pos}
 
+    def parse_csv_block(self, header: tuple, fields_list):
+        """Many CSV records at once (column-wise, see RowParser.parse_many): the ColumnBlock
+        and, when passthrough columns were asked for, one passthrough dict per valid row."""
+        parser = self._parser(header)
+        block = parser.parse_many(fields_list)
+        if not self.passthrough:
+            return block, None
+        pos = {h: i for i, h in enumerate(parser.header)}
+        wanted = [(c, pos[c]) for c in self.passthrough if c in pos]
+        return block, [{c: fields_list[i][j] for c, j in wanted} for i in block.index]
+
     def parse_object(self, obj) -> Tuple[tuple, dict]:
         if not isinstance(obj, dict):
             raise parsing.RowError("invalid_json", "an instance must be a JSON object")

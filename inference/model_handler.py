@@ -34,16 +34,35 @@ class ModelRejection:
 @dataclass
 class RowBatch:
     """Many rows as one RunInference element (batch jobs): per-element overhead is paid once
-    per batch instead of once per row. `rows` are value tuples in `names` order; `keys`,
-    `extras` (passthrough dicts) and `sources` ((path, position, raw) for dead letters) align."""
+    per batch instead of once per row. `columns` hold the values in `names` order (numpy
+    arrays or lists, as preprocessing.parsing.ColumnBlock gives them); `keys`, `extras`
+    (passthrough dicts, or None when none were asked for) and `sources` ((position, raw) for
+    dead letters, all from file `path`) align with them."""
     names: tuple
-    rows: list
+    columns: list
     keys: list
-    extras: list
+    extras: Optional[list]
+    path: str
     sources: list
 
     def __len__(self):
-        return len(self.rows)
+        return len(self.keys)
+
+    def column(self, name: str):
+        return self.columns[self.names.index(name)]
+
+
+@dataclass
+class BlockResult:
+    """Column-wise model outputs for the rows `index` of a batch (numpy arrays keyed by the
+    signature's output names), and (position, ModelRejection) for the rows it could not score."""
+    outputs: dict
+    index: list
+    rejections: list
+
+    def rows(self) -> list:
+        """One output dict per scored row (the form the streaming job emits)."""
+        return output_records(self.outputs)
 
 
 def is_export(path: str) -> bool:
@@ -186,55 +205,72 @@ class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
                       inference_args=None) -> Iterable[PredictionResult]:
         """Elements are row dicts (streaming) or RowBatches (batch jobs: one call each).
 
-        A RowBatch's inference is a list with one output dict or ModelRejection per row.
+        A RowBatch's inference is a BlockResult; a row dict's is its output dict, or a
+        ModelRejection.
         """
         model.maybe_refresh()
         snap = model.current
         if batch and isinstance(batch[0], RowBatch):
-            return [PredictionResult(rb, predict_rows(snap, rb.names, rb.rows), snap.version)
-                    for rb in batch]
+            return [PredictionResult(rb, predict_block(snap, rb.names, rb.columns, len(rb)),
+                                     snap.version) for rb in batch]
         names = tuple(snap.inputs)
-        rows = [tuple(r.get(n) for n in names) for r in batch]
-        outs = predict_rows(snap, names, rows)
+        columns = [[r.get(n) for r in batch] for n in names]
+        result = predict_block(snap, names, columns, len(batch))
+        outs = [None] * len(batch)
+        for i, rec in zip(result.index, result.rows()):
+            outs[i] = rec
+        for i, rejection in result.rejections:
+            outs[i] = rejection
         return [PredictionResult(r, o, snap.version) for r, o in zip(batch, outs)]
 
 
-def predict_rows(model: "_Version", names: Sequence[str], rows: Sequence[tuple]) -> list:
-    """One output per row; a failing batch is retried row by row to isolate the bad rows."""
-    if not rows:
-        return []
+def predict_block(model: "_Version", names: Sequence[str], columns: Sequence, n: int) -> BlockResult:
+    """Scores n rows; a failing batch is retried row by row to isolate the bad rows."""
+    if n == 0:
+        return BlockResult({}, [], [])
     try:
-        return predict(model, names, rows)
+        return BlockResult(predict(model, names, columns), list(range(n)), [])
     except Exception as e:  # a bad value somewhere: find it row by row
-        if len(rows) == 1:
-            return [ModelRejection("model_rejected", _short(e))]
-        logging.warning("Batch of %d failed (%s); retrying row by row", len(rows), _short(e))
-        out = []
-        for r in rows:
-            out.extend(predict_rows(model, names, [r]))
-        return out
+        if n == 1:
+            return BlockResult({}, [], [(0, ModelRejection("model_rejected", _short(e)))])
+        logging.warning("Batch of %d failed (%s); retrying row by row", n, _short(e))
+    parts, index, rejections = [], [], []
+    for i in range(n):
+        one = predict_block(model, names, [c[i:i + 1] for c in columns], 1)
+        if one.index:
+            parts.append(one.outputs)
+            index.append(i)
+        else:
+            rejections.append((i, one.rejections[0][1]))
+    import numpy as np
+    outputs = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {}
+    return BlockResult(outputs, index, rejections)
 
 
-def predict(model: "_Version", names: Sequence[str], rows: Sequence[tuple]) -> list:
-    """Calls the signature once on value tuples (in `names` order); a dict per row."""
+def predict(model: "_Version", names: Sequence[str], columns: Sequence) -> dict:
+    """Calls the signature once on value columns (in `names` order): output name -> array."""
     import tensorflow as tf
     index = {n: i for i, n in enumerate(names)}
-    columns = list(zip(*rows))
     tensors = {}
     for name, dtype in model.inputs.items():
         if name not in index:
             raise ValueError(f"model input '{name}' is not among the row's columns")
         col = columns[index[name]]
-        if None in col:
+        if isinstance(col, (list, tuple)) and None in col:
             raise ValueError(f"missing value for model input '{name}'")
         tensors[name] = tf.constant(col, dtype=dtype)
-    out = model.fn(**tensors)
-    if "predictions" in out:
-        return [{"prediction": p} for p in out["predictions"].numpy().tolist()]
-    classes = [c.decode("utf-8") for c in out["classes"].numpy().tolist()]
-    ids = out["class_ids"].numpy().tolist()
-    probs = out["probabilities"].numpy().tolist()
-    return [{"class": c, "class_id": i, "probabilities": p} for c, i, p in zip(classes, ids, probs)]
+    return {k: v.numpy() for k, v in model.fn(**tensors).items()}
+
+
+def output_records(outputs: dict) -> list:
+    """Column-wise outputs -> one dict per row: {prediction} or {class, class_id, probabilities}."""
+    if not outputs:
+        return []
+    if "predictions" in outputs:
+        return [{"prediction": p} for p in outputs["predictions"].tolist()]
+    classes = [c.decode("utf-8") for c in outputs["classes"].tolist()]
+    return [{"class": c, "class_id": i, "probabilities": p} for c, i, p in
+            zip(classes, outputs["class_ids"].tolist(), outputs["probabilities"].tolist())]
 
 
 def _short(e: Exception) -> str:

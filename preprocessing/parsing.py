@@ -128,6 +128,69 @@ class RowParser:
                 raise RowError(reason, f"column '{name}': cannot read {text!r} as {dtype}") from None
         return tuple(values)
 
+    def parse_many(self, fields_list: Sequence[Optional[Sequence[str]]]) -> "ColumnBlock":
+        """Parses many records column by column; the same values and reasons as `parse`.
+
+        Each column is converted in one C-level pass (`map(float, ...)` etc., the same
+        conversions `parse` makes); only the rows a pass cannot take (empty fields, defaults,
+        bad values, wrong width) go through `parse` one by one, which gives their exact value
+        or reason. Valid rows come first in input order, then the valid slow-path rows.
+        """
+        n = len(fields_list)
+        if self.missing_columns or n == 0:
+            return self._parse_rows(fields_list, range(n), [], [])
+        width = self._width
+        good = [i for i, f in enumerate(fields_list) if f is not None and len(f) == width]
+        rows = [fields_list[i] for i in good] if len(good) != n else fields_list
+        slow = set()
+        columns = []
+        for name, pos, dtype, default, is_dt, optional in self._plan:
+            if pos is None:  # absent optional column: its default, or None
+                columns.append(("const", default))
+                continue
+            texts = [f[pos] for f in rows]
+            values, bad = _convert_column(texts, dtype, is_dt)
+            slow.update(bad)
+            columns.append(("values", values))
+        keep = [j for j in range(len(rows)) if j not in slow] if slow else None
+        fast_index = good if keep is None else [good[j] for j in keep]
+        out = []
+        for c, (kind, values) in zip(self.schema.columns, columns):
+            if kind == "const":
+                out.append([values] * len(fast_index))
+            elif c.type == "string":
+                out.append(values if keep is None else [values[j] for j in keep])
+            else:
+                arr = np.asarray(values, dtype=_NUMPY64[c.type])
+                out.append(arr if keep is None else arr[keep])
+        slow_index = sorted(set(range(n)) - set(fast_index)) if len(fast_index) != n else []
+        return self._parse_rows(fields_list, slow_index, out, fast_index)
+
+    def _parse_rows(self, fields_list, indices, columns, index) -> "ColumnBlock":
+        """Row-by-row `parse` of `indices`, appended to the given columns."""
+        columns = list(columns) if columns else [[] for _ in self.schema.columns]
+        index = list(index)
+        errors = []
+        extra = []
+        for i in indices:
+            try:
+                extra.append(self.parse(fields_list[i]))
+                index.append(i)
+            except RowError as e:
+                errors.append((i, e))
+        if extra:
+            for k, col in enumerate(zip(*extra)):
+                base = columns[k]
+                if isinstance(base, np.ndarray) and None not in col:
+                    try:
+                        columns[k] = np.concatenate([base, np.asarray(col, dtype=base.dtype)])
+                        continue
+                    except (OverflowError, ValueError, TypeError):
+                        pass
+                columns[k] = (base.tolist() if isinstance(base, np.ndarray)
+                              else list(base)) + list(col)
+        return ColumnBlock(columns, index, errors)
+
     def parse_dict(self, obj: dict) -> tuple:
         """Parses a JSON-style mapping (values may already be typed)."""
         fields = []
@@ -135,6 +198,65 @@ class RowParser:
             v = obj.get(h)
             fields.append("" if v is None else str(v))
         return self.parse(fields)
+
+
+_NUMPY64 = {"float": np.float64, "int": np.int64}
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+class ColumnBlock:
+    """Column-wise parse result: `columns[k]` (schema column order; a numpy array for a
+    numeric column without None, else a list) holds the values of the valid records
+    `index` (their positions in the input), aligned; `errors` lists (position, RowError)."""
+
+    __slots__ = ("columns", "index", "errors")
+
+    def __init__(self, columns, index, errors):
+        self.columns, self.index, self.errors = columns, index, errors
+
+    def __len__(self):
+        return len(self.index)
+
+    def rows(self) -> List[tuple]:
+        cols = [c.tolist() if isinstance(c, np.ndarray) else c for c in self.columns]
+        return list(zip(*cols)) if cols else [() for _ in self.index]
+
+
+def _convert_column(texts: List[str], dtype: str, is_datetime: bool):
+    """(values, positions the fast pass cannot take) for one column's field texts.
+
+    The conversions are the ones `coerce_value` applies (float()/int() accept surrounding
+    whitespace, as `parse`'s strip does); anything else (empty, non-finite, '3.0' for an int,
+    a bad datetime) is left to the row-by-row path.
+    """
+    bad = []
+    if is_datetime:
+        bad = [j for j, t in enumerate(texts) if not looks_like_datetime(t.strip())]
+    if dtype == "string":
+        values = [t.strip() for t in texts]
+        if "" in values:
+            bad += [j for j, v in enumerate(values) if v == ""]
+        return values, bad
+    conv = float if dtype == "float" else int
+    try:
+        values = list(map(conv, texts))
+    except ValueError:
+        values = []
+        for j, t in enumerate(texts):
+            try:
+                values.append(conv(t))
+            except ValueError:
+                values.append(0)
+                bad.append(j)
+    if dtype == "float":
+        finite = np.isfinite(np.asarray(values, dtype=np.float64))
+        if not finite.all():
+            bad += np.flatnonzero(~finite).tolist()
+    else:  # beyond int64: the row-by-row path keeps Python's int (the model then rejects it)
+        for j in [j for j, v in enumerate(values) if not _INT64_MIN <= v <= _INT64_MAX]:
+            values[j] = 0
+            bad.append(j)
+    return values, bad
 
 
 def example_to_fields(serialized: bytes, header: Sequence[str]) -> List[str]:
