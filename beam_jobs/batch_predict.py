@@ -37,6 +37,7 @@ from typing import Optional
 
 import apache_beam as beam
 import numpy as np
+from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import RunInference
@@ -75,7 +76,7 @@ class BatchPredictOptions(PipelineOptions):
                                  "(default: --max_batch_size; one chunk makes one batch).")
 
 
-OPTION_CLASSES = (common.IOOptions, common.ModelOptions, BatchPredictOptions)
+OPTION_CLASSES = (common.IOOptions, common.ModelOptions, common.ImageOptions, BatchPredictOptions)
 
 
 def _date(text: Optional[str]) -> str:
@@ -124,9 +125,27 @@ class JobConfig:
             raise common.JobError(JOB, f"cannot list --input {self.input}: {str(e).splitlines()[0]}")
         if not self.files:
             raise common.JobError(JOB, f"no files match --input {self.input}")
+        self.image = next((c.name for c in self.schema.columns if c.transform == "image"), None)
+        if self.image:
+            self._init_images(o)
         common.check_writable(JOB, self.output)
         logging.info("Using model version %s (%s); run date %s", self.version, self.model_path,
                      self.run_date)
+
+
+    def _init_images(self, o):
+        """An image model: --input names image files (a glob, a folder of class folders) and/or
+        list files (.csv with a `uri` column, .jsonl objects with a uri or base64 bytes)."""
+        from inference.images import LIST_EXTENSIONS
+        common.check_image_options(JOB, o)
+        if self.passthrough:
+            raise common.JobError(JOB, "--passthrough_columns applies to tabular models only")
+        self.list_files = [f for f in self.files if f.lower().endswith(LIST_EXTENSIONS)]
+        listed = set(self.list_files)
+        self.image_patterns = []
+        for pattern, result in zip(self.patterns, FileSystems.match(self.patterns)):
+            if any(m.path not in listed for m in result.metadata_list):
+                self.image_patterns.append(pattern)
 
 
 # ---- parsing -----------------------------------------------------------------------------------
@@ -227,12 +246,175 @@ class ParseInputs(beam.DoFn):
                                                                       detail))
 
 
+# ---- image inputs ------------------------------------------------------------------------------
+class ListedImages(beam.DoFn):
+    """Records of list files -> (source, position, raw, uri, bytes or None, key, label) items.
+
+    csv: a header with a `uri` column (and optionally the label and --key_column); relative
+    uris resolve against the list file's folder. jsonl: objects with `uri` or base64 bytes
+    (`{"image_bytes": {"b64": ...}}` / `{"b64": ...}`), optionally the label and a key.
+    """
+
+    def __init__(self, key: Optional[str], label: Optional[str]):
+        self.key = key or "key"
+        self.label = label or "label"
+        self.rejects = {}
+
+    def process(self, chunk):
+        import base64
+        path, fmt, header, records = chunk
+        base = path.rsplit("/", 1)[0]
+        if fmt == "csv":
+            pos = {h: i for i, h in enumerate(header)}
+            if "uri" not in pos:
+                for line, text in records:
+                    yield self._reject(path, line, text, "missing_column",
+                                       f"a list of images needs a 'uri' column (header {header})")
+                return
+            for (line, text), fields in zip(records, parsing.split_fields([t for _, t in records])):
+                if fields is None or len(fields) != len(header):
+                    yield self._reject(path, line, text, "wrong_column_count",
+                                       f"expected {len(header)} fields ({', '.join(header)})")
+                    continue
+                row = {h: fields[i].strip() for h, i in pos.items()}
+                uri = row["uri"]
+                if uri and "://" not in uri and not uri.startswith("/"):
+                    uri = FileSystems.join(base, uri)
+                yield (path, line, text, uri, None, row.get(self.key), row.get(self.label))
+            return
+        for line, text in records:
+            try:
+                obj = json.loads(text)
+            except ValueError as e:
+                yield self._reject(path, line, text, "invalid_json", f"not JSON: {e}")
+                continue
+            if not isinstance(obj, dict):
+                yield self._reject(path, line, text, "invalid_json", "expected a JSON object")
+                continue
+            encoded = obj.get("image_bytes", obj.get("b64"))
+            data = None
+            if encoded is not None:
+                encoded = encoded.get("b64") if isinstance(encoded, dict) else encoded
+                try:
+                    data = base64.b64decode(encoded, validate=True)
+                except Exception as e:
+                    yield self._reject(path, line, text, "invalid_json",
+                                       f"b64 is not valid base64 ({type(e).__name__})")
+                    continue
+            uri = obj.get("uri")
+            if uri and "://" not in uri and not uri.startswith("/"):
+                uri = FileSystems.join(base, uri)
+            if data is None and not uri:
+                yield self._reject(path, line, text, "missing_image",
+                                   "expected 'uri', 'image_bytes': {'b64': ...} or 'b64'")
+                continue
+            label = obj.get(self.label)
+            yield (path, line, text, uri, data, obj.get(self.key),
+                   None if label is None else str(label))
+
+    def _reject(self, path, line, raw, reason, detail):
+        self.rejects.setdefault(reason, Metrics.counter(JOB, f"rejected_{reason}")).inc()
+        return beam.pvalue.TaggedOutput("rejects", common.dead_letter(JOB, path, line, raw,
+                                                                      reason, detail))
+
+
+class ImageFiles(beam.DoFn):
+    """Image files matched by --input -> items (each file is a row read); a file's parent
+    folder is its label, as in preprocess's class-folder layout."""
+
+    def __init__(self):
+        from inference.images import LIST_EXTENSIONS
+        self.list_extensions = LIST_EXTENSIONS
+        self.rows_read = Metrics.counter(JOB, "rows_read")
+
+    def process(self, metadata):
+        path = metadata.path
+        if path.lower().endswith(self.list_extensions):
+            return  # read as a list file
+        self.rows_read.inc()
+        parts = path.rstrip("/").rsplit("/", 2)
+        yield (path, None, path, path, None, None, parts[-2] if len(parts) == 3 else None)
+
+
+class LoadImages(beam.DoFn):
+    """Items -> RowBatches of normalised image bytes (the model's `image_bytes` input) with
+    their keys and labels; unreadable or invalid images go to the dead letters with the
+    reason (the same checks and normalisation as preprocess)."""
+
+    def __init__(self, label: Optional[str], max_side: int, quality: int, max_pixels: int):
+        self.label = label or "label"
+        self.kw = (max_side, quality, max_pixels)
+        self.rejects = {}
+
+    def setup(self):
+        from inference.images import ImageInputs
+        self._images = ImageInputs(*self.kw)
+
+    def process(self, items):
+        from inference.images import IMAGE_INPUT
+        from preprocessing.images import ImageError
+        images, keys, labels, sources = [], [], [], []
+        for source, pos, raw, uri, data, key, label in items:
+            try:
+                jpeg = (self._images.from_bytes(data) if data is not None
+                        else self._images.from_uri(uri))
+            except ImageError as e:
+                self.rejects.setdefault(e.reason, Metrics.counter(JOB, f"rejected_{e.reason}")).inc()
+                yield beam.pvalue.TaggedOutput("rejects", common.dead_letter(
+                    JOB, source, pos, raw, e.reason, e.detail))
+                continue
+            images.append(jpeg)
+            keys.append(str(key) if key not in (None, "") else
+                        uri or mh.default_key(source, pos))
+            labels.append(label)
+            sources.append((source, pos, raw))
+        if images:
+            yield mh.RowBatch((IMAGE_INPUT, self.label), [images, labels], keys, None, None,
+                              sources)
+
+
+class ReadImageInputs(beam.PTransform):
+    """--input of an image model -> (RowBatches, read rejects, image rejects)."""
+
+    def __init__(self, cfg: "JobConfig"):
+        super().__init__()
+        self.cfg = cfg
+
+    def expand(self, pbegin):
+        cfg, o = self.cfg, self.cfg.options
+        sources = []
+        read_rejects = []
+        if cfg.list_files:
+            chunks, rejects = pbegin | "ReadLists" >> common.ReadChunks(
+                JOB, cfg.list_files, o.rows_per_chunk, o.input_format)
+            listed = chunks | "ListItems" >> beam.ParDo(
+                ListedImages(o.key_column, cfg.label)).with_outputs("rejects", main="items")
+            sources.append(listed.items)
+            read_rejects += [rejects, listed.rejects]
+        if cfg.image_patterns:
+            files = (pbegin | "ImagePatterns" >> beam.Create(cfg.image_patterns)
+                     | "MatchImages" >> fileio.MatchAll()
+                     | "FileItems" >> beam.ParDo(ImageFiles()))
+            sources.append(files)
+        items = tuple(sources) | "AllItems" >> beam.Flatten()
+        loaded = (items
+                  | "Spread" >> beam.Reshuffle()
+                  | "Batch" >> beam.BatchElements(min_batch_size=1,
+                                                  max_batch_size=o.max_batch_size)
+                  | "Load" >> beam.ParDo(LoadImages(cfg.label, o.max_side, o.jpeg_quality,
+                                                    o.max_pixels)).with_outputs("rejects",
+                                                                                main="batches"))
+        read = (tuple(read_rejects) | "ReadRejects" >> beam.Flatten()) if read_rejects else \
+            (pbegin | "NoReadRejects" >> beam.Create([]))
+        return loaded.batches, read, loaded.rejects
+
+
 class FormatPredictions(beam.DoFn):
     """PredictionResult over a RowBatch -> a PredictionBlock, plus dead letters for the rows
     the model rejected."""
 
-    def __init__(self, schema: Schema, label: Optional[str]):
-        self.label_index = schema.names.index(label) if label else None
+    def __init__(self, label: Optional[str]):
+        self.label = label
         self.predicted = Metrics.counter(JOB, "rows_predicted")
         self.rejected = Metrics.counter(JOB, "rejected_model_rejected")
 
@@ -240,9 +422,10 @@ class FormatPredictions(beam.DoFn):
         batch, res = result.example, result.inference
         for i, rejection in res.rejections:
             self.rejected.inc()
-            pos, raw = batch.sources[i]
+            path, pos, raw = ((batch.path,) + batch.sources[i] if batch.path is not None
+                              else batch.sources[i])
             yield beam.pvalue.TaggedOutput("rejects", common.dead_letter(
-                JOB, batch.path, pos, raw, rejection.reason, rejection.detail))
+                JOB, path, pos, raw, rejection.reason, rejection.detail))
         if not res.index:
             return
         whole = len(res.index) == len(batch)
@@ -254,8 +437,8 @@ class FormatPredictions(beam.DoFn):
                 [values[i] for i in res.index]
 
         labels = None
-        if self.label_index is not None:
-            labels = pick(batch.columns[self.label_index])
+        if self.label and self.label in batch.names:
+            labels = pick(batch.column(self.label))
             labels = labels.tolist() if isinstance(labels, np.ndarray) else list(labels)
         self.predicted.inc(len(res.index))
         yield PredictionBlock(pick(batch.keys), res.outputs, result.model_id,
@@ -317,17 +500,21 @@ def _csv_line(rec: dict, columns) -> str:
 def build_pipeline(p: beam.Pipeline, cfg: JobConfig, staging: str):
     """Adds the batch-prediction graph to `p`, writing under `staging`."""
     o = cfg.options
-    chunks, read_rejects = p | "Read" >> common.ReadChunks(JOB, cfg.patterns, o.rows_per_chunk,
-                                                          o.input_format)
-    parsed = chunks | "Parse" >> beam.ParDo(
-        ParseInputs(cfg.schema, cfg.key, cfg.passthrough, cfg.label, o.max_batch_size)
-    ).with_outputs("rejects", main="batches")
+    if cfg.image:
+        batches, read_rejects, parse_rejects = p | "Images" >> ReadImageInputs(cfg)
+    else:
+        chunks, read_rejects = p | "Read" >> common.ReadChunks(
+            JOB, cfg.patterns, o.rows_per_chunk, o.input_format)
+        parsed = chunks | "Parse" >> beam.ParDo(
+            ParseInputs(cfg.schema, cfg.key, cfg.passthrough, cfg.label, o.max_batch_size)
+        ).with_outputs("rejects", main="batches")
+        batches, parse_rejects = parsed.batches, parsed.rejects
     # Each element is already a batch of rows (see RowBatch): one model call per element.
     handler = mh.SavedModelHandler(cfg.model_path, min_batch_size=1, max_batch_size=1)
-    results = parsed.batches | "RunInference" >> RunInference(handler)
+    results = batches | "RunInference" >> RunInference(handler)
     formatted = results | "Format" >> beam.ParDo(
-        FormatPredictions(cfg.schema, cfg.label)).with_outputs("rejects", main="predictions")
-    rejects = ((read_rejects, parsed.rejects, formatted.rejects) | "AllRejects" >> beam.Flatten())
+        FormatPredictions(cfg.label)).with_outputs("rejects", main="predictions")
+    rejects = ((read_rejects, parse_rejects, formatted.rejects) | "AllRejects" >> beam.Flatten())
     _ = rejects | "DeadLetters" >> common.WriteDeadLetters(FileSystems.join(staging, "rejects"))
     preds = formatted.predictions  # PredictionBlocks, one per batch
     prefix = FileSystems.join(staging, "predictions")

@@ -61,6 +61,25 @@ class ModelOptions(PipelineOptions):
                             "replaced on a re-run; streaming: appended).")
 
 
+class ImageOptions(PipelineOptions):
+    """Image normalisation flags: preprocess applies them to training images, and the
+    prediction jobs apply the same ones to the images they score (no train/serve skew)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--max_side", type=int, default=256,
+                            help="images: longest side after resizing (aspect kept).")
+        parser.add_argument("--jpeg_quality", type=int, default=90,
+                            help="images: JPEG quality of the re-encoded images.")
+        parser.add_argument("--max_pixels", type=int, default=50_000_000,
+                            help="images: larger images are rejected (decompression bombs).")
+
+
+def check_image_options(job: str, o) -> None:
+    if o.max_side < 8 or not 1 <= o.jpeg_quality <= 100 or o.max_pixels < 1:
+        raise JobError(job, "need --max_side >= 8, 1 <= --jpeg_quality <= 100, --max_pixels >= 1")
+
+
 def merged_options(options: PipelineOptions, *classes):
     """One namespace with the attributes of several option views (see IOOptions)."""
     import types

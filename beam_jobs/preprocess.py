@@ -60,12 +60,6 @@ class PreprocessOptions(PipelineOptions):
                             help="csv: raw CSV rows. images: --input is a labels CSV of "
                             "uri,label lines (relative uris resolve against its folder) or a "
                             "folder with one sub-folder of images per class.")
-        parser.add_argument("--max_side", type=int, default=256,
-                            help="images: longest side after resizing (aspect kept).")
-        parser.add_argument("--jpeg_quality", type=int, default=90,
-                            help="images: JPEG quality of the re-encoded images.")
-        parser.add_argument("--max_pixels", type=int, default=50_000_000,
-                            help="images: larger images are rejected (decompression bombs).")
         parser.add_argument("--classes", default="",
                             help="images: comma-separated allowed labels; others are rejected "
                             "as unknown_label (default: any non-empty label).")
@@ -88,7 +82,7 @@ class PreprocessOptions(PipelineOptions):
                             "(default: a local temp dir on local runners, else temp_location).")
 
 
-OPTION_CLASSES = (common.IOOptions, PreprocessOptions)
+OPTION_CLASSES = (common.IOOptions, common.ImageOptions, PreprocessOptions)
 REQUIRED_OPTIONS = ("input", "output")
 
 
@@ -134,9 +128,7 @@ class JobConfig:
     def _init_images(self, o):
         from preprocessing.schema import image_schema
         from preprocessing.transform import make_preprocessing_fn
-        if o.max_side < 8 or not 1 <= o.jpeg_quality <= 100 or o.max_pixels < 1:
-            raise common.JobError(JOB, "need --max_side >= 8, 1 <= --jpeg_quality <= 100, "
-                                       "--max_pixels >= 1")
+        common.check_image_options(JOB, o)
         self.options = o
         self.output = o.output.rstrip("/")
         self.schema = image_schema()

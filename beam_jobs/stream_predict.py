@@ -89,7 +89,7 @@ class StreamPredictOptions(PipelineOptions):
         a("--timestamp_attribute", help="Message attribute holding the event time.")
 
 
-OPTION_CLASSES = (common.ModelOptions, StreamPredictOptions)
+OPTION_CLASSES = (common.ModelOptions, common.ImageOptions, StreamPredictOptions)
 REQUIRED_OPTIONS = ("model_dir",)
 
 
@@ -121,6 +121,10 @@ class JobConfig:
         except Exception as e:
             raise common.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                        f"{str(e).splitlines()[0][:300]}")
+        self.image_kw = None
+        if any(c.transform == "image" for c in self.schema.columns):
+            common.check_image_options(JOB, o)
+            self.image_kw = (o.max_side, o.jpeg_quality, o.max_pixels)
         self.dead_letter_dir = o.dead_letter_dir or (
             FileSystems.join(o.output_dir, "rejects") if o.output_dir else None)
         self.monitoring_dir = o.monitoring_dir or (
@@ -241,18 +245,30 @@ def publish_time(msg: PubsubMessage) -> float:
 
 
 class ParseMessages(beam.DoFn):
-    """PubsubMessage -> row dict (typed raw values + message metadata), or a dead letter."""
+    """PubsubMessage -> row dict (typed raw values + message metadata), or a dead letter.
 
-    def __init__(self, schema, id_attribute: str):
+    Tabular models: a JSON object of raw columns, or a serialized raw tf.Example. Image models
+    (`image_kw` given): a JSON object with a `uri` (local or gs://), `{"image_bytes": {"b64":
+    ...}}` or `{"b64": ...}`, a Cloud Storage object notification (bucket/name, or the
+    bucketId/objectId attributes), or the image bytes themselves as the message data; the
+    image is normalised as preprocess does (inference.images). A uri is the message's id
+    unless --id_attribute gives one."""
+
+    def __init__(self, schema, id_attribute: str, image_kw: Optional[tuple] = None):
         self.schema = schema
         self.id_attribute = id_attribute
+        self.image_kw = image_kw
         self.received = Metrics.counter(JOB, "messages_read")
         self.rejects = {r: Metrics.counter(JOB, f"rejected_{r}") for r in parsing.REASONS}
 
     def setup(self):
         self._serving = ServingParser(self.schema)
+        if self.image_kw is not None:
+            from inference.images import ImageInputs
+            self._images = ImageInputs(*self.image_kw)
 
     def process(self, msg: PubsubMessage, ts=beam.DoFn.TimestampParam):
+        from preprocessing.images import ImageError
         self.received.inc()
         attrs = msg.attributes or {}
         mid = attrs.get(self.id_attribute) or getattr(msg, "message_id", None) or \
@@ -260,25 +276,47 @@ class ParseMessages(beam.DoFn):
         data = msg.data or b""
         fmt = attrs.get("format") or ("json" if data.lstrip()[:1] == b"{" else "tfexample")
         try:
-            if fmt == "json":
-                try:
-                    obj = json.loads(data)
-                except ValueError as e:
-                    raise parsing.RowError("invalid_json", f"not JSON: {e}") from None
-                values, _ = self._serving.parse_object(obj)
+            if self.image_kw is not None:
+                row, uri = _parse_image_message(self._images, data, fmt, attrs)
+                if uri and not attrs.get(self.id_attribute):
+                    mid = uri
+            elif fmt == "json":
+                values, _ = self._serving.parse_object(_json(data))
+                row = dict(zip(self.schema.names, values))
             else:
                 values, _ = self._serving.parse_example(data)
-        except parsing.RowError as e:
-            self.rejects[e.reason].inc()
+                row = dict(zip(self.schema.names, values))
+        except (parsing.RowError, ImageError) as e:
+            self.rejects.setdefault(e.reason, Metrics.counter(JOB, f"rejected_{e.reason}")).inc()
+            if self.image_kw is not None and fmt != "json":
+                data = base64.b64encode(data).decode("ascii")  # binary image: keep it replayable
             yield beam.pvalue.TaggedOutput("rejects", _reject_record(mid, data, e.reason, e.detail,
                                                                      publish_time(msg), ts))
             return
-        row = dict(zip(self.schema.names, values))
         row["__id"] = mid
         row["__ts"] = float(ts)  # RunInference's batching re-stamps elements; restored below
         row["__published"] = publish_time(msg)
-        row["__raw"] = data
+        row["__raw"] = data if self.image_kw is None or fmt == "json" else \
+            base64.b64encode(data).decode("ascii")
         yield row
+
+
+def _parse_image_message(images, data: bytes, fmt: str, attrs: dict):
+    from inference.images import IMAGE_INPUT
+    if fmt == "json":
+        jpeg, uri = images.from_object(_json(data), attrs)
+    elif attrs.get("bucketId") and attrs.get("objectId"):  # notification without a payload
+        jpeg, uri = images.from_object({}, attrs)
+    else:
+        jpeg, uri = images.from_bytes(data), None
+    return {IMAGE_INPUT: jpeg}, uri
+
+
+def _json(data: bytes):
+    try:
+        return json.loads(data)
+    except ValueError as e:
+        raise parsing.RowError("invalid_json", f"not JSON: {e}") from None
 
 
 def _reject_record(mid, data, reason, detail, published, ts) -> dict:
@@ -443,7 +481,8 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, source=None):
                 topic=o.input_topic, subscription=o.input_subscription, with_attributes=True,
                 timestamp_attribute=o.timestamp_attribute)
     parsed = source | "Parse" >> beam.ParDo(
-        ParseMessages(cfg.schema, o.id_attribute)).with_outputs("rejects", main="rows")
+        ParseMessages(cfg.schema, o.id_attribute, cfg.image_kw)).with_outputs("rejects",
+                                                                              main="rows")
     handler = mh.SavedModelHandler(
         cfg.model_path, min_batch_size=o.min_batch_size, max_batch_size=o.max_batch_size,
         max_batch_duration_secs=o.max_batch_duration_secs, watch_base=o.model_dir,

@@ -26,6 +26,7 @@ _EXT_FORMATS = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG", ".gif": "GIF", "
                 ".webp": "WEBP", ".tif": "TIFF", ".tiff": "TIFF"}
 
 
+_ORIENTATION = 0x0112  # the EXIF tag
 _SIGNATURES = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF87a", b"GIF89a", b"BM", b"RIFF")
 
 
@@ -45,8 +46,13 @@ class NormalizedImage:
 
 
 def normalize_image(data: bytes, name: str = "", max_side: int = 256, quality: int = 90,
-                    max_pixels: int = 50_000_000) -> NormalizedImage:
-    """Validates and normalises one image; raises ImageError with the reason."""
+                    max_pixels: int = 50_000_000, keep_conforming: bool = False) -> NormalizedImage:
+    """Validates and normalises one image; raises ImageError with the reason.
+
+    keep_conforming: an image that is already what normalising makes (an RGB JPEG within
+    max_side and without an EXIF rotation) keeps its bytes instead of being re-encoded; the
+    prediction jobs use it, so the bytes preprocess wrote score exactly as they are.
+    """
     if not data:
         raise ImageError("empty_file", "zero bytes")
     try:
@@ -66,6 +72,9 @@ def normalize_image(data: bytes, name: str = "", max_side: int = 256, quality: i
         img.load()
     except Exception as e:  # truncated data: PIL raises OSError while decoding
         raise ImageError("truncated", f"incomplete image data ({str(e)[:120]})") from None
+    if (keep_conforming and fmt == "JPEG" and img.mode == "RGB" and max(w, h) <= max_side
+            and img.getexif().get(_ORIENTATION, 1) == 1):
+        return NormalizedImage(data, h, w, fmt)
     img = ImageOps.exif_transpose(img)
     img = _to_rgb(img)
     if max(img.size) > max_side:

@@ -130,3 +130,23 @@ def trained(preprocessed, tmp_path_factory):
     job_dir = str(tmp_path_factory.mktemp("job"))
     metrics = train_and_evaluate(small_train_config(data_dir, job_dir))
     return data_dir, job_dir, metrics
+
+
+@pytest.fixture(scope="session")
+def trained_images(tmp_path_factory):
+    """A tiny image classifier: generated shapes (30 per class) -> preprocess --format images
+    -> 2 epochs. Returns (image folder, preprocessed dir, metrics)."""
+    from beam_jobs import preprocess
+    from preprocessing import images
+    from training import train_and_evaluate
+    root = tmp_path_factory.mktemp("images")
+    shapes = str(root / "shapes")
+    images.generate(shapes, per_class=30, seed=2)
+    os.remove(os.path.join(shapes, "labels.csv"))
+    data = str(root / "prep")
+    preprocess.run(["--format", "images", "--input", shapes, "--output", data,
+                    "--num_shards", "2"])
+    metrics = train_and_evaluate(small_train_config(data, str(root / "job"), epochs=2,
+                                                    batch_size=16, hidden_units=[16],
+                                                    augment=True))
+    return shapes, data, metrics

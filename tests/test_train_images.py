@@ -8,10 +8,9 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from beam_jobs import preprocess
 from preprocessing import images
 from preprocessing.image_ops import IMAGE_SIZE, decode_and_resize
-from tests.conftest import make_example, small_train_config
+from tests.conftest import make_example
 
 
 def test_decode_and_resize_keeps_aspect_and_range():
@@ -25,19 +24,13 @@ def test_decode_and_resize_keeps_aspect_and_range():
 
 
 @pytest.mark.slow
-def test_image_model_trains_and_serves_raw_bytes(tmp_path):
-    from training import train_and_evaluate
-    images.generate(str(tmp_path / "shapes"), per_class=30, seed=2)
-    os.remove(tmp_path / "shapes" / "labels.csv")
-    data = str(tmp_path / "prep")
-    preprocess.run(["--format", "images", "--input", str(tmp_path / "shapes"), "--output", data,
-                    "--num_shards", "2"])
-    m = train_and_evaluate(small_train_config(data, str(tmp_path / "job"), epochs=2,
-                                              batch_size=16, hidden_units=[16], augment=True))
+def test_image_model_trains_and_serves_raw_bytes(trained_images):
+    shapes, _, m = trained_images
     assert m["task"] == "classification" and m["eval"]["examples"] > 0
     assert 0.0 <= m["eval"]["accuracy"] <= 1.0
     loaded = tf.saved_model.load(m["export_dir"])
-    raw = [open(p, "rb").read() for p in sorted((tmp_path / "shapes").glob("*/*-0000.jpg"))]
+    import glob
+    raw = [open(p, "rb").read() for p in sorted(glob.glob(os.path.join(shapes, "*", "*-0000.jpg")))]
     by_bytes = loaded.signatures["predict_raw"](image_bytes=tf.constant(raw))
     by_example = loaded.signatures["serving_default"](
         examples=tf.constant([make_example({"image": b}) for b in raw]))
