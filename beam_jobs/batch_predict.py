@@ -2,6 +2,9 @@
 
 Inputs: CSV with the raw columns (label optional, extra columns allowed), JSON lines (an object
 per line, or `{"instances": [...]}`), or TFRecords of raw tf.Example; local or gs://.
+For an image model: image files (a glob; class folders give labels), CSVs with a `uri` column,
+JSON lines with a `uri` or base64 bytes (`{"image_bytes": {"b64": ...}}`), mixed freely; each
+image is normalised as preprocess does (inference/images.py) and scored by class.
 `{date}` in --input/--output is replaced by --run_date (default: today, UTC), so a daily
 schedule writes one partition per day and a re-run of a day replaces that day's output.
 

@@ -3,7 +3,9 @@
 Each message carries the raw features as JSON (an object) or a serialized raw tf.Example (the
 `format` attribute says which; without it, data starting with `{` is JSON). The `id` attribute
 (--id_attribute) identifies the message, else Pub/Sub's message id; an event-time attribute is
-used when --timestamp_attribute names it. Every output record carries the message id (for
+used when --timestamp_attribute names it. For an image model a message carries an image uri
+(`{"uri": ...}`, or a Cloud Storage object notification), base64 bytes (`{"image_bytes":
+{"b64": ...}}`) or the image bytes themselves; see ParseMessages. Every output record carries the message id (for
 idempotent downstream writes), the model version that made it and the processing latency.
 Malformed messages and ones the model rejects go to the dead-letter sink with the reason. Per
 fixed window (--window_secs) a monitoring record gives the counts of predictions and rejects

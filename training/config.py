@@ -9,6 +9,7 @@ from typing import List, Optional
 
 DISTRIBUTIONS = ("auto", "single", "mirrored", "multi_worker", "parameter_server")
 MODELS = ("wide_deep", "dnn")
+BACKBONES = ("small_cnn", "mobilenet_v2", "resnet50", "efficientnet_b0")
 
 
 class ConfigError(ValueError):
@@ -24,6 +25,7 @@ class TrainConfig:
     steps_per_epoch: Optional[int] = None   # default: train rows / batch size
     batch_size: int = 512                   # global batch size
     learning_rate: float = 3e-3
+    lr_schedule: str = "constant"            # or cosine: decays to 0 over the training steps
     model: str = "wide_deep"
     hidden_units: List[int] = field(default_factory=lambda: [128, 64, 32])
     embedding_dim: int = 8
@@ -31,6 +33,7 @@ class TrainConfig:
     shuffle_buffer: int = 50_000
     cache: bool = False
     augment: bool = False                    # image data: random flips/rotations/contrast
+    backbone: str = "small_cnn"              # image data: see model.build_cnn
     eval_steps: Optional[int] = None         # default: the whole eval split
     early_stopping_patience: int = 0         # 0 = off
     checkpoint_steps: int = 200              # BackupAndRestore frequency
@@ -69,6 +72,10 @@ class TrainConfig:
             raise ConfigError("--learning_rate must be > 0")
         if self.model not in MODELS:
             raise ConfigError(f"--model must be one of {MODELS}")
+        if self.lr_schedule not in ("constant", "cosine"):
+            raise ConfigError("--lr_schedule must be constant or cosine")
+        if self.backbone not in BACKBONES:
+            raise ConfigError(f"--backbone must be one of {BACKBONES}")
         if self.distribution not in DISTRIBUTIONS:
             raise ConfigError(f"--distribution must be one of {DISTRIBUTIONS}")
 
@@ -82,6 +89,8 @@ class TrainConfig:
         a("--steps_per_epoch", type=int, help="Default: train rows / batch size.")
         a("--batch_size", type=int, default=512, help="Global batch size.")
         a("--learning_rate", type=float, default=3e-3)
+        a("--lr_schedule", choices=("constant", "cosine"), default="constant",
+          help="cosine: decay the learning rate to 0 over the training steps.")
         a("--model", choices=MODELS, default="wide_deep")
         a("--hidden_units", default="128,64,32", help="Comma-separated layer sizes.")
         a("--embedding_dim", type=int, default=8)
@@ -90,6 +99,9 @@ class TrainConfig:
         a("--cache", action="store_true", help="Cache the parsed training data in memory "
           "(after the first epoch input costs ~nothing; use when the train split fits in RAM).")
         a("--augment", action="store_true", help="Image data: random flips, rotations, contrast.")
+        a("--backbone", choices=BACKBONES, default="small_cnn",
+          help="Image data: the small CNN, or a Keras application built without downloaded "
+               "weights (trained from scratch).")
         a("--eval_steps", type=int, help="Default: the whole eval split.")
         a("--early_stopping_patience", type=int, default=0, help="Epochs; 0 turns it off.")
         a("--checkpoint_steps", type=int, default=200, help="Backup (resume) frequency in steps.")

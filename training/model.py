@@ -56,13 +56,16 @@ def build_cnn(info: FeatureInfo, cfg: TrainConfig) -> keras.Model:
         x = keras.layers.RandomFlip("horizontal_and_vertical", seed=cfg.seed)(x)
         x = keras.layers.RandomRotation(0.25, seed=cfg.seed)(x)
         x = keras.layers.RandomContrast(0.2, seed=cfg.seed)(x)
-    for filters in (32, 64, 96):
-        for _ in range(2):
-            # Batch norm gets a small CNN off its initial plateau within a few epochs.
-            x = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False)(x)
-            x = keras.layers.BatchNormalization()(x)
-            x = keras.layers.ReLU()(x)
-        x = keras.layers.MaxPooling2D()(x)
+    if cfg.backbone != "small_cnn":
+        x = _application(cfg.backbone, IMAGE_SIZE)(keras.layers.Rescaling(2.0, offset=-1.0)(x))
+    else:
+        for filters in (32, 64, 96):
+            for _ in range(2):
+                # Batch norm gets a small CNN off its initial plateau within a few epochs.
+                x = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False)(x)
+                x = keras.layers.BatchNormalization()(x)
+                x = keras.layers.ReLU()(x)
+            x = keras.layers.MaxPooling2D()(x)
     x = keras.layers.GlobalAveragePooling2D()(x)
     x = keras.layers.Dense(cfg.hidden_units[0], activation="relu")(x)
     if cfg.dropout:
@@ -71,8 +74,23 @@ def build_cnn(info: FeatureInfo, cfg: TrainConfig) -> keras.Model:
     return keras.Model({info.image: inp}, out, name="cnn")
 
 
-def compile_model(model: keras.Model, info: FeatureInfo, cfg: TrainConfig, **kw) -> None:
-    opt = keras.optimizers.Adam(learning_rate=cfg.learning_rate)
+def _application(name: str, size: int) -> keras.Model:
+    """A Keras application without its top, built with weights=None: nothing is downloaded
+    (these machines may have no internet) and it trains from scratch on [-1, 1] inputs."""
+    apps = keras.applications
+    ctor = {"mobilenet_v2": apps.MobileNetV2, "resnet50": apps.ResNet50,
+            "efficientnet_b0": apps.EfficientNetB0}[name]
+    return ctor(include_top=False, weights=None, input_shape=(size, size, 3))
+
+
+def compile_model(model: keras.Model, info: FeatureInfo, cfg: TrainConfig,
+                  total_steps: int = 0, **kw) -> None:
+    lr = cfg.learning_rate
+    if cfg.lr_schedule == "cosine" and total_steps:
+        # Decaying to zero settles the weights (and batch-norm statistics) at the end instead
+        # of leaving the last epoch's accuracy to where a large step happened to land.
+        lr = keras.optimizers.schedules.CosineDecay(lr, decay_steps=total_steps)
+    opt = keras.optimizers.Adam(learning_rate=lr)
     if info.task == "regression":
         model.compile(optimizer=opt, loss="mse",
                       weighted_metrics=[keras.metrics.RootMeanSquaredError(name="rmse"),

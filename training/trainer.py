@@ -193,7 +193,7 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
                                        repeat=True)
     with strategy.scope():
         model = build_model(info, cfg)
-        compile_model(model, info, cfg,
+        compile_model(model, info, cfg, total_steps=epochs * steps_per_epoch,
                       **({"steps_per_execution": 1} if kind == "parameter_server" else {}))
     if kind == "parameter_server":
         train_data = keras.utils.experimental.DatasetCreator(train_fn)
