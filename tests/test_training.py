@@ -256,10 +256,28 @@ def test_rendered_manifests_carry_replicas_image_and_args(tmp_path):
 
 @pytest.mark.parametrize("kw, message", [
     (dict(batch_size=0), "--batch_size"), (dict(hidden_units=[]), "--hidden_units"),
-    (dict(distribution="tpu"), "--distribution"), (dict(dropout=1.5), "--dropout")])
+    (dict(distribution="tpu"), "--distribution"), (dict(dropout=1.5), "--dropout"),
+    (dict(lr_schedule="step"), "--lr_schedule"), (dict(backbone="vgg"), "--backbone")])
 def test_config_validation(kw, message):
     with pytest.raises(ConfigError, match=message):
         _cfg("d", "j", **kw)
+
+
+def test_cosine_schedule_decays_to_zero_over_the_training_steps():
+    import tf_keras as keras
+    from training.data import FeatureInfo
+    from training.model import compile_model
+    model = keras.Sequential([keras.layers.Dense(1, input_shape=(2,))])
+    info = FeatureInfo(label="y", task="regression", numeric=["x"], categorical={},
+                       feature_spec={})
+    compile_model(model, info, _cfg("d", "j", lr_schedule="cosine", learning_rate=0.01),
+                  total_steps=100)
+    schedule = keras.optimizers.schedules.deserialize(
+        model.optimizer.get_config()["learning_rate"])
+    for step, want in ((0, 0.01), (50, 0.005), (100, 0.0)):
+        assert float(schedule(step)) == pytest.approx(want, abs=1e-7)
+    compile_model(model, info, _cfg("d", "j", learning_rate=0.01), total_steps=100)
+    assert float(model.optimizer.learning_rate.numpy()) == pytest.approx(0.01)
 
 
 def test_vertex_environment_wins(monkeypatch):
