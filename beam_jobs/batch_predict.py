@@ -244,9 +244,7 @@ class ParseInputs(beam.DoFn):
         return values, extra, (pos, raw)
 
     def _reject(self, path, pos, raw, reason, detail):
-        self.rejects.setdefault(reason, Metrics.counter(JOB, f"rejected_{reason}")).inc()
-        return beam.pvalue.TaggedOutput("rejects", common.dead_letter(JOB, path, pos, raw, reason,
-                                                                      detail))
+        return common.reject(JOB, self.rejects, path, pos, raw, reason, detail)
 
 
 # ---- image inputs ------------------------------------------------------------------------------
@@ -280,10 +278,8 @@ class ListedImages(beam.DoFn):
                                        f"expected {len(header)} fields ({', '.join(header)})")
                     continue
                 row = {h: fields[i].strip() for h, i in pos.items()}
-                uri = row["uri"]
-                if uri and "://" not in uri and not uri.startswith("/"):
-                    uri = FileSystems.join(base, uri)
-                yield (path, line, text, uri, None, row.get(self.key), row.get(self.label))
+                yield (path, line, text, common.resolve_uri(base, row["uri"]), None,
+                       row.get(self.key), row.get(self.label))
             return
         for line, text in records:
             try:
@@ -305,8 +301,7 @@ class ListedImages(beam.DoFn):
                                        f"b64 is not valid base64 ({type(e).__name__})")
                     continue
             uri = obj.get("uri")
-            if uri and "://" not in uri and not uri.startswith("/"):
-                uri = FileSystems.join(base, uri)
+            uri = common.resolve_uri(base, uri) if isinstance(uri, str) else None
             if data is None and not uri:
                 yield self._reject(path, line, text, "missing_image",
                                    "expected 'uri', 'image_bytes': {'b64': ...} or 'b64'")
@@ -316,9 +311,7 @@ class ListedImages(beam.DoFn):
                    None if label is None else str(label))
 
     def _reject(self, path, line, raw, reason, detail):
-        self.rejects.setdefault(reason, Metrics.counter(JOB, f"rejected_{reason}")).inc()
-        return beam.pvalue.TaggedOutput("rejects", common.dead_letter(JOB, path, line, raw,
-                                                                      reason, detail))
+        return common.reject(JOB, self.rejects, path, line, raw, reason, detail)
 
 
 class ImageFiles(beam.DoFn):
@@ -362,9 +355,7 @@ class LoadImages(beam.DoFn):
                 jpeg = (self._images.from_bytes(data) if data is not None
                         else self._images.from_uri(uri))
             except ImageError as e:
-                self.rejects.setdefault(e.reason, Metrics.counter(JOB, f"rejected_{e.reason}")).inc()
-                yield beam.pvalue.TaggedOutput("rejects", common.dead_letter(
-                    JOB, source, pos, raw, e.reason, e.detail))
+                yield common.reject(JOB, self.rejects, source, pos, raw, e.reason, e.detail)
                 continue
             images.append(jpeg)
             keys.append(str(key) if key not in (None, "") else

@@ -198,6 +198,20 @@ def dead_letter(job: str, source: str, line: Optional[int], raw, reason: str, de
                        "reason": reason, "detail": detail}, ensure_ascii=False)
 
 
+def reject(job: str, counters: dict, source: str, line, raw, reason: str, detail: str):
+    """Counts a reject under `rejected_<reason>` (counters: reason -> Counter, filled lazily)
+    and returns its dead-letter record on the `rejects` output."""
+    counters.setdefault(reason, Metrics.counter(job, f"rejected_{reason}")).inc()
+    return beam.pvalue.TaggedOutput("rejects", dead_letter(job, source, line, raw, reason, detail))
+
+
+def resolve_uri(base: str, uri: str) -> str:
+    """A uri as listed in a file under `base`: relative ones resolve against that folder."""
+    if uri and "://" not in uri and not uri.startswith("/"):
+        return FileSystems.join(base, uri)
+    return uri
+
+
 def detect_format(path: str) -> str:
     """Input format from a file name: .csv, .json/.jsonl/.ndjson, .tfrecord(s) (+ .gz/.bz2)."""
     name = path.lower()

@@ -248,9 +248,7 @@ class LabelsCsvItems(beam.DoFn):
                     JOB, path, line, text, "wrong_column_count",
                     f"expected {len(header)} fields ({', '.join(header)})"))
                 continue
-            uri = fields[pos["uri"]].strip()
-            if uri and "://" not in uri and not uri.startswith("/"):
-                uri = FileSystems.join(base, uri)  # relative to the labels file
+            uri = common.resolve_uri(base, fields[pos["uri"]].strip())
             yield (path, line, uri, fields[pos["label"]].strip())
 
 
