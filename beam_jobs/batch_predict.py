@@ -123,20 +123,20 @@ class JobConfig:
                                        f"model's schema (its label is {self.schema.label})")
         self.patterns = common.split_patterns(self.input)
         try:
-            self.files = common.match_files(self.patterns)
+            per_pattern = common.match_by_pattern(self.patterns)
         except Exception as e:
             raise common.JobError(JOB, f"cannot list --input {self.input}: {str(e).splitlines()[0]}")
+        self.files = sorted({f for files in per_pattern for f in files})
         if not self.files:
             raise common.JobError(JOB, f"no files match --input {self.input}")
         self.image = next((c.name for c in self.schema.columns if c.transform == "image"), None)
         if self.image:
-            self._init_images(o)
+            self._init_images(o, per_pattern)
         common.check_writable(JOB, self.output)
         logging.info("Using model version %s (%s); run date %s", self.version, self.model_path,
                      self.run_date)
 
-
-    def _init_images(self, o):
+    def _init_images(self, o, per_pattern):
         """An image model: --input names image files (a glob, a folder of class folders) and/or
         list files (.csv with a `uri` column, .jsonl objects with a uri or base64 bytes)."""
         from inference.images import LIST_EXTENSIONS
@@ -144,24 +144,21 @@ class JobConfig:
         if self.passthrough:
             raise common.JobError(JOB, "--passthrough_columns applies to tabular models only")
         self.list_files = [f for f in self.files if f.lower().endswith(LIST_EXTENSIONS)]
-        listed = set(self.list_files)
-        self.image_patterns = []
-        for pattern, result in zip(self.patterns, FileSystems.match(self.patterns)):
-            if any(m.path not in listed for m in result.metadata_list):
-                self.image_patterns.append(pattern)
+        # Patterns matching anything but list files are re-matched in the pipeline (a glob of
+        # images may be huge: its paths are not embedded in the job graph).
+        self.image_patterns = [p for p, files in zip(self.patterns, per_pattern)
+                               if any(not f.lower().endswith(LIST_EXTENSIONS) for f in files)]
 
 
 # ---- parsing -----------------------------------------------------------------------------------
 class ParseInputs(beam.DoFn):
     """Chunks of CSV/JSON/tf.Example records -> (key, row) with typed raw values, or rejects."""
 
-    def __init__(self, schema: Schema, key: Optional[str], passthrough, label: Optional[str],
+    def __init__(self, schema: Schema, key: Optional[str], passthrough,
                  max_batch_size: int = 1024):
         self.schema = schema
-        self.key = key
         self.key_index = schema.names.index(key) if key in schema.names else None
         self.passthrough = list(passthrough)
-        self.label = label
         self.max_batch_size = max_batch_size
         self.rows_read = Metrics.counter(JOB, "rows_read")
         self.rejects = {r: Metrics.counter(JOB, f"rejected_{r}") for r in parsing.REASONS}
@@ -249,7 +246,7 @@ class ParseInputs(beam.DoFn):
 
 # ---- image inputs ------------------------------------------------------------------------------
 class ListedImages(beam.DoFn):
-    """Records of list files -> (source, position, raw, uri, bytes or None, key, label) items.
+    """Records of list files -> (source, position, raw, uri, JSON object or None, key, label).
 
     csv: a header with a `uri` column (and optionally the label and --key_column); relative
     uris resolve against the list file's folder. jsonl: objects with `uri` or base64 bytes
@@ -262,7 +259,6 @@ class ListedImages(beam.DoFn):
         self.rejects = {}
 
     def process(self, chunk):
-        import base64
         path, fmt, header, records = chunk
         base = path.rsplit("/", 1)[0]
         if fmt == "csv":
@@ -290,24 +286,12 @@ class ListedImages(beam.DoFn):
             if not isinstance(obj, dict):
                 yield self._reject(path, line, text, "invalid_json", "expected a JSON object")
                 continue
-            encoded = obj.get("image_bytes", obj.get("b64"))
-            data = None
-            if encoded is not None:
-                encoded = encoded.get("b64") if isinstance(encoded, dict) else encoded
-                try:
-                    data = base64.b64decode(encoded, validate=True)
-                except Exception as e:
-                    yield self._reject(path, line, text, "invalid_json",
-                                       f"b64 is not valid base64 ({type(e).__name__})")
-                    continue
             uri = obj.get("uri")
-            uri = common.resolve_uri(base, uri) if isinstance(uri, str) else None
-            if data is None and not uri:
-                yield self._reject(path, line, text, "missing_image",
-                                   "expected 'uri', 'image_bytes': {'b64': ...} or 'b64'")
-                continue
+            if isinstance(uri, str):
+                obj = dict(obj, uri=common.resolve_uri(base, uri))
             label = obj.get(self.label)
-            yield (path, line, text, uri, data, obj.get(self.key),
+            # The object itself travels on: LoadImages reads it with ImageInputs.from_object.
+            yield (path, line, text, obj.get("uri"), obj, obj.get(self.key),
                    None if label is None else str(label))
 
     def _reject(self, path, line, raw, reason, detail):
@@ -350,9 +334,9 @@ class LoadImages(beam.DoFn):
         from inference.images import IMAGE_INPUT
         from preprocessing.images import ImageError
         images, keys, labels, sources = [], [], [], []
-        for source, pos, raw, uri, data, key, label in items:
+        for source, pos, raw, uri, obj, key, label in items:
             try:
-                jpeg = (self._images.from_bytes(data) if data is not None
+                jpeg = (self._images.from_object(obj)[0] if obj is not None
                         else self._images.from_uri(uri))
             except ImageError as e:
                 yield common.reject(JOB, self.rejects, source, pos, raw, e.reason, e.detail)
@@ -410,16 +394,15 @@ class FormatPredictions(beam.DoFn):
     def __init__(self, label: Optional[str]):
         self.label = label
         self.predicted = Metrics.counter(JOB, "rows_predicted")
-        self.rejected = Metrics.counter(JOB, "rejected_model_rejected")
+        self.rejects = {}
 
     def process(self, result):
         batch, res = result.example, result.inference
         for i, rejection in res.rejections:
-            self.rejected.inc()
             path, pos, raw = ((batch.path,) + batch.sources[i] if batch.path is not None
                               else batch.sources[i])
-            yield beam.pvalue.TaggedOutput("rejects", common.dead_letter(
-                JOB, path, pos, raw, rejection.reason, rejection.detail))
+            yield common.reject(JOB, self.rejects, path, pos, raw, rejection.reason,
+                                rejection.detail)
         if not res.index:
             return
         whole = len(res.index) == len(batch)
@@ -500,7 +483,7 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, staging: str):
         chunks, read_rejects = p | "Read" >> common.ReadChunks(
             JOB, cfg.patterns, o.rows_per_chunk, o.input_format)
         parsed = chunks | "Parse" >> beam.ParDo(
-            ParseInputs(cfg.schema, cfg.key, cfg.passthrough, cfg.label, o.max_batch_size)
+            ParseInputs(cfg.schema, cfg.key, cfg.passthrough, o.max_batch_size)
         ).with_outputs("rejects", main="batches")
         batches, parse_rejects = parsed.batches, parsed.rejects
     # Each element is already a batch of rows (see RowBatch): one model call per element.

@@ -128,12 +128,15 @@ def split_patterns(text: str) -> List[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
 
 
+def match_by_pattern(patterns: Sequence[str]) -> List[List[str]]:
+    """The files each pattern matches (one listing per pattern)."""
+    return [[m.path for m in result.metadata_list]
+            for result in FileSystems.match(list(patterns))]
+
+
 def match_files(patterns: Sequence[str]) -> List[str]:
     """All files matching the patterns, sorted; an empty list if none do."""
-    files = []
-    for result in FileSystems.match(list(patterns)):
-        files.extend(m.path for m in result.metadata_list)
-    return sorted(set(files))
+    return sorted({f for files in match_by_pattern(patterns) for f in files})
 
 
 def check_writable(job: str, output: str) -> None:

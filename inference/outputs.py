@@ -12,7 +12,9 @@ import numpy as np
 from inference import model_handler as mh
 
 _ENCODE = json.JSONEncoder().encode
-_OUTPUT_FIELDS = ("key", "prediction", "class", "class_id", "probabilities", "model_version")
+# Fields the writer emits itself: a passthrough column with one of these names overrides it.
+_OUTPUT_FIELDS = frozenset(("key", "prediction", "class", "class_id", "probabilities",
+                            "model_version", "label"))
 
 
 class PredictionBlock:
@@ -32,7 +34,7 @@ class PredictionBlock:
     def records(self) -> list:
         out = []
         extras = self.extras or [{}] * len(self.keys)
-        labels = self.labels if self.labels is not None else None
+        labels = self.labels
         for i, (key, pred) in enumerate(zip(self.keys, mh.output_records(self.outputs))):
             rec = {"key": key}
             rec.update(pred)
@@ -45,7 +47,7 @@ class PredictionBlock:
 
     def json_lines(self) -> str:
         """The lines json.dumps(record) gives for each of records(), built column-wise."""
-        if self.extras and any(_OUTPUT_FIELDS_SET & e.keys() for e in self.extras):
+        if self.extras and any(_OUTPUT_FIELDS & e.keys() for e in self.extras):
             return "\n".join(json.dumps(r) for r in self.records())  # passthrough overrides
         cols = [[f'{{"key": {k}' for k in map(json.encoder.encode_basestring_ascii, self.keys)]]
         out = self.outputs
@@ -69,5 +71,3 @@ class PredictionBlock:
             cols.append(["}"] * len(self.keys))
         return "\n".join(map("".join, zip(*cols)))
 
-
-_OUTPUT_FIELDS_SET = frozenset(_OUTPUT_FIELDS + ("label",))
