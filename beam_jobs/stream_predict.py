@@ -5,12 +5,13 @@ Each message carries the raw features as JSON (an object) or a serialized raw tf
 (--id_attribute) identifies the message, else Pub/Sub's message id; an event-time attribute is
 used when --timestamp_attribute names it. For an image model a message carries an image uri
 (`{"uri": ...}`, or a Cloud Storage object notification), base64 bytes (`{"image_bytes":
-{"b64": ...}}`) or the image bytes themselves; see ParseMessages. Every output record carries the message id (for
-idempotent downstream writes), the model version that made it and the processing latency.
-Malformed messages and ones the model rejects go to the dead-letter sink with the reason. Per
-fixed window (--window_secs) a monitoring record gives the counts of predictions and rejects
-and latency percentiles. A new model version under --model_dir (a base of numeric versions)
-is picked up without a restart (--model_refresh_secs); outputs show the switch.
+{"b64": ...}}`) or the image bytes themselves; see ParseMessages. Every output record carries
+the message id (for idempotent downstream writes), the model version that made it and the
+processing latency. Malformed messages and ones the model rejects go to the dead-letter sink
+with the reason. Per fixed window (--window_secs) a monitoring record gives the counts of
+predictions and rejects and latency percentiles. A new model version under --model_dir (a base
+of numeric versions) is picked up without a restart (--model_refresh_secs); outputs show the
+switch.
 
 Locally, against Pub/Sub (or the gcloud emulator via PUBSUB_EMULATOR_HOST):
 
@@ -277,6 +278,9 @@ class ParseMessages(beam.DoFn):
             f"sha-{hash(msg.data) & 0xffffffffffff:x}"
         data = msg.data or b""
         fmt = attrs.get("format") or ("json" if data.lstrip()[:1] == b"{" else "tfexample")
+        # Dead letters keep what came in; binary image data as base64, so it can be replayed.
+        raw = base64.b64encode(data).decode("ascii") \
+            if self.image_kw is not None and fmt != "json" else data
         try:
             if self.image_kw is not None:
                 row, uri = _parse_image_message(self._images, data, fmt, attrs)
@@ -290,16 +294,13 @@ class ParseMessages(beam.DoFn):
                 row = dict(zip(self.schema.names, values))
         except (parsing.RowError, ImageError) as e:
             self.rejects.setdefault(e.reason, Metrics.counter(JOB, f"rejected_{e.reason}")).inc()
-            if self.image_kw is not None and fmt != "json":
-                data = base64.b64encode(data).decode("ascii")  # binary image: keep it replayable
-            yield beam.pvalue.TaggedOutput("rejects", _reject_record(mid, data, e.reason, e.detail,
+            yield beam.pvalue.TaggedOutput("rejects", _reject_record(mid, raw, e.reason, e.detail,
                                                                      publish_time(msg), ts))
             return
         row["__id"] = mid
         row["__ts"] = float(ts)  # RunInference's batching re-stamps elements; restored below
         row["__published"] = publish_time(msg)
-        row["__raw"] = data if self.image_kw is None or fmt == "json" else \
-            base64.b64encode(data).decode("ascii")
+        row["__raw"] = raw
         yield row
 
 
