@@ -40,6 +40,7 @@ from typing import Optional
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
@@ -50,7 +51,7 @@ from beam_jobs import common
 from inference import model_handler as mh
 from inference.inputs import ServingParser
 from inference.outputs import PredictionBlock
-from preprocessing import parsing
+from preprocessing import fast_csv, parsing
 from preprocessing.schema import Schema
 
 JOB = "batch_predict"
@@ -75,8 +76,11 @@ class BatchPredictOptions(PipelineOptions):
         parser.add_argument("--evaluate_label", help="Label column: write metrics.json "
                             "(RMSE/MAE or accuracy) over the rows that have it.")
         parser.add_argument("--rows_per_chunk", type=int,
-                            help="Rows handed from the reader to parsing at a time "
-                                 "(default: --max_batch_size; one chunk makes one batch).")
+                            help="JSON lines / TFRecord records handed from the reader to "
+                                 "parsing at a time (default: --max_batch_size).")
+        parser.add_argument("--csv_block_mb", type=float, default=2.0,
+                            help="CSV files are read in blocks of this many MB and parsed "
+                                 "column-wise with Arrow; 0: record by record like JSON lines.")
 
 
 OPTION_CLASSES = (common.IOOptions, common.ModelOptions, common.ImageOptions, BatchPredictOptions)
@@ -99,6 +103,8 @@ class JobConfig:
                 raise common.JobError(JOB, f"--{name} is required")
         if o.rows_per_chunk is None:
             o.rows_per_chunk = o.max_batch_size
+        if o.csv_block_mb < 0:
+            raise common.JobError(JOB, "--csv_block_mb must be >= 0")
         if o.min_batch_size < 1 or o.max_batch_size < o.min_batch_size or o.rows_per_chunk < 1:
             raise common.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size and "
                                        "--rows_per_chunk >= 1")
@@ -154,20 +160,22 @@ class JobConfig:
 class ParseInputs(beam.DoFn):
     """Chunks of CSV/JSON/tf.Example records -> (key, row) with typed raw values, or rejects."""
 
-    def __init__(self, schema: Schema, key: Optional[str], passthrough,
-                 max_batch_size: int = 1024):
+    def __init__(self, schema: Schema, key: Optional[str], passthrough):
         self.schema = schema
         self.key_index = schema.names.index(key) if key in schema.names else None
         self.passthrough = list(passthrough)
-        self.max_batch_size = max_batch_size
         self.rows_read = Metrics.counter(JOB, "rows_read")
         self.rejects = {r: Metrics.counter(JOB, f"rejected_{r}") for r in parsing.REASONS}
 
     def setup(self):
         self._serving = ServingParser(self.schema, self.passthrough)
+        self._model_columns = {c.name for c in self.schema.serving_columns()}
 
     def process(self, chunk):
         path, fmt, header, records = chunk
+        if isinstance(records, common.CsvBlock):
+            yield from self._parse_block(path, header, records)
+            return
         if fmt == "csv":
             fields_list = parsing.split_fields([r for _, r in records])
             block, extras = self._serving.parse_csv_block(header, fields_list)
@@ -189,19 +197,50 @@ class ParseInputs(beam.DoFn):
             block = parsing.ColumnBlock([list(c) for c in zip(*rows)] if rows else
                                         [[] for _ in self.schema.names], list(range(len(rows))), [])
         if len(block):
-            yield from self._batches(path, block.columns, extras, sources)
+            yield from self._batch(path, block.columns, extras, sources)
 
-    def _batches(self, path, columns, extras, sources):
+    def _parse_block(self, path, header, block):
+        """A CsvBlock column-wise with Arrow (preprocessing.fast_csv); where that cannot be
+        exact (bad UTF-8, a field spanning lines) or passthrough columns are asked for, its
+        records the row-by-row way."""
+        parser = self._serving._parser(header)
+        fast = None if self.passthrough else fast_csv.parse_block(parser, block.data)
+        if fast is None:
+            decode_errors = []
+            records = block.records(decode_errors)
+            self.rows_read.inc(len(records) + len(decode_errors))
+            for line, raw, err in decode_errors:
+                yield self._reject(path, line, raw, "bad_encoding", err)
+            if records:
+                yield from self.process((path, "csv", header, records))
+            return
+        self.rows_read.inc(fast.records)
+        first = block.first_line
+        for i, e in fast.errors:
+            yield self._reject(path, first + i, fast.lines[i].as_py(), e.reason, e.detail)
+        if not len(fast):
+            return
+        key = self.schema.names[self.key_index] if self.key_index is not None else None
+        # The model takes Python strings; the key stays in Arrow for the output writer.
+        columns = [c.to_pylist() if isinstance(c, pa.Array) and (name != key or
+                                                                name in self._model_columns)
+                   else c for name, c in zip(self.schema.names, fast.columns)]
+        if key is not None and isinstance(fast.columns[self.key_index], pa.Array):
+            columns[self.key_index] = fast.columns[self.key_index]
+        yield from self._batch(path, columns, None,
+                                 mh.LineSources(fast.lines, fast.rows, first))
+
+    def _batch(self, path, columns, extras, sources):
+        """All the chunk's valid rows as one RunInference element (the model handler calls
+        the model on --max_batch_size rows at a time)."""
         keys = self._keys(path, columns, sources)
-        n, size = len(keys), self.max_batch_size
-        for s in range(0, n, size):
-            cols = columns if n <= size else [c[s:s + size] for c in columns]
-            yield mh.RowBatch(tuple(self.schema.names), cols, keys[s:s + size],
-                              None if extras is None else extras[s:s + size], path,
-                              sources[s:s + size])
+        yield mh.RowBatch(tuple(self.schema.names), columns, keys, extras, path, sources)
 
     def _keys(self, path, columns, sources):
         """The key column's values as strings; file:position where a row has none."""
+        if isinstance(sources, mh.LineSources):  # a CsvBlock's rows: keys stay in Arrow
+            return sources.keys(path, None if self.key_index is None
+                                else columns[self.key_index])
         if self.key_index is None:
             return [mh.default_key(path, pos) for pos, _ in sources]
         col = columns[self.key_index]
@@ -410,8 +449,11 @@ class FormatPredictions(beam.DoFn):
         def pick(values):
             if whole:
                 return values
-            return values[res.index] if isinstance(values, np.ndarray) else \
-                [values[i] for i in res.index]
+            if isinstance(values, np.ndarray):
+                return values[res.index]
+            if isinstance(values, pa.Array):
+                return values.take(pa.array(res.index, pa.int64()))
+            return [values[i] for i in res.index]
 
         labels = None
         if self.label and self.label in batch.names:
@@ -481,13 +523,15 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, staging: str):
         batches, read_rejects, parse_rejects = p | "Images" >> ReadImageInputs(cfg)
     else:
         chunks, read_rejects = p | "Read" >> common.ReadChunks(
-            JOB, cfg.patterns, o.rows_per_chunk, o.input_format)
+            JOB, cfg.patterns, o.rows_per_chunk, o.input_format,
+            block_bytes=int(o.csv_block_mb * (1 << 20)) or None)
         parsed = chunks | "Parse" >> beam.ParDo(
-            ParseInputs(cfg.schema, cfg.key, cfg.passthrough, o.max_batch_size)
+            ParseInputs(cfg.schema, cfg.key, cfg.passthrough)
         ).with_outputs("rejects", main="batches")
         batches, parse_rejects = parsed.batches, parsed.rejects
-    # Each element is already a batch of rows (see RowBatch): one model call per element.
-    handler = mh.SavedModelHandler(cfg.model_path, min_batch_size=1, max_batch_size=1)
+    # Each element is already a chunk of rows (see RowBatch), scored --max_batch_size at a time.
+    handler = mh.SavedModelHandler(cfg.model_path, min_batch_size=1, max_batch_size=1,
+                                   rows_per_call=o.max_batch_size)
     results = batches | "RunInference" >> RunInference(handler)
     formatted = results | "Format" >> beam.ParDo(
         FormatPredictions(cfg.label)).with_outputs("rejects", main="predictions")

@@ -52,6 +52,42 @@ class RowBatch:
         return self.columns[self.names.index(name)]
 
 
+class LineSources:
+    """(line number, raw line) of a CSV block's rows, made only when asked for (a dead
+    letter): `rows` index the block's `lines` (an Arrow array), `first` is its first line."""
+
+    __slots__ = ("lines", "rows", "first")
+
+    def __init__(self, lines, rows, first: int):
+        self.lines, self.rows, self.first = lines, rows, first
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return LineSources(self.lines, self.rows[i], self.first)
+        row = int(self.rows[i])
+        return self.first + row, self.lines[row].as_py()
+
+    def keys(self, path: str, key_column=None):
+        """Keys as an Arrow string array: the key column's value, or file:line where the
+        row has none (or there is no key column)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        positions = self.rows + self.first
+        if key_column is not None and not isinstance(key_column, pa.Array):
+            return pa.array([default_key(path, p) if k is None or k == "" else str(k)
+                             for k, p in zip(key_column, positions.tolist())], pa.string())
+        if key_column is not None:
+            missing = pc.fill_null(pc.equal(key_column, ""), True)
+            if not pc.any(missing).as_py():
+                return key_column
+        default = pc.binary_join_element_wise(
+            os.path.basename(path) + ":", pc.cast(pa.array(positions), pa.string()), "")
+        return default if key_column is None else pc.if_else(missing, default, key_column)
+
+
 @dataclass
 class BlockResult:
     """Column-wise model outputs for the rows `index` of a batch (numpy arrays keyed by the
@@ -169,9 +205,12 @@ def _is_newer(candidate: str, current: str) -> bool:
 class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
     def __init__(self, model_dir: str, min_batch_size: int = 1, max_batch_size: int = 512,
                  max_batch_duration_secs: Optional[float] = None,
-                 watch_base: Optional[str] = None, refresh_secs: Optional[float] = None):
-        """`model_dir`: the export to load; `watch_base`/`refresh_secs`: hot reload (above)."""
+                 watch_base: Optional[str] = None, refresh_secs: Optional[float] = None,
+                 rows_per_call: Optional[int] = None):
+        """`model_dir`: the export to load; `watch_base`/`refresh_secs`: hot reload (above);
+        `rows_per_call`: the most rows of a RowBatch one model call takes (None: all)."""
         super().__init__()
+        self._rows_per_call = rows_per_call
         self._path = model_dir
         self._min = min_batch_size
         self._max = max_batch_size
@@ -211,7 +250,8 @@ class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
         model.maybe_refresh()
         snap = model.current
         if batch and isinstance(batch[0], RowBatch):
-            return [PredictionResult(rb, predict_block(snap, rb.names, rb.columns, len(rb)),
+            return [PredictionResult(rb, predict_block(snap, rb.names, rb.columns, len(rb),
+                                                       self._rows_per_call),
                                      snap.version) for rb in batch]
         names = tuple(snap.inputs)
         columns = [[r.get(n) for r in batch] for n in names]
@@ -224,10 +264,17 @@ class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
         return [PredictionResult(r, o, snap.version) for r, o in zip(batch, outs)]
 
 
-def predict_block(model: "_Version", names: Sequence[str], columns: Sequence, n: int) -> BlockResult:
-    """Scores n rows; a failing batch is retried row by row to isolate the bad rows."""
+def predict_block(model: "_Version", names: Sequence[str], columns: Sequence, n: int,
+                  rows_per_call: Optional[int] = None) -> BlockResult:
+    """Scores n rows, at most `rows_per_call` per model call; a failing call is retried row
+    by row to isolate the bad rows."""
     if n == 0:
         return BlockResult({}, [], [])
+    if rows_per_call and n > rows_per_call:
+        parts = [(s, predict_block(model, names, [c[s:s + rows_per_call] for c in columns],
+                                   min(rows_per_call, n - s)))
+                 for s in range(0, n, rows_per_call)]
+        return _concat(parts)
     try:
         return BlockResult(predict(model, names, columns), list(range(n)), [])
     except Exception as e:  # a bad value somewhere: find it row by row
@@ -242,9 +289,24 @@ def predict_block(model: "_Version", names: Sequence[str], columns: Sequence, n:
             index.append(i)
         else:
             rejections.append((i, one.rejections[0][1]))
+    return BlockResult(_concat_outputs(parts), index, rejections)
+
+
+def _concat_outputs(parts: list) -> dict:
     import numpy as np
-    outputs = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {}
-    return BlockResult(outputs, index, rejections)
+    parts = [p for p in parts if p]
+    if len(parts) == 1:
+        return parts[0]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {}
+
+
+def _concat(parts: list) -> BlockResult:
+    """BlockResults of consecutive slices (start, result) as one."""
+    index, rejections = [], []
+    for start, r in parts:
+        index += [start + i for i in r.index]
+        rejections += [(start + i, rej) for i, rej in r.rejections]
+    return BlockResult(_concat_outputs([r.outputs for _, r in parts]), index, rejections)
 
 
 def predict(model: "_Version", names: Sequence[str], columns: Sequence) -> dict:

@@ -8,8 +8,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from inference import model_handler as mh
+from preprocessing.fast_csv import join
 
 _ENCODE = json.JSONEncoder().encode
 # Fields the writer emits itself: a passthrough column with one of these names overrides it.
@@ -31,11 +34,14 @@ class PredictionBlock:
     def __len__(self):
         return len(self.keys)
 
+    def key_list(self) -> list:
+        return self.keys.to_pylist() if isinstance(self.keys, pa.Array) else self.keys
+
     def records(self) -> list:
         out = []
         extras = self.extras or [{}] * len(self.keys)
         labels = self.labels
-        for i, (key, pred) in enumerate(zip(self.keys, mh.output_records(self.outputs))):
+        for i, (key, pred) in enumerate(zip(self.key_list(), mh.output_records(self.outputs))):
             rec = {"key": key}
             rec.update(pred)
             rec["model_version"] = self.version
@@ -49,7 +55,11 @@ class PredictionBlock:
         """The lines json.dumps(record) gives for each of records(), built column-wise."""
         if self.extras and any(_OUTPUT_FIELDS & e.keys() for e in self.extras):
             return "\n".join(json.dumps(r) for r in self.records())  # passthrough overrides
-        cols = [[f'{{"key": {k}' for k in map(json.encoder.encode_basestring_ascii, self.keys)]]
+        if (isinstance(self.keys, pa.Array) and not self.extras and self.labels is None
+                and "predictions" in self.outputs and len(self.keys)):
+            return self._arrow_json_lines()
+        cols = [[f'{{"key": {k}' for k in
+                 map(json.encoder.encode_basestring_ascii, self.key_list())]]
         out = self.outputs
         if "predictions" in out:
             preds = out["predictions"].tolist()
@@ -70,4 +80,33 @@ class PredictionBlock:
         else:
             cols.append(["}"] * len(self.keys))
         return "\n".join(map("".join, zip(*cols)))
+
+
+    def _arrow_json_lines(self) -> str:
+        """json_lines for a regression block with Arrow keys, built by Arrow's string kernels.
+
+        Where Arrow's text is not json.dumps's (a key needing escapes; a float Python writes
+        in exponent form, as an integer-valued `x.0`, or as NaN/Infinity) those values are
+        written by Python."""
+        keys = self.keys
+        if pc.all(pc.match_substring_regex(keys, _PLAIN_KEY)).as_py():
+            key_json = pc.binary_join_element_wise('"', keys, '"', "")
+        else:
+            key_json = pa.array(map(json.encoder.encode_basestring_ascii, keys.to_pylist()),
+                                pa.string())
+        preds = np.asarray(self.outputs["predictions"], dtype=np.float64).reshape(-1)
+        size = np.abs(preds)
+        plain = (size >= 1e-4) & (size < 1e16) & (preds != np.floor(preds))  # NaN: False
+        if plain.all():
+            pred_json = pc.cast(pa.array(preds), pa.string())
+        else:
+            pred_json = pa.array(map(_ENCODE, preds.tolist()), pa.string())
+        lines = pc.binary_join_element_wise(
+            '{"key": ', key_json, ', "prediction": ', pred_json,
+            f', "model_version": {_ENCODE(self.version)}}}', "")
+        return join(lines, "\n").as_py()
+
+
+# Keys json.dumps writes as they are: printable ASCII but '"' and '\\'.
+_PLAIN_KEY = r'^[ !#-\[\]-~]*$'
 

@@ -178,17 +178,7 @@ class RowParser:
                 index.append(i)
             except RowError as e:
                 errors.append((i, e))
-        if extra:
-            for k, col in enumerate(zip(*extra)):
-                base = columns[k]
-                if isinstance(base, np.ndarray) and None not in col:
-                    try:
-                        columns[k] = np.concatenate([base, np.asarray(col, dtype=base.dtype)])
-                        continue
-                    except (OverflowError, ValueError, TypeError):
-                        pass
-                columns[k] = (base.tolist() if isinstance(base, np.ndarray)
-                              else list(base)) + list(col)
+        append_rows(columns, extra)
         return ColumnBlock(columns, index, errors)
 
     def parse_dict(self, obj: dict) -> tuple:
@@ -220,6 +210,25 @@ class ColumnBlock:
     def rows(self) -> List[tuple]:
         cols = [c.tolist() if isinstance(c, np.ndarray) else c for c in self.columns]
         return list(zip(*cols)) if cols else [() for _ in self.index]
+
+
+def append_rows(columns: list, rows: Sequence[tuple]) -> None:
+    """Appends parsed rows to value columns in place, keeping each column's kind (numpy
+    array, Arrow string array) where the new values fit it, else turning it into a list."""
+    for k, col in enumerate(zip(*rows)):
+        base = columns[k]
+        if None not in col:
+            try:
+                if isinstance(base, np.ndarray):
+                    columns[k] = np.concatenate([base, np.asarray(col, dtype=base.dtype)])
+                    continue
+                if isinstance(base, pa.Array):
+                    columns[k] = pa.concat_arrays([base, pa.array(col, base.type)])
+                    continue
+            except (OverflowError, ValueError, TypeError, pa.ArrowException):
+                pass
+        columns[k] = (base.to_pylist() if isinstance(base, pa.Array) else
+                      base.tolist() if isinstance(base, np.ndarray) else list(base)) + list(col)
 
 
 def _convert_column(texts: List[str], dtype: str, is_datetime: bool):
