@@ -1,0 +1,187 @@
+"""fast_csv (the batch job's Arrow CSV path) against the row-by-row path it must equal, and
+the Arrow-built JSON lines against json.dumps."""
+import csv
+import datetime
+import json
+import math
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from inference.inputs import ServingParser
+from inference.outputs import PredictionBlock
+from preprocessing import TAXI_SPEC, fast_csv, parsing
+from preprocessing.datagen import generate_rows
+from preprocessing.schema import Schema, looks_like_datetime
+
+SCHEMA = Schema.load(TAXI_SPEC)
+HEADER = tuple(c.name for c in SCHEMA.columns)
+PARSER = ServingParser(SCHEMA)._parser(HEADER)  # label and key optional, as at serving
+# Field values a mutation puts in: forms float()/int()/strip()/the datetime check read in
+# ways Arrow alone would not (or would read differently), and plain good ones.
+ODD_VALUES = [
+    "", " ", " 1.5", "1.5 ", "\u00a01.5", "\u20031", "\x1c2", "nan", "inf", "-inf", "1e400",
+    "nan(1)", "1_0", "0x10", "3.0", "+5", "007", "1e5", ".5", "5.", "+.5e-3", "\u0661\u0662",
+    "99999999999999999999", "-0", "abc", '"q"', '"a""b"', '"a"b', "2025-02-29 10:00:00",
+    "2024-02-29 10:00:00", "2025-13-01 00:00:00", "2025-01-01 24:00:00",
+    "2025-01-01T10:00:00", "0000-01-01 00:00:00", "2025-01-01 00:00:60", "2025-1-01 00:00:00",
+    " 2025-01-01 00:00:00 UTC ", "\u00e9", "x\u2028", "2025-01-01 00:00:00", "1,5", "12",
+    "-3", "1.5e-320", "0.0001", "1.000000000000000000000000001", "\u0662025-01-01 00:00:00",
+]
+
+
+def _mutated_lines(rng, n, odd_quotes):
+    rows = [fields for fields, _ in generate_rows(n, seed=rng.randrange(10**6),
+                                                  dirty_fraction=0.05)]
+    values = ODD_VALUES + (['a"b'] if odd_quotes else [])
+    lines = []
+    for fields in rows:
+        fields = list(fields)
+        if rng.random() < 0.3:
+            fields[rng.randrange(len(fields))] = rng.choice(values)
+            r = rng.random()
+            if r < 0.04:
+                fields.append("x")
+            elif r < 0.08:
+                fields.pop()
+        text = []
+        for f in fields:  # quote what needs it, and sometimes what does not
+            if ('"' in f or "," in f) and not f.startswith('"') or rng.random() < 0.05:
+                text.append('"' + f.replace('"', '""') + '"' if rng.random() < 0.7 else f)
+            else:
+                text.append(f)
+        lines.append(",".join(text))
+    if rng.random() < 0.3:
+        lines.insert(rng.randrange(len(lines)), "")
+    if odd_quotes and rng.random() < 0.3:
+        lines.insert(rng.randrange(len(lines)), '"spans,lines')
+    if rng.random() < 0.2:
+        lines = [line + "\r" for line in lines]
+    return lines
+
+
+def _row_by_row(data: bytes):
+    """What the reader + split_fields + RowParser.parse give: the reference."""
+    lines = [line + "\n" for line in data.decode("utf-8").split("\n")]
+    if data.endswith(b"\n"):
+        lines = lines[:-1]
+    records = list(parsing.iter_csv_records(lines))
+    good, bad = {}, {}
+    for (pos, raw), fields in zip(records, parsing.split_fields([r for _, r in records])):
+        try:
+            good[pos] = PARSER.parse(fields)
+        except parsing.RowError as e:
+            bad[pos] = (e.reason, e.detail, raw)
+    return good, bad, len(records)
+
+
+def _fast(data: bytes):
+    block = fast_csv.parse_block(PARSER, data)
+    if block is None:
+        return None
+    cols = [c.to_pylist() if isinstance(c, pa.Array) else
+            c.tolist() if isinstance(c, np.ndarray) else c for c in block.columns]
+    good = {int(i) + 1: tuple(v) for i, v in zip(block.rows.tolist(), zip(*cols))}
+    bad = {i + 1: (e.reason, e.detail, block.lines[i].as_py()) for i, e in block.errors}
+    return good, bad, block.records
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_block_parse_equals_the_row_by_row_path(seed):
+    rng = random.Random(seed)
+    for _ in range(40):
+        lines = _mutated_lines(rng, 150, odd_quotes=False)
+        data = ("\n".join(lines) + ("\n" if rng.random() < 0.7 else "")).encode("utf-8")
+        got = _fast(data)
+        assert got is not None  # no field spans lines: the fast path takes the block
+        want = _row_by_row(data)
+        assert got[2] == want[2]
+        assert got[1] == want[1]
+        assert got[0].keys() == want[0].keys()
+        for pos, values in want[0].items():
+            assert got[0][pos] == values, (pos, lines[pos - 1])
+
+
+def test_blocks_with_fields_spanning_lines_or_bad_utf8_are_left_to_the_row_path():
+    rng = random.Random(7)
+    declined = 0
+    for _ in range(40):
+        data = "\n".join(_mutated_lines(rng, 100, odd_quotes=True)).encode("utf-8")
+        got = _fast(data)
+        if got is None:
+            declined += 1
+        else:  # even where odd-quote lines are absent or balanced, it is exact
+            assert got == _row_by_row(data)
+    assert declined > 0
+    assert _fast(b"k1,2025-01-01 00:00:00,1,2,3,4,1,Cash,C,5\n\xff\xfe,x\n") is None
+    assert _fast(b'k1,"2025-01-01\n00:00:00",1,2,3,4,1,Cash,C,5\n') is None
+
+
+def test_numbers_arrow_reads_are_the_ones_python_reads():
+    rng = random.Random(3)
+    alphabet = "0123456789+-.eE_ xn"
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 9)))
+             for _ in range(3000)] + ODD_VALUES
+    base = "k,2025-01-01 00:00:00,{f},2,3,4,{i},Cash,C,5"
+    lines = [base.format(f=t, i=1) for t in texts if "," not in t and '"' not in t]
+    lines += [base.format(f=1, i=t) for t in texts if "," not in t and '"' not in t]
+    data = "\n".join(lines).encode("utf-8")
+    got, want = _fast(data), _row_by_row(data)
+    assert got == want
+    assert len(want[0]) > 300 and len(want[1]) > 300  # both kinds well represented
+
+
+def test_vectorised_datetime_check_is_looks_like_datetime():
+    rng = random.Random(5)
+    texts = []
+    for _ in range(5000):
+        y, mo, d = rng.randrange(0, 2500), rng.randrange(0, 14), rng.randrange(0, 33)
+        h, mi, s = rng.randrange(0, 26), rng.randrange(0, 62), rng.randrange(0, 62)
+        sep = rng.choice(" T ")
+        texts.append(f"{y:04d}-{mo:02d}-{d:02d}{sep}{h:02d}:{mi:02d}:{s:02d}"
+                     + rng.choice(["", " UTC", "Z", ".5"]))
+    texts += ["2024-02-29 00:00:00", "1900-02-29 00:00:00", "2000-02-29 00:00:00", "x", "",
+              "2025-01-01", "\u0662025-01-01 00:00:00"]
+    got = fast_csv._datetime_ok(pa.array(texts)).tolist()
+    assert got == [looks_like_datetime(t) for t in texts]
+    assert sum(got) > 1000
+
+
+def _records(block):
+    return [json.dumps(r) for r in block.records()]
+
+
+def test_arrow_json_lines_are_json_dumps():
+    rng = np.random.default_rng(11)
+    n = 4000
+    preds = np.concatenate([
+        rng.uniform(-60, 60, n), 10.0 ** rng.uniform(-8, 20, n) * rng.choice([-1, 1], n),
+        np.round(rng.uniform(-100, 100, 200)), [0.0, -0.0, 1e-4, 1e16, 9.999e15, 1e-5,
+                                                math.nan, math.inf, -math.inf]]).astype(np.float32)
+    keys = [f"trip-{i:08d}" for i in range(len(preds))]
+    plain = np.isfinite(preds) & (np.abs(preds) > 1e-4) & (preds != np.floor(preds))
+    odd = [np.array(v, dtype=np.float32) for v in
+           ([14.0, -3.0], [0.0], [2e-5, -1e-6], [1e17, -3e20], [math.nan], [math.inf])]
+    for outputs in [{"predictions": preds[plain]}] + [  # all written by Arrow, then
+            {"predictions": np.concatenate([preds[plain][:100], v])} for v in odd]:
+        k = pa.array(keys[:len(outputs["predictions"])])
+        block = PredictionBlock(k, outputs, "1795323218")
+        assert block.json_lines().split("\n") == _records(block)
+    odd_keys = pa.array(['a"b', "back\\slash", "\u00e9t\u00e9", "tab\there", "plain", ""])
+    block = PredictionBlock(odd_keys, {"predictions": np.arange(6, dtype=np.float32) + 0.5},
+                            "v1")
+    assert block.json_lines().split("\n") == _records(block)
+
+
+def test_block_keys_fall_back_to_file_and_line(tmp_path):
+    from inference.model_handler import LineSources
+    data = b"k1,2025-01-01 00:00:00,1,2,3,4,1,Cash,C,5\n,2025-01-01 00:00:00,1,2,3,4,1,Cash,C,5\n"
+    block = fast_csv.parse_block(PARSER, data)
+    sources = LineSources(block.lines, block.rows, 10)
+    key_col = block.columns[HEADER.index("key")]
+    keys = sources.keys("gs://b/in/x.csv", key_col).to_pylist()
+    assert sorted(keys) == ["k1", "x.csv:11"]
+    assert sources.keys("x.csv").to_pylist() == [f"x.csv:{10 + i}" for i in block.rows]
+    assert sources[0] == (10 + int(block.rows[0]), block.lines[int(block.rows[0])].as_py())
