@@ -372,7 +372,7 @@ class _ReadChunks(beam.DoFn):
         if header is None:
             logging.warning("%s: %s is empty (no header row)", self.job, path)
             return
-        line, carry, done, started = counted.lines + 1, b"", 0, time.time()
+        line, carry, done, blocks, started = counted.lines + 1, b"", 0, 0, time.time()
         while True:
             data = f.read(self.block_bytes)
             if not data:
@@ -385,8 +385,8 @@ class _ReadChunks(beam.DoFn):
             yield (path, "csv", header, CsvBlock(line, data[:cut]))
             line += data.count(b"\n", 0, cut)
             carry = data[cut:]
-            done += cut
-            if done // self.block_bytes % 25 == 0:
+            done, blocks = done + cut, blocks + 1
+            if blocks % 25 == 0:
                 logging.info("%s: read %.0f MB of %s (%.1f MB/s)", self.job, done / 1e6, path,
                              done / 1e6 / max(time.time() - started, 1e-9))
         if carry:

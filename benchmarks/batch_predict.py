@@ -9,7 +9,8 @@ output in a fresh process, as a user runs it. Two job figures:
               construction, model load: about 5 s here, paid once per run / per worker)
   steady      the marginal rate once running: (rows - small) / (wall - wall on `--small`
               rows), i.e. the throughput a long job settles at
-Swept over batch sizes. Target: job >= 0.7x the bare loop.
+Swept over batch sizes, and over --csv_block_mb (CSV read in blocks and parsed column-wise
+with Arrow, or 0: record by record). Target: job >= 0.7x the bare loop.
 
     python benchmarks/batch_predict.py --rows 1000000
     python benchmarks/batch_predict.py --model_dir out/job/export --rows 1000000 --workers 1,2
@@ -62,11 +63,13 @@ def bare_loop(model_dir: str, csv_path: str, batch_size: int) -> tuple:
     return n, time.perf_counter() - t
 
 
-def run_job(model_dir: str, csv_path: str, out: str, batch_size: int, workers: int) -> float:
+def run_job(model_dir: str, csv_path: str, out: str, batch_size: int, workers: int,
+            block_mb: str) -> float:
     from benchmarks._jobs import time_job
     return time_job("beam_jobs.batch_predict", [
         "--model_dir", model_dir, "--input", csv_path, "--output", out,
-        "--min_batch_size", str(batch_size), "--max_batch_size", str(batch_size)], workers)
+        "--min_batch_size", str(batch_size), "--max_batch_size", str(batch_size),
+        "--csv_block_mb", block_mb], workers)
 
 
 def main(argv=None):
@@ -77,6 +80,8 @@ def main(argv=None):
     ap.add_argument("--model_dir", help="An export dir (default: train a small one first).")
     ap.add_argument("--batch_sizes", default="256,1024,4096")
     ap.add_argument("--workers", default="1,2", help="DirectRunner worker processes to try.")
+    ap.add_argument("--csv_block_mb", default="2,0",
+                    help="The job's --csv_block_mb values to try (0: record by record).")
     args = ap.parse_args(argv)
     from preprocessing.datagen import write_csv
 
@@ -89,18 +94,21 @@ def main(argv=None):
     write_csv(small_path, args.small, seed=9, dirty_fraction=0.0)
     workers = [int(w) for w in args.workers.split(",")]
     print(f"rows: {args.rows}; cores: {os.cpu_count()}")
-    print(f"{'batch':>6}{'bare rows/s':>13}{'workers':>8}{'job s':>8}{'end-to-end':>12}"
-          f"{'ratio':>7}{'steady':>10}{'ratio':>7}")
+    print(f"{'batch':>6}{'bare rows/s':>13}{'block MB':>9}{'workers':>8}{'job s':>8}"
+          f"{'end-to-end':>12}{'ratio':>7}{'steady':>10}{'ratio':>7}")
     for bs in [int(b) for b in args.batch_sizes.split(",")]:
         n, bare_s = bare_loop(model_dir, csv_path, bs)
         bare = n / bare_s
-        for w in workers:
-            small_s = run_job(model_dir, small_path, os.path.join(tmp, f"small{bs}_{w}"), bs, w)
-            job_s = run_job(model_dir, csv_path, os.path.join(tmp, f"out{bs}_{w}"), bs, w)
-            e2e = args.rows / job_s
-            steady = (args.rows - args.small) / max(job_s - small_s, 1e-9)
-            print(f"{bs:>6}{bare:>13.0f}{w:>8}{job_s:>8.1f}{e2e:>12.0f}{e2e / bare:>7.2f}"
-                  f"{steady:>10.0f}{steady / bare:>7.2f}", flush=True)
+        for mb in args.csv_block_mb.split(","):
+            for w in workers:
+                tag = f"{bs}_{mb}_{w}"
+                small_s = run_job(model_dir, small_path, os.path.join(tmp, "small" + tag), bs,
+                                  w, mb)
+                job_s = run_job(model_dir, csv_path, os.path.join(tmp, "out" + tag), bs, w, mb)
+                e2e = args.rows / job_s
+                steady = (args.rows - args.small) / max(job_s - small_s, 1e-9)
+                print(f"{bs:>6}{bare:>13.0f}{mb:>9}{w:>8}{job_s:>8.1f}{e2e:>12.0f}"
+                      f"{e2e / bare:>7.2f}{steady:>10.0f}{steady / bare:>7.2f}", flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
 
 
