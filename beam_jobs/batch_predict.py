@@ -220,15 +220,11 @@ class ParseInputs(beam.DoFn):
             yield self._reject(path, first + i, fast.lines[i].as_py(), e.reason, e.detail)
         if not len(fast):
             return
-        key = self.schema.names[self.key_index] if self.key_index is not None else None
-        # The model takes Python strings; the key stays in Arrow for the output writer.
-        columns = [c.to_pylist() if isinstance(c, pa.Array) and (name != key or
-                                                                name in self._model_columns)
-                   else c for name, c in zip(self.schema.names, fast.columns)]
-        if key is not None and isinstance(fast.columns[self.key_index], pa.Array):
-            columns[self.key_index] = fast.columns[self.key_index]
-        yield from self._batch(path, columns, None,
-                                 mh.LineSources(fast.lines, fast.rows, first))
+        # The model takes Python strings; a key it does not read stays in Arrow for the writer.
+        columns = [c.to_pylist() if isinstance(c, pa.Array) and (
+                       i != self.key_index or name in self._model_columns) else c
+                   for i, (name, c) in enumerate(zip(self.schema.names, fast.columns))]
+        yield from self._batch(path, columns, None, mh.LineSources(fast.lines, fast.rows, first))
 
     def _batch(self, path, columns, extras, sources):
         """All the chunk's valid rows as one RunInference element (the model handler calls

@@ -282,7 +282,9 @@ class CsvBlock:
 
 def _block_cut(data: bytes) -> int:
     """Length of the longest prefix of `data` (which starts at a record boundary) that ends
-    at a record boundary: a newline after an even number of quotes; 0 if none is found."""
+    at a record boundary: a newline after an even number of quotes; 0 if none is found.
+    (Quotes are counted in bytes: only a line that is not UTF-8 and holds an odd number of
+    quotes could make this differ from read_records, which reads such a line as empty.)"""
     end = data.rfind(b"\n")
     for _ in range(64):  # a quoted field spanning many lines: read on, the cut comes later
         if end < 0:
