@@ -241,8 +241,7 @@ class ParseInputs(beam.DoFn):
             return [mh.default_key(path, pos) for pos, _ in sources]
         col = columns[self.key_index]
         col = col.tolist() if hasattr(col, "tolist") else col
-        return [mh.default_key(path, pos) if k is None or k == "" else str(k)
-                for k, (pos, _) in zip(col, sources)]
+        return mh.keys_or_default(path, col, [pos for pos, _ in sources])
 
     def _parse_records(self, path, fmt, records):
         """JSON lines and tf.Examples, row by row: (values, extra, (pos, raw)) or a reject."""

@@ -77,8 +77,7 @@ class LineSources:
         import pyarrow.compute as pc
         positions = self.rows + self.first
         if key_column is not None and not isinstance(key_column, pa.Array):
-            return pa.array([default_key(path, p) if k is None or k == "" else str(k)
-                             for k, p in zip(key_column, positions.tolist())], pa.string())
+            return pa.array(keys_or_default(path, key_column, positions.tolist()), pa.string())
         if key_column is not None:
             missing = pc.fill_null(pc.equal(key_column, ""), True)
             if not pc.any(missing).as_py():
@@ -342,3 +341,9 @@ def _short(e: Exception) -> str:
 
 def default_key(path: str, position) -> str:
     return f"{os.path.basename(path)}:{position}"
+
+
+def keys_or_default(path: str, values, positions) -> list:
+    """Key values as strings, file:position (default_key) where a row has none."""
+    return [default_key(path, p) if k is None or k == "" else str(k)
+            for k, p in zip(values, positions)]

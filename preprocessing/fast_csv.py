@@ -202,8 +202,8 @@ def _with_slow_rows(parser, lines, columns, rows, slow, records) -> FastBlock:
     """Parses the `slow` lines one by one and appends their valid rows after the fast ones."""
     errors: List[tuple] = []
     extra, extra_rows = [], []
-    for i in slow.tolist():
-        fields = split_fields([lines[i].as_py()])[0]
+    slow = slow.tolist()
+    for i, fields in zip(slow, split_fields([lines[i].as_py() for i in slow])):
         try:
             extra.append(parser.parse(fields))
             extra_rows.append(i)

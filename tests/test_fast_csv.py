@@ -1,7 +1,5 @@
 """fast_csv (the batch job's Arrow CSV path) against the row-by-row path it must equal, and
 the Arrow-built JSON lines against json.dumps."""
-import csv
-import datetime
 import json
 import math
 import random
