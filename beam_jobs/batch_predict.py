@@ -169,7 +169,6 @@ class ParseInputs(beam.DoFn):
 
     def setup(self):
         self._serving = ServingParser(self.schema, self.passthrough)
-        self._model_columns = {c.name for c in self.schema.serving_columns()}
 
     def process(self, chunk):
         path, fmt, header, records = chunk
@@ -220,11 +219,10 @@ class ParseInputs(beam.DoFn):
             yield self._reject(path, first + i, fast.lines[i].as_py(), e.reason, e.detail)
         if not len(fast):
             return
-        # The model takes Python strings; a key it does not read stays in Arrow for the writer.
-        columns = [c.to_pylist() if isinstance(c, pa.Array) and (
-                       i != self.key_index or name in self._model_columns) else c
-                   for i, (name, c) in enumerate(zip(self.schema.names, fast.columns))]
-        yield from self._batch(path, columns, None, mh.LineSources(fast.lines, fast.rows, first))
+        # Columns stay numpy / Arrow (cheap to hand on and to size): the model handler turns
+        # them into tensors --max_batch_size rows at a time.
+        yield from self._batch(path, fast.columns, None,
+                               mh.LineSources(fast.lines, fast.rows, first))
 
     def _batch(self, path, columns, extras, sources):
         """All the chunk's valid rows as one RunInference element (the model handler calls

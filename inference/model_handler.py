@@ -317,8 +317,10 @@ def predict(model: "_Version", names: Sequence[str], columns: Sequence) -> dict:
         if name not in index:
             raise ValueError(f"model input '{name}' is not among the row's columns")
         col = columns[index[name]]
-        if isinstance(col, (list, tuple)) and None in col:
+        if isinstance(col, (list, tuple)) and None in col or getattr(col, "null_count", 0):
             raise ValueError(f"missing value for model input '{name}'")
+        if hasattr(col, "to_pylist"):  # an Arrow array (a CSV block's column)
+            col = col.to_pylist() if dtype == tf.string else col.to_numpy(zero_copy_only=False)
         tensors[name] = tf.constant(col, dtype=dtype)
     return {k: v.numpy() for k, v in model.fn(**tensors).items()}
 
