@@ -11,6 +11,7 @@ from typing import Iterable, List, Optional, Sequence
 
 import apache_beam as beam
 from apache_beam.io import fileio
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
@@ -262,22 +263,48 @@ def read_records(f, fmt: str, decode_errors: list, first_line: int = 1):
 
 
 class CsvBlock:
-    """Raw bytes of whole CSV records from one file, starting at line `first_line`: what the
-    reader emits in block mode, so that splitting, decoding and parsing happen in the
-    (parallel) parse step, column-wise (preprocessing.fast_csv)."""
+    """Whole CSV records from one file, starting at line `first_line`: what the reader emits
+    in block mode, so that splitting, decoding and parsing happen in the (parallel) parse
+    step, column-wise (preprocessing.fast_csv). Either the raw bytes themselves (compressed
+    files), or where they lie (`path`, byte `start` to `end` of an uncompressed file): the
+    parse step then reads them itself and the data never goes through the shuffle."""
 
-    __slots__ = ("first_line", "data")
+    __slots__ = ("first_line", "_data", "path", "start", "end")
 
-    def __init__(self, first_line: int, data: bytes):
-        self.first_line, self.data = first_line, data
+    def __init__(self, first_line: int, data: Optional[bytes] = None, path: Optional[str] = None,
+                 start: int = 0, end: int = 0):
+        self.first_line, self._data = first_line, data
+        self.path, self.start, self.end = path, start, end
 
     def __reduce__(self):
-        return CsvBlock, (self.first_line, self.data)
+        return CsvBlock, (self.first_line, self._data, self.path, self.start, self.end)
+
+    @property
+    def data(self) -> bytes:
+        if self._data is None:
+            self._data = read_range(self.path, self.start, self.end)
+        return self._data
 
     def records(self, decode_errors: list):
         """The block's records the row-by-row way (as `read_records` reads a file)."""
         import io
         return list(read_records(io.BytesIO(self.data), "csv", decode_errors, self.first_line))
+
+
+def read_range(path: str, start: int, end: int) -> bytes:
+    """Bytes [start, end) of an uncompressed file (any Beam filesystem); an error, not a
+    short block, if the file no longer holds them (it changed since it was scanned)."""
+    parts, want = [], end - start
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.seek(start)
+        while want:
+            part = f.read(want)
+            if not part:
+                raise IOError(f"{path} changed while it was read: {end - start} bytes were "
+                              f"expected at offset {start}, the file ends sooner")
+            parts.append(part)
+            want -= len(part)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _block_cut(data: bytes) -> int:
@@ -296,14 +323,17 @@ def _block_cut(data: bytes) -> int:
 
 
 class _LineCounter:
-    """A binary file's readline(), counting the lines read."""
+    """A binary file's readline(), counting the lines and bytes read."""
 
     def __init__(self, f):
         self.f, self.lines = f, 0
 
+        self.bytes = 0
+
     def readline(self):
         line = self.f.readline()
         self.lines += bool(line)
+        self.bytes += len(line)
         return line
 
 
@@ -314,7 +344,9 @@ class _ReadChunks(beam.DoFn):
     jsonl: one text line each; tfrecord: serialized records, numbered from 1. Reading a whole
     file in one DoFn gives exact positions for dead letters; a Reshuffle after it spreads the
     chunks over workers. With `block_bytes`, a CSV file's records after the header come as
-    CsvBlocks of about that many bytes instead (counted as rows where they are parsed).
+    CsvBlocks of about that many bytes instead (counted as rows where they are parsed); for
+    an uncompressed file these are byte ranges, so the file is only scanned here (for record
+    boundaries and line numbers) and each parse step reads its own block.
     """
 
     def __init__(self, job: str, chunk_rows: int, fmt: str = "csv",
@@ -374,6 +406,15 @@ class _ReadChunks(beam.DoFn):
         if header is None:
             logging.warning("%s: %s is empty (no header row)", self.job, path)
             return
+        # An uncompressed file is only scanned here: its blocks go on as byte ranges.
+        ranges = CompressionTypes.detect_compression_type(path) == CompressionTypes.UNCOMPRESSED
+        start = counted.bytes
+
+        def block(line, data, cut):
+            if ranges:
+                return CsvBlock(line, None, path, start, start + cut)
+            return CsvBlock(line, data[:cut])
+
         line, carry, done, blocks, started = counted.lines + 1, b"", 0, 0, time.time()
         while True:
             data = f.read(self.block_bytes)
@@ -384,15 +425,16 @@ class _ReadChunks(beam.DoFn):
             if cut == 0:
                 carry = data
                 continue
-            yield (path, "csv", header, CsvBlock(line, data[:cut]))
+            yield (path, "csv", header, block(line, data, cut))
             line += data.count(b"\n", 0, cut)
             carry = data[cut:]
+            start += cut
             done, blocks = done + cut, blocks + 1
             if blocks % 25 == 0:
                 logging.info("%s: read %.0f MB of %s (%.1f MB/s)", self.job, done / 1e6, path,
                              done / 1e6 / max(time.time() - started, 1e-9))
         if carry:
-            yield (path, "csv", header, CsvBlock(line, carry))
+            yield (path, "csv", header, block(line, carry, len(carry)))
         logging.info("%s: finished reading %s: %d lines", self.job, path, line - 1)
 
     def _encoding_reject(self, path, line_no, raw, err):

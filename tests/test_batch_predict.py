@@ -284,3 +284,31 @@ def test_csv_blocks_give_what_record_by_record_reading_gives(trained, taxi_csv, 
     assert [k for k, _ in preds1] == [k for k, _ in preds0]
     for (_, a), (_, b) in zip(preds0, preds1):  # batches differ: float32 kernels may round
         assert b == pytest.approx(a, rel=1e-5, abs=1e-5)  # differently
+
+
+def test_uncompressed_csv_blocks_travel_as_byte_ranges(tmp_path):
+    """The reader only scans an uncompressed file: its blocks carry (path, start, end), the
+    parse step reads the bytes; together they are the file after the header, and a file that
+    shrank since the scan is an error, not a short block."""
+    import pickle
+    from apache_beam.io.filesystem import FileMetadata
+    from apache_beam.io import fileio
+    from beam_jobs import common
+    body = b"".join(b'k%d,"a\nb",%d\r\n' % (i, i) for i in range(300))
+    path = tmp_path / "x.csv"
+    head = b'key,"two\nline header",v\n'
+    path.write_bytes(head + body)
+    reader = common._ReadChunks("t", 100, "csv", block_bytes=500)
+    out = list(reader.process(fileio.ReadableFile(FileMetadata(str(path), 0))))
+    blocks = [b for _, _, header, b in out]
+    assert out[0][2] == ("key", "two\nline header", "v")
+    assert len(blocks) > 5 and all(len(pickle.dumps(b)) < 200 for b in blocks)
+    assert blocks[0].start == len(head) and blocks[-1].end == len(head) + len(body)
+    assert [b.start for b in blocks[1:]] == [b.end for b in blocks[:-1]]
+    data = [pickle.loads(pickle.dumps(b)).data for b in blocks]
+    assert b"".join(data) == body and all(d.endswith(b"\r\n") for d in data)
+    assert [b.first_line for b in blocks] == [3 + body[:b.start - len(head)].count(b"\n")
+                                              for b in blocks]
+    path.write_bytes(body[:100])
+    with pytest.raises(IOError, match="changed while it was read"):
+        pickle.loads(pickle.dumps(blocks[-1])).data
