@@ -31,6 +31,7 @@ On Dataflow:
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import logging
 import math
@@ -221,8 +222,10 @@ class ParseInputs(beam.DoFn):
             return
         # Columns stay numpy / Arrow (cheap to hand on and to size): the model handler turns
         # them into tensors --max_batch_size rows at a time.
-        yield from self._batch(path, fast.columns, None,
-                               mh.LineSources(fast.lines, fast.rows, first))
+        lines = fast.lines
+        if block.path is not None:  # a byte range: the raw lines can be read again if needed
+            lines = functools.partial(common.block_lines, block.path, block.start, block.end)
+        yield from self._batch(path, fast.columns, None, mh.LineSources(lines, fast.rows, first))
 
     def _batch(self, path, columns, extras, sources):
         """All the chunk's valid rows as one RunInference element (the model handler calls

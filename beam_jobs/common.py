@@ -1,6 +1,7 @@
 """PTransforms and helpers shared by the Beam jobs: CSV reading, dead letters, outputs, summaries."""
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -305,6 +306,13 @@ def read_range(path: str, start: int, end: int) -> bytes:
             parts.append(part)
             want -= len(part)
     return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+# Not in a job module: the job may run as __main__, which workers cannot import from.
+@functools.lru_cache(maxsize=2)  # a block's rejected rows ask one after another
+def block_lines(path: str, start: int, end: int) -> list:
+    """A byte range's lines (bytes, split at newlines), read again from the file."""
+    return read_range(path, start, end).split(b"\n")
 
 
 def _block_cut(data: bytes) -> int:

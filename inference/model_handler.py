@@ -54,7 +54,9 @@ class RowBatch:
 
 class LineSources:
     """(line number, raw line) of a CSV block's rows, made only when asked for (a dead
-    letter): `rows` index the block's `lines` (an Arrow array), `first` is its first line."""
+    letter): `rows` index the block's lines, `first` is its first line. `lines` is an Arrow
+    array of them, or a callable that gives them (bytes split at newlines, re-read from
+    the file): then the batch does not carry the block's text along."""
 
     __slots__ = ("lines", "rows", "first")
 
@@ -68,6 +70,9 @@ class LineSources:
         if isinstance(i, slice):
             return LineSources(self.lines, self.rows[i], self.first)
         row = int(self.rows[i])
+        if callable(self.lines):
+            # As fast_csv made its lines: split at "\n", trailing "\r"s stripped.
+            return self.first + row, self.lines()[row].rstrip(b"\r").decode("utf-8")
         return self.first + row, self.lines[row].as_py()
 
     def keys(self, path: str, key_column=None):

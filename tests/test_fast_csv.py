@@ -183,3 +183,22 @@ def test_block_keys_fall_back_to_file_and_line(tmp_path):
     assert sorted(keys) == ["k1", "x.csv:11"]
     assert sources.keys("x.csv").to_pylist() == [f"x.csv:{10 + i}" for i in block.rows]
     assert sources[0] == (10 + int(block.rows[0]), block.lines[int(block.rows[0])].as_py())
+
+
+def test_block_sources_read_again_from_the_file_give_the_same_lines(tmp_path):
+    """A byte-range block's sources re-read its raw lines (dead letters of rows the model
+    rejects) rather than carry them: the same text as the parsed block's lines."""
+    import functools
+    from beam_jobs.common import block_lines
+    from inference.model_handler import LineSources
+    rows = [b"k%d,2025-01-01 00:00:00,1,2,3,4,%d,Cash,C\xc3\xa9,5" % (i, i) for i in range(40)]
+    data = b"\r\n".join(rows[:20]) + b"\n\n" + b"\n".join(rows[20:]) + b"\r\r\n"
+    path = tmp_path / "x.csv"
+    path.write_bytes(b"head\n" + data)
+    block = fast_csv.parse_block(PARSER, data)
+    assert len(block) == 40
+    held = LineSources(block.lines, block.rows, 2)
+    again = LineSources(functools.partial(block_lines, str(path), 5, 5 + len(data)),
+                        block.rows, 2)
+    assert [again[i] for i in range(40)] == [held[i] for i in range(40)]
+    assert again[0:3][2] == held[2] and again[39][1].endswith("Cé,5")
