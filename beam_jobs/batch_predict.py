@@ -537,7 +537,7 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, staging: str):
     prefix = FileSystems.join(staging, "predictions")
     if o.output_format in ("jsonl", "both"):
         # One text element per batch (lines joined): the sink adds the final newline.
-        _ = (preds | "ToJson" >> beam.Map(PredictionBlock.json_lines)
+        _ = (preds | "ToJson" >> beam.Map(PredictionBlock.json_bytes)
              | "WriteJsonl" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl"))
     if o.output_format in ("csv", "both"):
         columns = (["key"] + (["prediction"] if cfg.schema.task == "regression"

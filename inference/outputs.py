@@ -51,13 +51,22 @@ class PredictionBlock:
             out.append(rec)
         return out
 
+    def json_bytes(self) -> bytes:
+        """json_lines() as UTF-8 (what the text sink writes): Arrow's text as it is."""
+        if self._arrow_ok():
+            return self._arrow_json_lines()
+        return self.json_lines().encode("utf-8")
+
+    def _arrow_ok(self) -> bool:
+        return (isinstance(self.keys, pa.Array) and not self.extras and self.labels is None
+                and "predictions" in self.outputs and len(self.keys) > 0)
+
     def json_lines(self) -> str:
         """The lines json.dumps(record) gives for each of records(), built column-wise."""
         if self.extras and any(_OUTPUT_FIELDS & e.keys() for e in self.extras):
             return "\n".join(json.dumps(r) for r in self.records())  # passthrough overrides
-        if (isinstance(self.keys, pa.Array) and not self.extras and self.labels is None
-                and "predictions" in self.outputs and len(self.keys)):
-            return self._arrow_json_lines()
+        if self._arrow_ok():
+            return self._arrow_json_lines().decode("utf-8")
         cols = [[f'{{"key": {k}' for k in
                  map(json.encoder.encode_basestring_ascii, self.key_list())]]
         out = self.outputs
@@ -82,7 +91,7 @@ class PredictionBlock:
         return "\n".join(map("".join, zip(*cols)))
 
 
-    def _arrow_json_lines(self) -> str:
+    def _arrow_json_lines(self) -> bytes:
         """json_lines for a regression block with Arrow keys, built by Arrow's string kernels.
 
         Where Arrow's text is not json.dumps's (a key needing escapes; a float Python writes
@@ -90,10 +99,11 @@ class PredictionBlock:
         written by Python."""
         keys = self.keys
         if pc.all(pc.match_substring_regex(keys, _PLAIN_KEY)).as_py():
-            key_json = pc.binary_join_element_wise('"', keys, '"', "")
+            head, key_json = '{"key": "', [keys, '", "prediction": ']
         else:
-            key_json = pa.array(map(json.encoder.encode_basestring_ascii, keys.to_pylist()),
-                                pa.string())
+            head, key_json = '{"key": ', [pa.array(map(json.encoder.encode_basestring_ascii,
+                                                       keys.to_pylist()), pa.string()),
+                                          ', "prediction": ']
         preds = np.asarray(self.outputs["predictions"], dtype=np.float64).reshape(-1)
         size = np.abs(preds)
         plain = (size >= 1e-4) & (size < 1e16) & (preds != np.floor(preds))  # NaN: False
@@ -101,10 +111,14 @@ class PredictionBlock:
             pred_json = pc.cast(pa.array(preds), pa.string())
         else:
             pred_json = pa.array(map(_ENCODE, preds.tolist()), pa.string())
+        # Each line ends in "\n": the lines' data buffer is then the whole text, as it is.
         lines = pc.binary_join_element_wise(
-            '{"key": ', key_json, ', "prediction": ', pred_json,
-            f', "model_version": {_ENCODE(self.version)}}}', "")
-        return join(lines, "\n").as_py()
+            head, *key_json, pred_json, f', "model_version": {_ENCODE(self.version)}}}\n', "")
+        _, offsets, data = lines.buffers()
+        offsets = np.frombuffer(offsets, np.int64 if pa.types.is_large_string(lines.type)
+                                else np.int32)[lines.offset:lines.offset + len(lines) + 1]
+        start, end = int(offsets[0]), int(offsets[-1])
+        return data.slice(start, end - start - 1).to_pybytes()  # the sink adds the last "\n"
 
 
 # Keys json.dumps writes as they are: printable ASCII but '"' and '\\'.

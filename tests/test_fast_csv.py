@@ -171,6 +171,11 @@ def test_arrow_json_lines_are_json_dumps():
     block = PredictionBlock(odd_keys, {"predictions": np.arange(6, dtype=np.float32) + 0.5},
                             "v1")
     assert block.json_lines().split("\n") == _records(block)
+    # What the sink writes: the same text as bytes, also for keys sliced out of a column.
+    for k in (odd_keys, odd_keys.slice(2, 3), pa.array(keys[:50]).slice(7, 20)):
+        block = PredictionBlock(k, {"predictions": np.arange(len(k), dtype=np.float32) + .5},
+                                "v1")
+        assert block.json_bytes().decode("utf-8").split("\n") == _records(block)
 
 
 def test_block_keys_fall_back_to_file_and_line(tmp_path):
