@@ -7,7 +7,8 @@ kernels only what is provably the same, and handing everything else to that Pyth
 
 - a line goes to Arrow's CSV reader only if it is strict, single-line CSV with exactly the
   header's field count (one RE2 match per line); Arrow is more lenient than Python's csv
-  module (`"a"b` is `ab` to Arrow, an error to csv), so nothing else may reach it;
+  module (`"a"b` is `ab` to Arrow, an error to csv), so nothing else may reach it. A block
+  without quotes needs no pattern: there, Arrow's own field count check is the same test;
 - each field is stripped with exactly `str.strip`'s whitespace set, floats go through Arrow's
   correctly rounded parser (which accepts a subset of what `float()` accepts), ints and
   datetimes through patterns that only admit what `int()` / `looks_like_datetime` accept;
@@ -90,17 +91,25 @@ def parse_block(parser: RowParser, data: bytes) -> Optional[FastBlock]:
         if pc.any(pc.match_substring(lines, "\r")).as_py():
             return None
     nonempty = _mask(pc.greater(pc.binary_length(lines), 0))
-    strict = _mask(pc.match_substring_regex(lines, _line_pattern(parser._width)))
+    table = None
+    if '"' not in text and not crlf:
+        # Without quotes a line is strict CSV iff it has the header's field count: Arrow
+        # reads the block as it is (empty lines skipped, as by iter_csv_records) and skips
+        # the other lines, which are then found by counting commas.
+        skipped = []
+        table = _read(data, parser._width, lambda row: skipped.append(row) or "skip")
+        strict = _comma_counts(data, len(lines)) == parser._width - 1 if skipped else nonempty
+    else:
+        strict = _mask(pc.match_substring_regex(lines, _line_pattern(parser._width)))
     fast = nonempty & strict
     odd = np.flatnonzero(nonempty & ~strict)
-    if any(lines[int(i)].as_py().count('"') % 2 for i in odd):
+    if table is None and any(lines[int(i)].as_py().count('"') % 2 for i in odd):
         return None  # a quoted field spans lines: records are not lines
     fast_idx = np.flatnonzero(fast)
-    if len(fast_idx) == int(nonempty.sum()) and not crlf:
-        buf = data  # empty lines are skipped by Arrow as by iter_csv_records
-    else:
-        buf = join(lines.filter(pa.array(fast)), "\n").as_buffer()
-    table = _read(buf, parser._width) if len(fast_idx) else None
+    if table is None and len(fast_idx):
+        buf = data if len(fast_idx) == int(nonempty.sum()) and not crlf else join(
+            lines.filter(pa.array(fast)), "\n").as_buffer()
+        table = _read(buf, parser._width)
     if table is not None and table.num_rows != len(fast_idx):
         return None  # never expected: the pattern admits only one-record lines
     columns, bad = _convert(parser, table, len(fast_idx))
@@ -118,13 +127,22 @@ def parse_block(parser: RowParser, data: bytes) -> Optional[FastBlock]:
     return _with_slow_rows(parser, lines, out, rows, slow, int(nonempty.sum()))
 
 
-def _read(buf: bytes, width: int) -> pa.Table:
+def _comma_counts(data: bytes, n: int) -> np.ndarray:
+    """Commas on each of the first n lines of data (lines split at b"\\n")."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(buf == 10)
+    ends = np.append(ends, len(buf))[:n] if len(ends) < n else ends[:n]
+    return np.diff(np.searchsorted(np.flatnonzero(buf == 44), ends), prepend=0)
+
+
+def _read(buf: bytes, width: int, invalid_row_handler=None) -> pa.Table:
     names = [f"c{i}" for i in range(width)]
     return pacsv.read_csv(
         pa.BufferReader(buf) if isinstance(buf, pa.Buffer) else io.BytesIO(buf),
         read_options=pacsv.ReadOptions(column_names=names, use_threads=False,
                                        block_size=max(len(buf) + 1, 1 << 20)),
-        parse_options=pacsv.ParseOptions(newlines_in_values=False),
+        parse_options=pacsv.ParseOptions(newlines_in_values=False,
+                                          invalid_row_handler=invalid_row_handler),
         convert_options=pacsv.ConvertOptions(
             column_types={n: pa.string() for n in names}, strings_can_be_null=False,
             quoted_strings_can_be_null=False))
