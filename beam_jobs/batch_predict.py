@@ -82,6 +82,11 @@ class BatchPredictOptions(PipelineOptions):
         parser.add_argument("--csv_block_mb", type=float, default=2.0,
                             help="CSV files are read in blocks of this many MB and parsed "
                                  "column-wise with Arrow; 0: record by record like JSON lines.")
+        parser.add_argument("--model_threads", type=int, default=0,
+                            help="TensorFlow threads per worker process for one model call "
+                                 "(0: TensorFlow's default, all cores). Where several worker "
+                                 "processes share a machine, cores / processes avoids "
+                                 "oversubscribing the cores.")
 
 
 OPTION_CLASSES = (common.IOOptions, common.ModelOptions, common.ImageOptions, BatchPredictOptions)
@@ -106,6 +111,8 @@ class JobConfig:
             o.rows_per_chunk = o.max_batch_size
         if o.csv_block_mb < 0:
             raise common.JobError(JOB, "--csv_block_mb must be >= 0")
+        if o.model_threads < 0:
+            raise common.JobError(JOB, f"--model_threads must be >= 0, got {o.model_threads}")
         if o.min_batch_size < 1 or o.max_batch_size < o.min_batch_size or o.rows_per_chunk < 1:
             raise common.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size and "
                                        "--rows_per_chunk >= 1")
@@ -527,7 +534,8 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, staging: str):
         batches, parse_rejects = parsed.batches, parsed.rejects
     # Each element is already a chunk of rows (see RowBatch), scored --max_batch_size at a time.
     handler = mh.SavedModelHandler(cfg.model_path, min_batch_size=1, max_batch_size=1,
-                                   rows_per_call=o.max_batch_size)
+                                   rows_per_call=o.max_batch_size,
+                                   intra_op_threads=o.model_threads or None)
     results = batches | "RunInference" >> RunInference(handler)
     formatted = results | "Format" >> beam.ParDo(
         FormatPredictions(cfg.label)).with_outputs("rejects", main="predictions")

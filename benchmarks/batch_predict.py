@@ -77,10 +77,12 @@ def bare_loop(model_dir: str, csv_path: str, batch_size: int) -> tuple:
 def run_job(model_dir: str, csv_path: str, out: str, batch_size: int, workers: int,
             block_mb: str) -> float:
     from benchmarks._jobs import time_job
+    # Worker processes share the cores: each gets its share of TensorFlow's threads.
+    threads = max(1, (os.cpu_count() or 1) // workers) if workers > 1 else 0
     return time_job("beam_jobs.batch_predict", [
         "--model_dir", model_dir, "--input", csv_path, "--output", out,
         "--min_batch_size", str(batch_size), "--max_batch_size", str(batch_size),
-        "--csv_block_mb", block_mb], workers)
+        "--csv_block_mb", block_mb, "--model_threads", str(threads)], workers)
 
 
 def main(argv=None):

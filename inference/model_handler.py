@@ -210,11 +210,14 @@ class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
     def __init__(self, model_dir: str, min_batch_size: int = 1, max_batch_size: int = 512,
                  max_batch_duration_secs: Optional[float] = None,
                  watch_base: Optional[str] = None, refresh_secs: Optional[float] = None,
-                 rows_per_call: Optional[int] = None):
+                 rows_per_call: Optional[int] = None, intra_op_threads: Optional[int] = None):
         """`model_dir`: the export to load; `watch_base`/`refresh_secs`: hot reload (above);
-        `rows_per_call`: the most rows of a RowBatch one model call takes (None: all)."""
+        `rows_per_call`: the most rows of a RowBatch one model call takes (None: all);
+        `intra_op_threads`: TensorFlow's threads per op in the worker process (None: its
+        default, all cores)."""
         super().__init__()
         self._rows_per_call = rows_per_call
+        self._threads = intra_op_threads
         self._path = model_dir
         self._min = min_batch_size
         self._max = max_batch_size
@@ -224,6 +227,14 @@ class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
 
     # ---- ModelHandler API -------------------------------------------------------------------
     def load_model(self) -> _Loaded:
+        if self._threads:
+            import tensorflow as tf
+            try:  # only before the process's first TensorFlow op
+                tf.config.threading.set_intra_op_parallelism_threads(self._threads)
+            except RuntimeError:
+                if tf.config.threading.get_intra_op_parallelism_threads() != self._threads:
+                    logging.warning("TensorFlow already started in this process: %d threads "
+                                    "per op not applied", self._threads)
         return _Loaded(self._path, self._watch_base, self._refresh_secs)
 
     def update_model_path(self, model_path: Optional[str] = None):

@@ -192,6 +192,8 @@ def test_handler_isolates_a_row_the_model_rejects(trained):
     (["--model_dir", "{model}", "--input", "{csv}", "--output", "{tmp}/o",
       "--evaluate_label", "tip"], "--evaluate_label tip"),
     (["--input", "{csv}", "--output", "{tmp}/o"], "--model_dir is required"),
+    (["--model_dir", "{model}", "--input", "{csv}", "--output", "{tmp}/o",
+      "--model_threads", "-1"], "--model_threads must be >= 0"),
 ])
 def test_bad_arguments_fail_fast(trained, taxi_csv, tmp_path, args, message):
     args = [a.format(tmp=tmp_path, csv=taxi_csv[0], model=trained[2]["export_dir"]) for a in args]
