@@ -12,7 +12,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from inference import model_handler as mh
-from preprocessing.fast_csv import join
 
 _ENCODE = json.JSONEncoder().encode
 # Fields the writer emits itself: a passthrough column with one of these names overrides it.
