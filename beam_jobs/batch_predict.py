@@ -83,10 +83,9 @@ class BatchPredictOptions(PipelineOptions):
                             help="CSV files are read in blocks of this many MB and parsed "
                                  "column-wise with Arrow; 0: record by record like JSON lines.")
         parser.add_argument("--model_threads", type=int, default=0,
-                            help="TensorFlow threads per worker process for one model call "
-                                 "(0: TensorFlow's default, all cores). Where several worker "
-                                 "processes share a machine, cores / processes avoids "
-                                 "oversubscribing the cores.")
+                            help="TensorFlow threads per op in each worker process (0: "
+                                 "TensorFlow's default, all cores), e.g. cores / processes "
+                                 "where several worker processes share a machine.")
 
 
 OPTION_CLASSES = (common.IOOptions, common.ModelOptions, common.ImageOptions, BatchPredictOptions)

@@ -334,9 +334,7 @@ class _LineCounter:
     """A binary file's readline(), counting the lines and bytes read."""
 
     def __init__(self, f):
-        self.f, self.lines = f, 0
-
-        self.bytes = 0
+        self.f, self.lines, self.bytes = f, 0, 0
 
     def readline(self):
         line = self.f.readline()
