@@ -626,8 +626,8 @@ def _sample(output: str, n: int = 5):
         files = sorted(m.path for m in FileSystems.match(
             [FileSystems.join(output, "predictions-*.jsonl")])[0].metadata_list)
         out = []
-        for f in files:
-            for line in common.read_text(f).splitlines():
+        for f in files:  # only each file's head: outputs may be many GB
+            for line in common.read_head(f).splitlines():
                 out.append(json.loads(line))
                 if len(out) >= n:
                     return out
