@@ -97,7 +97,7 @@ class PredictionBlock:
         in exponent form, as an integer-valued `x.0`, or as NaN/Infinity) those values are
         written by Python."""
         keys = self.keys
-        if pc.all(pc.match_substring_regex(keys, _PLAIN_KEY)).as_py():
+        if plain_keys(keys):
             head, key_json = '{"key": "', [keys, '", "prediction": ']
         else:
             head, key_json = '{"key": ', [pa.array(map(json.encoder.encode_basestring_ascii,
@@ -113,13 +113,27 @@ class PredictionBlock:
         # Each line ends in "\n": the lines' data buffer is then the whole text, as it is.
         lines = pc.binary_join_element_wise(
             head, *key_json, pred_json, f', "model_version": {_ENCODE(self.version)}}}\n', "")
-        _, offsets, data = lines.buffers()
-        offsets = np.frombuffer(offsets, np.int64 if pa.types.is_large_string(lines.type)
-                                else np.int32)[lines.offset:lines.offset + len(lines) + 1]
-        start, end = int(offsets[0]), int(offsets[-1])
+        data, start, end = _text_range(lines)
         return data.slice(start, end - start - 1).to_pybytes()  # the sink adds the last "\n"
 
 
-# Keys json.dumps writes as they are: printable ASCII but '"' and '\\'.
-_PLAIN_KEY = r'^[ !#-\[\]-~]*$'
+def _text_range(values: pa.Array):
+    """A string array's data buffer and the byte range its values (all of them, in order)
+    take in it: they lie there back to back."""
+    _, offsets, data = values.buffers()
+    offsets = np.frombuffer(offsets, np.int64 if pa.types.is_large_string(values.type)
+                            else np.int32)[values.offset:values.offset + len(values) + 1]
+    return data, int(offsets[0]), int(offsets[-1])
+
+
+def plain_keys(keys: pa.Array) -> bool:
+    """Whether json.dumps writes every key as it is: printable ASCII but '"' and '\\'
+    (one vectorised pass over the keys' bytes)."""
+    if keys.null_count:
+        return False
+    data, start, end = _text_range(keys)
+    if end == start:  # only empty keys (Arrow may then have no data buffer)
+        return True
+    b = np.frombuffer(data, np.uint8)[start:end]
+    return bool(((b >= 0x20) & (b <= 0x7E) & (b != 0x22) & (b != 0x5C)).all())
 

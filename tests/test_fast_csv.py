@@ -181,6 +181,22 @@ def test_arrow_json_lines_are_json_dumps():
         assert block.json_bytes().decode("utf-8").split("\n") == _records(block)
 
 
+def test_plain_keys_are_the_keys_json_dumps_writes_unchanged():
+    """The vectorised check looks at exactly the keys' bytes, also for a slice of a column
+    whose neighbours need escapes."""
+    from inference.outputs import plain_keys
+    keys = pa.array(['a"b', "plain key", "x\\y", "", "tab\there", "ok~!#", "\u00e9", "\x7f",
+                     None, "z"])
+    for start in range(len(keys)):
+        for n in range(len(keys) - start + 1):
+            part = keys.slice(start, n)
+            values = part.to_pylist()
+            want = None not in values and all(json.dumps(v) == f'"{v}"' and v.isprintable()
+                                               for v in values)
+            assert plain_keys(part) == want, values
+            assert plain_keys(pa.array(values, pa.large_string())) == want, values
+
+
 def test_block_keys_fall_back_to_file_and_line(tmp_path):
     from inference.model_handler import LineSources
     data = b"k1,2025-01-01 00:00:00,1,2,3,4,1,Cash,C,5\n,2025-01-01 00:00:00,1,2,3,4,1,Cash,C,5\n"
