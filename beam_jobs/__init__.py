@@ -1,0 +1,6 @@
+"""Thin Beam job entry points and the shared job runtime."""
+import os
+
+# Quiet TensorFlow's C++ start-up notices (CUDA probing on CPU machines) in every job process;
+# TensorFlow errors still surface as Python exceptions. Set it yourself to see them.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

@@ -48,7 +48,8 @@ from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
-from beam_jobs import common
+from beam_jobs import common, runtime
+from beam_jobs.finalize import STAGING_PREFIX, Finalize, summary_line
 from inference import model_handler as mh
 from inference.inputs import ServingParser
 from inference.outputs import PredictionBlock
@@ -57,13 +58,14 @@ from preprocessing.schema import Schema
 
 JOB = "batch_predict"
 REQUIRED_OPTIONS = ("model_dir", "input", "output")
-OUTPUT_NAMES = ("predictions", "rejects", "metrics.json", "summary.json", "_SUCCESS")
+# What a run publishes (replacing an earlier run's): see beam_jobs/finalize.py.
+OUTPUT_NAMES = ("predictions-*", "rejects", "metrics.json")
 
 
 class BatchPredictOptions(PipelineOptions):
     """Batch-prediction flags; --input/--output ({date} is replaced by --run_date), --key_column
     (rows without a key are keyed file:line) and --model_dir/--min_batch_size/--max_batch_size
-    come from common.IOOptions and common.ModelOptions."""
+    come from runtime.IOOptions and runtime.ModelOptions."""
 
     @classmethod
     def _add_argparse_args(cls, parser):
@@ -88,7 +90,7 @@ class BatchPredictOptions(PipelineOptions):
                                  "where several worker processes share a machine.")
 
 
-OPTION_CLASSES = (common.IOOptions, common.ModelOptions, common.ImageOptions, BatchPredictOptions)
+OPTION_CLASSES = (runtime.IOOptions, runtime.ModelOptions, runtime.ImageOptions, BatchPredictOptions)
 
 
 def _date(text: Optional[str]) -> str:
@@ -97,23 +99,23 @@ def _date(text: Optional[str]) -> str:
     try:
         return datetime.date.fromisoformat(text).isoformat()
     except ValueError:
-        raise common.JobError(JOB, f"--run_date must be YYYY-MM-DD, got {text!r}")
+        raise runtime.JobError(JOB, f"--run_date must be YYYY-MM-DD, got {text!r}")
 
 
 class JobConfig:
     def __init__(self, options: PipelineOptions):
-        o = common.merged_options(options, *OPTION_CLASSES)
+        o = runtime.merged_options(options, *OPTION_CLASSES)
         for name in REQUIRED_OPTIONS:
             if not getattr(o, name):
-                raise common.JobError(JOB, f"--{name} is required")
+                raise runtime.JobError(JOB, f"--{name} is required")
         if o.rows_per_chunk is None:
             o.rows_per_chunk = o.max_batch_size
         if o.csv_block_mb < 0:
-            raise common.JobError(JOB, "--csv_block_mb must be >= 0")
+            raise runtime.JobError(JOB, "--csv_block_mb must be >= 0")
         if o.model_threads < 0:
-            raise common.JobError(JOB, f"--model_threads must be >= 0, got {o.model_threads}")
+            raise runtime.JobError(JOB, f"--model_threads must be >= 0, got {o.model_threads}")
         if o.min_batch_size < 1 or o.max_batch_size < o.min_batch_size or o.rows_per_chunk < 1:
-            raise common.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size and "
+            raise runtime.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size and "
                                        "--rows_per_chunk >= 1")
         self.options = o
         self.run_date = _date(o.run_date)
@@ -123,29 +125,30 @@ class JobConfig:
             self.model_path = mh.resolve_model_dir(o.model_dir)
             self.schema = mh.load_raw_schema(self.model_path)
         except FileNotFoundError as e:
-            raise common.JobError(JOB, str(e))
+            raise runtime.JobError(JOB, str(e))
         except Exception as e:
-            raise common.JobError(JOB, f"cannot read the model at {o.model_dir}: "
+            raise runtime.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                        f"{str(e).splitlines()[0][:300]}")
         self.version = mh.model_version(self.model_path)
         self.key = o.key_column or self.schema.key
         self.passthrough = [c.strip() for c in o.passthrough_columns.split(",") if c.strip()]
         self.label = o.evaluate_label
         if self.label and self.label != self.schema.label and self.label not in self.schema.names:
-            raise common.JobError(JOB, f"--evaluate_label {self.label} is not a column of the "
+            raise runtime.JobError(JOB, f"--evaluate_label {self.label} is not a column of the "
                                        f"model's schema (its label is {self.schema.label})")
-        self.patterns = common.split_patterns(self.input)
+        self.patterns = runtime.split_patterns(self.input)
         try:
-            per_pattern = common.match_by_pattern(self.patterns)
+            per_pattern = runtime.match_by_pattern(self.patterns)
         except Exception as e:
-            raise common.JobError(JOB, f"cannot list --input {self.input}: {str(e).splitlines()[0]}")
+            raise runtime.JobError(JOB, f"cannot list --input {self.input}: {str(e).splitlines()[0]}")
         self.files = sorted({f for files in per_pattern for f in files})
         if not self.files:
-            raise common.JobError(JOB, f"no files match --input {self.input}")
+            raise runtime.JobError(JOB, f"no files match --input {self.input}")
+        self.input_bytes = runtime.total_size(self.files)
         self.image = next((c.name for c in self.schema.columns if c.transform == "image"), None)
         if self.image:
             self._init_images(o, per_pattern)
-        common.check_writable(JOB, self.output)
+        runtime.check_writable(JOB, self.output)
         logging.info("Using model version %s (%s); run date %s", self.version, self.model_path,
                      self.run_date)
 
@@ -153,9 +156,9 @@ class JobConfig:
         """An image model: --input names image files (a glob, a folder of class folders) and/or
         list files (.csv with a `uri` column, .jsonl objects with a uri or base64 bytes)."""
         from inference.images import LIST_EXTENSIONS
-        common.check_image_options(JOB, o)
+        runtime.check_image_options(JOB, o)
         if self.passthrough:
-            raise common.JobError(JOB, "--passthrough_columns applies to tabular models only")
+            raise runtime.JobError(JOB, "--passthrough_columns applies to tabular models only")
         self.list_files = [f for f in self.files if f.lower().endswith(LIST_EXTENSIONS)]
         # Patterns matching anything but list files are re-matched in the pipeline (a glob of
         # images may be huge: its paths are not embedded in the job graph).
@@ -171,7 +174,7 @@ class ParseInputs(beam.DoFn):
         self.schema = schema
         self.key_index = schema.names.index(key) if key in schema.names else None
         self.passthrough = list(passthrough)
-        self.rows_read = Metrics.counter(JOB, "rows_read")
+        self.tally = runtime.Tally(JOB)
         self.rejects = {r: Metrics.counter(JOB, f"rejected_{r}") for r in parsing.REASONS}
 
     def setup(self):
@@ -214,13 +217,13 @@ class ParseInputs(beam.DoFn):
         if fast is None:
             decode_errors = []
             records = block.records(decode_errors)
-            self.rows_read.inc(len(records) + len(decode_errors))
+            yield self.tally("rows_read", len(records) + len(decode_errors))
             for line, raw, err in decode_errors:
                 yield self._reject(path, line, raw, "bad_encoding", err)
             if records:
                 yield from self.process((path, "csv", header, records))
             return
-        self.rows_read.inc(fast.records)
+        yield self.tally("rows_read", fast.records)
         first = block.first_line
         for i, e in fast.errors:
             yield self._reject(path, first + i, fast.lines[i].as_py(), e.reason, e.detail)
@@ -270,7 +273,7 @@ class ParseInputs(beam.DoFn):
                 yield self._reject(path, pos, record, "invalid_json",
                                    "'instances' must be a non-empty list")
             else:
-                self.rows_read.inc(len(instances) - 1)  # one record, several rows
+                yield self.tally("rows_read", len(instances) - 1)  # one record, several rows
                 for i, inst in enumerate(instances):
                     yield self._one(path, f"{pos}#{i}", json.dumps(inst), sp.parse_object, inst)
 
@@ -346,13 +349,13 @@ class ImageFiles(beam.DoFn):
     def __init__(self):
         from inference.images import LIST_EXTENSIONS
         self.list_extensions = LIST_EXTENSIONS
-        self.rows_read = Metrics.counter(JOB, "rows_read")
+        self.tally = runtime.Tally(JOB)
 
     def process(self, metadata):
         path = metadata.path
         if path.lower().endswith(self.list_extensions):
             return  # read as a list file
-        self.rows_read.inc()
+        yield self.tally("rows_read")
         parts = path.rstrip("/").rsplit("/", 2)
         yield (path, None, path, path, None, None, parts[-2] if len(parts) == 3 else None)
 
@@ -393,7 +396,7 @@ class LoadImages(beam.DoFn):
 
 
 class ReadImageInputs(beam.PTransform):
-    """--input of an image model -> (RowBatches, read rejects, image rejects)."""
+    """--input of an image model -> (RowBatches, read rejects, image rejects, tallies)."""
 
     def __init__(self, cfg: "JobConfig"):
         super().__init__()
@@ -401,11 +404,11 @@ class ReadImageInputs(beam.PTransform):
 
     def expand(self, pbegin):
         cfg, o = self.cfg, self.cfg.options
-        sources = []
-        read_rejects = []
+        sources, read_rejects, tallies = [], [], []
         if cfg.list_files:
-            chunks, rejects = pbegin | "ReadLists" >> common.ReadChunks(
+            chunks, rejects, counts = pbegin | "ReadLists" >> common.ReadChunks(
                 JOB, cfg.list_files, o.rows_per_chunk, o.input_format)
+            tallies.append(counts)
             listed = chunks | "ListItems" >> beam.ParDo(
                 ListedImages(o.key_column, cfg.label)).with_outputs("rejects", main="items")
             sources.append(listed.items)
@@ -413,8 +416,10 @@ class ReadImageInputs(beam.PTransform):
         if cfg.image_patterns:
             files = (pbegin | "ImagePatterns" >> beam.Create(cfg.image_patterns)
                      | "MatchImages" >> fileio.MatchAll()
-                     | "FileItems" >> beam.ParDo(ImageFiles()))
-            sources.append(files)
+                     | "FileItems" >> beam.ParDo(ImageFiles()).with_outputs(runtime.COUNTS,
+                                                                            main="items"))
+            sources.append(files.items)
+            tallies.append(files[runtime.COUNTS])
         items = tuple(sources) | "AllItems" >> beam.Flatten()
         loaded = (items
                   | "Spread" >> beam.Reshuffle()
@@ -425,7 +430,8 @@ class ReadImageInputs(beam.PTransform):
                                                                                 main="batches"))
         read = (tuple(read_rejects) | "ReadRejects" >> beam.Flatten()) if read_rejects else \
             (pbegin | "NoReadRejects" >> beam.Create([]))
-        return loaded.batches, read, loaded.rejects
+        counts = tuple(tallies) | "ReadTallies" >> beam.Flatten()
+        return loaded.batches, read, loaded.rejects, counts
 
 
 class FormatPredictions(beam.DoFn):
@@ -434,7 +440,7 @@ class FormatPredictions(beam.DoFn):
 
     def __init__(self, label: Optional[str]):
         self.label = label
-        self.predicted = Metrics.counter(JOB, "rows_predicted")
+        self.tally = runtime.Tally(JOB)
         self.rejects = {}
 
     def process(self, result):
@@ -461,7 +467,8 @@ class FormatPredictions(beam.DoFn):
         if self.label and self.label in batch.names:
             labels = pick(batch.column(self.label))
             labels = labels.tolist() if isinstance(labels, np.ndarray) else list(labels)
-        self.predicted.inc(len(res.index))
+        yield self.tally("rows_predicted", len(res.index))
+        runtime.Progress.of(JOB, "predicted").add(len(res.index))
         yield PredictionBlock(pick(batch.keys), res.outputs, result.model_id,
                               None if batch.extras is None else pick(batch.extras), labels)
 
@@ -519,50 +526,63 @@ def _csv_line(rec: dict, columns) -> str:
 
 
 def build_pipeline(p: beam.Pipeline, cfg: JobConfig, staging: str):
-    """Adds the batch-prediction graph to `p`, writing under `staging`."""
+    """Adds the batch-prediction graph to `p`: everything is written under `staging`, and
+    the Finalize step publishes it to --output."""
     o = cfg.options
     if cfg.image:
-        batches, read_rejects, parse_rejects = p | "Images" >> ReadImageInputs(cfg)
+        batches, read_rejects, parse_rejects, read_counts = p | "Images" >> ReadImageInputs(cfg)
+        tallies = [read_counts]
     else:
-        chunks, read_rejects = p | "Read" >> common.ReadChunks(
+        chunks, read_rejects, read_counts = p | "Read" >> common.ReadChunks(
             JOB, cfg.patterns, o.rows_per_chunk, o.input_format,
-            block_bytes=int(o.csv_block_mb * (1 << 20)) or None)
+            block_bytes=int(o.csv_block_mb * (1 << 20)) or None, total_bytes=cfg.input_bytes)
         parsed = chunks | "Parse" >> beam.ParDo(
             ParseInputs(cfg.schema, cfg.key, cfg.passthrough)
-        ).with_outputs("rejects", main="batches")
+        ).with_outputs("rejects", runtime.COUNTS, main="batches")
         batches, parse_rejects = parsed.batches, parsed.rejects
+        tallies = [read_counts, parsed[runtime.COUNTS]]
     # Each element is already a chunk of rows (see RowBatch), scored --max_batch_size at a time.
     handler = mh.SavedModelHandler(cfg.model_path, min_batch_size=1, max_batch_size=1,
                                    rows_per_call=o.max_batch_size,
                                    intra_op_threads=o.model_threads or None)
     results = batches | "RunInference" >> RunInference(handler)
     formatted = results | "Format" >> beam.ParDo(
-        FormatPredictions(cfg.label)).with_outputs("rejects", main="predictions")
+        FormatPredictions(cfg.label)).with_outputs("rejects", runtime.COUNTS, main="predictions")
+    tallies.append(formatted[runtime.COUNTS])
     rejects = ((read_rejects, parse_rejects, formatted.rejects) | "AllRejects" >> beam.Flatten())
-    _ = rejects | "DeadLetters" >> common.WriteDeadLetters(FileSystems.join(staging, "rejects"))
+    written = [rejects | "DeadLetters" >> common.WriteDeadLetters(
+        FileSystems.join(staging, "rejects"))]
     preds = formatted.predictions  # PredictionBlocks, one per batch
     prefix = FileSystems.join(staging, "predictions")
     if o.output_format in ("jsonl", "both"):
         # One text element per batch (lines joined): the sink adds the final newline.
-        _ = (preds | "ToJson" >> beam.Map(PredictionBlock.json_bytes)
-             | "WriteJsonl" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl"))
+        written.append(preds | "ToJson" >> beam.Map(PredictionBlock.json_bytes)
+                       | "WriteJsonl" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl"))
     if o.output_format in ("csv", "both"):
         columns = (["key"] + (["prediction"] if cfg.schema.task == "regression"
                               else ["class", "class_id", "probabilities"])
                    + ["model_version"] + cfg.passthrough + (["label"] if cfg.label else []))
-        _ = (preds | "ToCsv" >> beam.Map(
+        written.append(preds | "ToCsv" >> beam.Map(
                 lambda block: "\n".join(_csv_line(r, columns) for r in block.records()))
              | "WriteCsv" >> beam.io.WriteToText(prefix, file_name_suffix=".csv",
                                                  header=",".join(columns)))
     if o.output_table:
-        _ = preds | "Unbatch" >> beam.FlatMap(PredictionBlock.records) | "WriteBigQuery" >> _bigquery_sink(cfg)
+        _ = (preds | "Unbatch" >> beam.FlatMap(PredictionBlock.records)
+             | "WriteBigQuery" >> _bigquery_sink(cfg))
     if cfg.label:
-        _ = (preds | "Metrics" >> beam.CombineGlobally(EvalMetrics(cfg.schema.task))
+        written.append(preds | "Metrics" >> beam.CombineGlobally(EvalMetrics(cfg.schema.task))
              | "MetricsJson" >> beam.Map(lambda m: json.dumps(
                  dict(m, label=cfg.label, model_version=cfg.version), indent=2))
              | "WriteMetrics" >> beam.io.WriteToText(FileSystems.join(staging, "metrics"),
                                                      file_name_suffix=".json",
                                                      shard_name_template=""))
+    info = {"job": JOB, "run_date": cfg.run_date, "input": cfg.input, "output": cfg.output,
+            "model_dir": o.model_dir, "model_path": cfg.model_path,
+            "model_version": cfg.version}
+    all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
+    _ = (all_tallies, rejects) | "Finalize" >> Finalize(
+        JOB, staging, cfg.output, written, OUTPUT_NAMES, info,
+        outputs={"rows_predicted": "rows_predicted"}, attach={"metrics": "metrics.json"})
     return p
 
 
@@ -598,36 +618,13 @@ def _bigquery_sink(cfg: JobConfig):
     return _Sink()
 
 
-def publish(staging: str, output: str) -> None:
-    """Replaces the earlier outputs with the staged ones; the staging dir is then removed."""
-    common.replace_outputs(output, [n for n in OUTPUT_NAMES] + _existing_shards(output))
-    files = [m.path for m in FileSystems.match([FileSystems.join(staging, "**")])[0].metadata_list]
-    dsts = [output + f[len(staging):] for f in files]
-    if not common.is_remote_path(output):
-        import os
-        for d in {os.path.dirname(x) for x in dsts}:
-            os.makedirs(d, exist_ok=True)
-    if files:
-        FileSystems.rename(files, dsts)
-    if FileSystems.exists(staging):
-        FileSystems.delete([staging])
-
-
-def _existing_shards(output: str):
-    try:
-        found = FileSystems.match([FileSystems.join(output, "predictions-*")])[0].metadata_list
-    except Exception:
-        return []
-    return [m.path.rstrip("/").split("/")[-1] for m in found]
-
-
 def _sample(output: str, n: int = 5):
     try:
         files = sorted(m.path for m in FileSystems.match(
             [FileSystems.join(output, "predictions-*.jsonl")])[0].metadata_list)
         out = []
         for f in files:  # only each file's head: outputs may be many GB
-            for line in common.read_head(f).splitlines():
+            for line in runtime.read_head(f).splitlines():
                 out.append(json.loads(line))
                 if len(out) >= n:
                     return out
@@ -637,50 +634,27 @@ def _sample(output: str, n: int = 5):
 
 
 def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]:
-    options = common.job_options(argv, JOB, BatchPredictOptions, __doc__,
-                                 shared=OPTION_CLASSES[:-1])
+    """Runs the job; returns the run summary (None when only a template was built)."""
+    options = runtime.job_options(argv, JOB, BatchPredictOptions, __doc__,
+                                  shared=OPTION_CLASSES[:-1])
     options.view_as(SetupOptions).save_main_session = save_main_session
     cfg = JobConfig(options)
     template = getattr(options.view_as(GoogleCloudOptions), "template_location", None)
-    staging = FileSystems.join(cfg.output, f"_staging-{uuid.uuid4().hex[:12]}")
-    started = time.time()
+    staging = FileSystems.join(cfg.output, STAGING_PREFIX + uuid.uuid4().hex[:12])
     p = test_pipeline or beam.Pipeline(options=options)
     build_pipeline(p, cfg, staging)
     result = p.run()
-    if template:
-        return None
-    result.wait_until_finish()
-    wall = time.time() - started
-    publish(staging, cfg.output)
-    counters = common.query_counters(result, JOB)
-    rejected = common.rejects_by_reason(counters)
-    read, predicted = counters.get("rows_read", 0), counters.get("rows_predicted", 0)
-    summary = {
-        "job": JOB, "run_date": cfg.run_date, "input": cfg.input, "output": cfg.output,
-        "model_dir": cfg.options.model_dir, "model_path": cfg.model_path,
-        "model_version": cfg.version, "files_read": counters.get("files_read", 0),
-        "rows_read": read, "rows_predicted": predicted,
-        "rejected": {"total": sum(rejected.values()), "by_reason": rejected},
-        "reconciled": read == predicted + sum(rejected.values()),
-        "wall_seconds": round(wall, 2),
-        "rows_per_second": round(read / wall, 1) if wall > 0 else None,
-    }
-    metrics_path = FileSystems.join(cfg.output, "metrics.json")
-    if cfg.label and FileSystems.exists(metrics_path):
-        summary["metrics"] = json.loads(common.read_text(metrics_path))
-    common.write_text(FileSystems.join(cfg.output, "summary.json"), common.dumps_json(summary))
-    common.write_text(FileSystems.join(cfg.output, "_SUCCESS"), "")
-    print(f"{JOB}: model version {cfg.version}; {read} rows read -> {predicted} predicted, "
-          f"{summary['rejected']['total']} rejected {rejected}; {summary['wall_seconds']} s\n"
-          f"{JOB}: outputs in {cfg.output}/" +
-          (f"; metrics {summary['metrics']}" if "metrics" in summary else ""))
-    for rec in _sample(cfg.output):
-        print(f"  {rec}")
-    if not summary["reconciled"]:
-        raise RuntimeError(f"{JOB}: counts do not reconcile: {summary}")
+    # Everything the job promises happens inside the pipeline (Finalize): here only wait.
+    summary = runtime.wait_and_read_summary(result, template, cfg.output)
+    if summary is not None:
+        print(f"{JOB}: model version {cfg.version}; {summary_line(summary)}\n"
+              f"{JOB}: outputs in {cfg.output}/" +
+              (f"; metrics {summary['metrics']}" if "metrics" in summary else ""))
+        for rec in _sample(cfg.output):
+            print(f"  {rec}")
     return summary
 
 
 if __name__ == "__main__":
-    logging.getLogger().setLevel(logging.INFO)
+    runtime.setup_logging()
     run()

@@ -35,11 +35,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUCKET = "dataflow-check"
 PROJECT = "offline-check-1"
 REGION = "us-central1"
-# Steps each job's Dataflow graph must contain (user-facing transform names).
+# Steps each job's Dataflow graph must contain (user-facing transform names). Every batch job
+# ends in Finalize: on a template launch nothing after p.run() runs, so it is the only place
+# outputs get published, summarised and marked _SUCCESS.
 JOB_STEPS = {
     "preprocess": ["ReadCsv", "ParseAndSplit", "Analyze", "Transform_train", "Write_train",
-                   "WriteTransform", "DeadLetters"],
-    "batch_predict": ["Read", "Parse", "RunInference", "Format", "WriteJsonl", "DeadLetters"],
+                   "WriteTransform", "DeadLetters", "Finalize"],
+    "batch_predict": ["Read", "Parse", "RunInference", "Format", "WriteJsonl", "DeadLetters",
+                      "Finalize"],
     "stream_predict": ["ReadPubSub", "Parse", "RunInference", "Format", "WritePredictions",
                        "WriteRejects", "Monitor"],
 }
@@ -71,7 +74,7 @@ def start_emulator() -> subprocess.Popen:
 
 
 def _upload_tree(local: str, remote: str) -> None:
-    from beam_jobs.common import copy_local_tree
+    from beam_jobs.runtime import copy_local_tree
     copy_local_tree(local, remote)
 
 

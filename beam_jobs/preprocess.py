@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
-import time
+import uuid
 from typing import Optional
 
 import apache_beam as beam
@@ -38,21 +38,22 @@ from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import (GoogleCloudOptions, PipelineOptions,
                                                   SetupOptions)
 
-from beam_jobs import common
+from beam_jobs import common, runtime
+from beam_jobs.finalize import STAGING_PREFIX, Finalize
 from preprocessing import parsing
 from preprocessing.schema import Schema, SchemaError, infer_schema, parse_csv_sample
 from preprocessing.split import SPLITS, boundaries, parse_fractions, split_index
 
 JOB = "preprocess"
-OUTPUT_NAMES = ("train", "eval", "test", "transform_fn", "transformed_metadata", "transform_tmp",
-                "rejects", "raw_schema.json", "summary.json")
+# What a run publishes (replacing an earlier run's): see beam_jobs/finalize.py.
+OUTPUT_NAMES = ("train", "eval", "test", "transform_fn", "transformed_metadata", "rejects",
+                "raw_schema.json")
 RAW_SCHEMA_FILE = "raw_schema.json"
-SUMMARY_FILE = "summary.json"
 
 
 class PreprocessOptions(PipelineOptions):
     """Preprocess flags; --input (CSV), --output and --key_column (hashed for the split; default:
-    the spec's key, a column named key/id, or the whole record) come from common.IOOptions."""
+    the spec's key, a column named key/id, or the whole record) come from runtime.IOOptions."""
 
     @classmethod
     def _add_argparse_args(cls, parser):
@@ -82,7 +83,7 @@ class PreprocessOptions(PipelineOptions):
                             "(default: a local temp dir on local runners, else temp_location).")
 
 
-OPTION_CLASSES = (common.IOOptions, common.ImageOptions, PreprocessOptions)
+OPTION_CLASSES = (runtime.IOOptions, runtime.ImageOptions, PreprocessOptions)
 REQUIRED_OPTIONS = ("input", "output")
 
 
@@ -91,44 +92,45 @@ class JobConfig:
     """Everything resolved from the options before the pipeline is built."""
 
     def __init__(self, options: PipelineOptions):
-        o = common.merged_options(options, *OPTION_CLASSES)
+        o = runtime.merged_options(options, *OPTION_CLASSES)
         if not o.input:
-            raise common.JobError(JOB, "--input is required")
+            raise runtime.JobError(JOB, "--input is required")
         if not o.output:
-            raise common.JobError(JOB, "--output is required")
+            raise runtime.JobError(JOB, "--output is required")
         try:
             self.fractions = parse_fractions(o.split)
         except ValueError as e:
-            raise common.JobError(JOB, str(e))
+            raise runtime.JobError(JOB, str(e))
         if o.format == "images":
             self._init_images(o)
             return
         if not o.schema_spec and not o.label_column:
-            raise common.JobError(JOB, "give --schema_spec, or --label_column to infer the schema")
+            raise runtime.JobError(JOB, "give --schema_spec, or --label_column to infer the schema")
         if o.rows_per_batch < 1 or o.num_shards < 0 or o.sample_rows < 1:
-            raise common.JobError(JOB, "--rows_per_batch and --sample_rows must be >= 1, "
+            raise runtime.JobError(JOB, "--rows_per_batch and --sample_rows must be >= 1, "
                                        "--num_shards >= 0")
         if len(o.delimiter) != 1:
-            raise common.JobError(JOB, "--delimiter must be one character")
-        self.patterns = common.split_patterns(o.input)
+            raise runtime.JobError(JOB, "--delimiter must be one character")
+        self.patterns = runtime.split_patterns(o.input)
         self.files = self._match(o.input, f"no files match --input {o.input}")
+        self.input_bytes = runtime.total_size(self.files)
         self.output = o.output.rstrip("/")
         self.options = o
         try:
-            header, sample = parse_csv_sample(common.read_head(self.files[0]), o.delimiter,
+            header, sample = parse_csv_sample(runtime.read_head(self.files[0]), o.delimiter,
                                               o.sample_rows)
         except SchemaError as e:
-            raise common.JobError(JOB, f"{self.files[0]}: {e}")
+            raise runtime.JobError(JOB, f"{self.files[0]}: {e}")
         except Exception as e:
-            raise common.JobError(JOB, f"cannot read {self.files[0]}: {str(e).splitlines()[0]}")
+            raise runtime.JobError(JOB, f"cannot read {self.files[0]}: {str(e).splitlines()[0]}")
         self.schema = self._resolve_schema(o, header, sample)
         self.preprocessing_fn = self._resolve_preprocessing_fn(o)
-        common.check_writable(JOB, self.output)
+        runtime.check_writable(JOB, self.output)
 
     def _init_images(self, o):
         from preprocessing.schema import image_schema
         from preprocessing.transform import make_preprocessing_fn
-        common.check_image_options(JOB, o)
+        runtime.check_image_options(JOB, o)
         self.options = o
         self.output = o.output.rstrip("/")
         self.schema = image_schema()
@@ -139,24 +141,24 @@ class JobConfig:
             self.image_mode = "labels_csv"
             self.patterns = [src]
             self.files = self._match(src, f"no labels CSV at --input {src}")
-            header = [h.strip() for h in (parse_csv_sample(common.read_head(self.files[0]))[0])]
+            header = [h.strip() for h in (parse_csv_sample(runtime.read_head(self.files[0]))[0])]
             if not {"uri", "label"} <= set(header):
-                raise common.JobError(JOB, f"{self.files[0]} needs a header with uri and label, "
+                raise runtime.JobError(JOB, f"{self.files[0]} needs a header with uri and label, "
                                            f"found {header}")
         else:
             self.image_mode = "folders"
             self.patterns = [FileSystems.join(src, "*", "*")]
             self.files = self._match(src, f"no <class>/<image> files under --input {src}")
-        common.check_writable(JOB, self.output)
+        runtime.check_writable(JOB, self.output)
 
     def _match(self, shown: str, none_message: str):
         """The files matching self.patterns; fails fast when listing fails or finds none."""
         try:
-            files = common.match_files(self.patterns)
+            files = runtime.match_files(self.patterns)
         except Exception as e:
-            raise common.JobError(JOB, f"cannot list --input {shown}: {str(e).splitlines()[0]}")
+            raise runtime.JobError(JOB, f"cannot list --input {shown}: {str(e).splitlines()[0]}")
         if not files:
-            raise common.JobError(JOB, none_message)
+            raise runtime.JobError(JOB, none_message)
         return files
 
     def _resolve_schema(self, o, header, sample) -> Schema:
@@ -173,13 +175,13 @@ class JobConfig:
                 logging.info("Inferred schema (save it, edit it, pass it as --schema_spec):\n%s",
                              schema.dumps())
         except SchemaError as e:
-            raise common.JobError(JOB, str(e))
+            raise runtime.JobError(JOB, str(e))
         if schema.label not in header:
-            raise common.JobError(JOB, f"label column '{schema.label}' is not in the header of "
+            raise runtime.JobError(JOB, f"label column '{schema.label}' is not in the header of "
                                        f"{self.files[0]}: {header}")
         missing = [c.name for c in schema.columns if c.required and c.name not in header]
         if missing:
-            raise common.JobError(JOB, f"columns {missing} of the spec are not in the header of "
+            raise runtime.JobError(JOB, f"columns {missing} of the spec are not in the header of "
                                        f"{self.files[0]}: {header}")
         return schema
 
@@ -190,7 +192,7 @@ class JobConfig:
         try:
             return load_module_preprocessing_fn(o.module_file)
         except Exception as e:
-            raise common.JobError(JOB, f"--module_file {o.module_file}: {e}")
+            raise runtime.JobError(JOB, f"--module_file {o.module_file}: {e}")
 
 
 # ---- pipeline pieces ---------------------------------------------------------------------------
@@ -202,7 +204,6 @@ class ParseAndSplit(beam.DoFn):
         self.bounds = boundaries(fractions)
         self.delimiter = delimiter
         self.key_index = schema.names.index(schema.key) if schema.key else None
-        self.split_counters = {s: Metrics.counter(JOB, f"rows_{s}") for s in SPLITS}
         self.reject_counters = {r: Metrics.counter(JOB, f"rejected_{r}") for r in parsing.REASONS}
 
     def setup(self):
@@ -227,7 +228,6 @@ class ParseAndSplit(beam.DoFn):
             per_split[split_index(key, self.bounds)].append(values)
         for name, rows in zip(SPLITS, per_split):
             if rows:
-                self.split_counters[name].inc(len(rows))
                 yield beam.pvalue.TaggedOutput(name, parsing.rows_to_record_batch(rows, self.schema))
 
 
@@ -262,7 +262,6 @@ class ProcessImages(beam.DoFn):
         self.bounds = boundaries(fractions)
         self.classes = set(classes)
         self.kw = {"max_side": max_side, "quality": quality, "max_pixels": max_pixels}
-        self.split_counters = {s: Metrics.counter(JOB, f"rows_{s}") for s in SPLITS}
         self.reject_counters = {r: Metrics.counter(JOB, f"rejected_{r}") for r in IMAGE_REASONS}
 
     def process(self, items):
@@ -289,12 +288,23 @@ class ProcessImages(beam.DoFn):
                 (uri, img.jpeg, img.height, img.width, label))
         for name, rows in zip(SPLITS, per_split):
             if rows:
-                self.split_counters[name].inc(len(rows))
                 yield beam.pvalue.TaggedOutput(name, parsing.rows_to_record_batch(rows, self.schema))
 
 
+class ImageFileItems(beam.DoFn):
+    """Matched image files -> (source, line, uri, label) items (the label: the file's folder)."""
+
+    def __init__(self):
+        self.tally = runtime.Tally(JOB)
+
+    def process(self, metadata):
+        yield self.tally("rows_read")
+        yield (metadata.path, None, metadata.path, metadata.path.rstrip("/").split("/")[-2])
+
+
 class ReadImageItems(beam.PTransform):
-    """--input (a labels CSV, or a folder of class sub-folders) -> (source, line, uri, label)."""
+    """--input (a labels CSV, or a folder of class sub-folders) -> (source, line, uri, label)
+    items, rejects, and (name, n) tallies."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -303,20 +313,17 @@ class ReadImageItems(beam.PTransform):
     def expand(self, pbegin):
         cfg = self.cfg
         if cfg.image_mode == "labels_csv":
-            chunks, rejects = pbegin | "ReadLabels" >> common.ReadChunks(JOB, cfg.patterns, 500)
+            chunks, rejects, counts = pbegin | "ReadLabels" >> common.ReadChunks(
+                JOB, cfg.patterns, 500)
             items = chunks | "LabelItems" >> beam.ParDo(LabelsCsvItems()).with_outputs(
                 "rejects", main="items")
             return (items.items,
-                    (rejects, items.rejects) | "LabelRejects" >> beam.Flatten())
-        counter = Metrics.counter(JOB, "rows_read")
-
-        def to_item(path):
-            counter.inc()
-            return (path, None, path, path.rstrip("/").split("/")[-2])  # label: the folder
+                    (rejects, items.rejects) | "LabelRejects" >> beam.Flatten(), counts)
         items = (pbegin | "Folders" >> beam.Create(cfg.patterns)
                  | "MatchImages" >> beam.io.fileio.MatchAll()
-                 | "Items" >> beam.Map(lambda m: to_item(m.path)))
-        return items, pbegin | "NoRejects" >> beam.Create([])
+                 | "Items" >> beam.ParDo(ImageFileItems()).with_outputs(runtime.COUNTS,
+                                                                       main="items"))
+        return items.items, pbegin | "NoRejects" >> beam.Create([]), items[runtime.COUNTS]
 
 
 class WriteTransformOutput(beam.PTransform):
@@ -340,12 +347,12 @@ class WriteTransformOutput(beam.PTransform):
         import tensorflow_transform.beam as tft_beam
         if not self.stage_locally:
             return transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(self.output)
-        staging = common.local_tmp_dir("tft_stage_")
+        staging = runtime.local_tmp_dir("tft_stage_")
         output = self.output
 
         def publish(_):
             for name in ("transform_fn", "transformed_metadata"):
-                common.copy_local_tree(os.path.join(staging, name), FileSystems.join(output, name))
+                runtime.copy_local_tree(os.path.join(staging, name), FileSystems.join(output, name))
 
         return (transform_fn
                 | "WriteTransformFnLocally" >> tft_beam.WriteTransformFn(staging)
@@ -365,13 +372,45 @@ class WriteSplit(beam.PTransform):
                     compression_type=beam.io.filesystem.CompressionTypes.GZIP))
 
 
-def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_locally: bool):
-    """Adds the preprocess graph to `p` (tests build it without running it)."""
+class CountTransformed(beam.DoFn):
+    """Transformed (RecordBatch, passthrough) pairs pass through; their rows are tallied as
+    rows_<split> (what is written: encoding is one tf.Example per row) and shown as progress."""
+
+    def __init__(self, split: str):
+        self.split = split
+        self.tally = runtime.Tally(JOB)
+
+    def process(self, element):
+        n = element[0].num_rows
+        runtime.Progress.of(JOB, "transformed").add(n)
+        yield self.tally(f"rows_{self.split}", n)
+        yield element
+
+
+class WriteRawSchema(beam.PTransform):
+    """raw_schema.json (the raw schema serving needs), written by the pipeline itself."""
+
+    def __init__(self, schema: Schema, directory: str):
+        super().__init__()
+        self.text = schema.dumps()
+        self.prefix = FileSystems.join(directory, RAW_SCHEMA_FILE[:-len(".json")])
+
+    def expand(self, pbegin):
+        return (pbegin | "SchemaText" >> beam.Create([self.text])
+                | "WriteSchema" >> beam.io.WriteToText(self.prefix, file_name_suffix=".json",
+                                                       shard_name_template="",
+                                                       append_trailing_newlines=False))
+
+
+def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_locally: bool,
+                   staging: str):
+    """Adds the preprocess graph to `p` (tests build it without running it): everything is
+    written under `staging`, and the Finalize step publishes it to --output."""
     import tensorflow_transform.beam as tft_beam
 
     schema, o = cfg.schema, cfg.options
     if o.format == "images":
-        items, read_rejects = p | "ReadImageItems" >> ReadImageItems(cfg)
+        items, read_rejects, counts = p | "ReadImageItems" >> ReadImageItems(cfg)
         parsed = (items
                   | "Redistribute" >> beam.Reshuffle()
                   | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=64)
@@ -379,12 +418,15 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
                       schema, cfg.fractions, cfg.classes, o.max_side, o.jpeg_quality,
                       o.max_pixels)).with_outputs("rejects", *SPLITS))
     else:
-        chunks, read_rejects = p | "ReadCsv" >> common.ReadChunks(JOB, cfg.patterns,
-                                                                  o.rows_per_batch)
+        chunks, read_rejects, counts = p | "ReadCsv" >> common.ReadChunks(
+            JOB, cfg.patterns, o.rows_per_batch, total_bytes=cfg.input_bytes)
         parsed = chunks | "ParseAndSplit" >> beam.ParDo(
             ParseAndSplit(schema, cfg.fractions, o.delimiter)).with_outputs("rejects", *SPLITS)
     rejects = (read_rejects, parsed.rejects) | "AllRejects" >> beam.Flatten()
-    _ = rejects | "DeadLetters" >> common.WriteDeadLetters(FileSystems.join(cfg.output, "rejects"))
+    written = [rejects | "DeadLetters" >> common.WriteDeadLetters(
+        FileSystems.join(staging, "rejects"))]
+    written.append(p | "RawSchema" >> WriteRawSchema(schema, staging))
+    tallies = [counts]
 
     tac = parsing.tensor_adapter_config(schema)
     with tft_beam.Context(temp_dir=tft_temp_dir):
@@ -393,80 +435,54 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
         for split, fraction in zip(SPLITS, cfg.fractions):
             if fraction <= 0:
                 continue
-            transformed = (((parsed[split], tac), transform_fn)
-                           | f"Transform_{split}" >> tft_beam.TransformDataset(
-                               output_record_batches=True))
-            _ = (transformed
-                 | f"Encode_{split}" >> tft_beam.EncodeTransformedDataset()
-                 | f"Write_{split}" >> WriteSplit(cfg.output, split, o.num_shards))
-        _ = transform_fn | "WriteTransform" >> WriteTransformOutput(cfg.output, stage_locally)
+            data, metadata = (((parsed[split], tac), transform_fn)
+                              | f"Transform_{split}" >> tft_beam.TransformDataset(
+                                  output_record_batches=True))
+            counted = data | f"Count_{split}" >> beam.ParDo(
+                CountTransformed(split)).with_outputs(runtime.COUNTS, main="batches")
+            tallies.append(counted[runtime.COUNTS])
+            written.append((counted.batches, metadata)
+                           | f"Encode_{split}" >> tft_beam.EncodeTransformedDataset()
+                           | f"Write_{split}" >> WriteSplit(staging, split, o.num_shards))
+        written.append(transform_fn
+                       | "WriteTransform" >> WriteTransformOutput(staging, stage_locally))
+    info = {"job": JOB, "runner": type(p.runner).__name__, "input": o.input,
+            "output": cfg.output, "split_fractions": list(cfg.fractions), "key": schema.key,
+            "label": schema.label, "task": schema.task}
+    all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
+    _ = (all_tallies, rejects) | "Finalize" >> Finalize(
+        JOB, staging, cfg.output, written, OUTPUT_NAMES, info,
+        outputs={s: f"rows_{s}" for s in SPLITS}, outputs_key="splits")
     return p
-
-
-def summarize(counters: dict, cfg: JobConfig, wall_s: float, runner: str) -> dict:
-    rejected = common.rejects_by_reason(counters)
-    splits = {s: counters.get(f"rows_{s}", 0) for s in SPLITS}
-    rows_read = counters.get("rows_read", 0)
-    total_rejected = sum(rejected.values())
-    return {
-        "job": JOB, "runner": runner, "input": cfg.options.input, "output": cfg.output,
-        "files_read": counters.get("files_read", 0), "rows_read": rows_read,
-        "splits": splits, "rejected": {"total": total_rejected, "by_reason": rejected},
-        "reconciled": rows_read == sum(splits.values()) + total_rejected,
-        "split_fractions": list(cfg.fractions), "key": cfg.schema.key,
-        "label": cfg.schema.label, "task": cfg.schema.task,
-        "wall_seconds": round(wall_s, 2),
-        "rows_per_second": round(rows_read / wall_s, 1) if wall_s > 0 else None,
-    }
 
 
 def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]:
     """Runs the job; returns the run summary (None when only a template was built)."""
-    options = common.job_options(argv, JOB, PreprocessOptions, __doc__,
-                                 shared=OPTION_CLASSES[:-1])
+    options = runtime.job_options(argv, JOB, PreprocessOptions, __doc__,
+                                  shared=OPTION_CLASSES[:-1])
     options.view_as(SetupOptions).save_main_session = save_main_session
     cfg = JobConfig(options)
-    local = common.is_local_runner(options)
+    local = runtime.is_local_runner(options)
     template = getattr(options.view_as(GoogleCloudOptions), "template_location", None)
     o = cfg.options
     if o.tft_temp_dir:
         tft_temp = o.tft_temp_dir
     elif local:
-        tft_temp = common.local_tmp_dir("tft_tmp_")
+        tft_temp = runtime.local_tmp_dir("tft_tmp_")
     else:
         temp_location = options.view_as(GoogleCloudOptions).temp_location
         if not temp_location:
-            raise common.JobError(JOB, "--temp_location is required on remote runners")
+            raise runtime.JobError(JOB, "--temp_location is required on remote runners")
         tft_temp = FileSystems.join(temp_location, "tft_tmp")
-    stage_locally = local and common.is_remote_path(cfg.output)
-    if not template:
-        common.replace_outputs(cfg.output, OUTPUT_NAMES)
-    cfg.schema.save(FileSystems.join(cfg.output, RAW_SCHEMA_FILE))
-
-    started = time.time()
+    stage_locally = local and runtime.is_remote_path(cfg.output)
+    staging = FileSystems.join(cfg.output, STAGING_PREFIX + uuid.uuid4().hex[:12])
     p = test_pipeline or beam.Pipeline(options=options)
-    build_pipeline(p, cfg, tft_temp, stage_locally)
+    build_pipeline(p, cfg, tft_temp, stage_locally, staging)
     result = p.run()
-    if template:
-        logging.info("Built template at %s", template)
-        return None
-    result.wait_until_finish()
-    wall = time.time() - started
-    runner = type(p.runner).__name__
-    summary = summarize(common.query_counters(result, JOB), cfg, wall, runner)
-    common.write_text(FileSystems.join(cfg.output, SUMMARY_FILE), common.dumps_json(summary))
-    logging.info("Summary: %s", summary)
-    print(f"{JOB}: {summary['rows_read']} rows read -> train {summary['splits']['train']}, "
-          f"eval {summary['splits']['eval']}, test {summary['splits']['test']}, "
-          f"rejected {summary['rejected']['total']} {summary['rejected']['by_reason']}; "
-          f"{summary['wall_seconds']} s ({summary['rows_per_second']} rows/s)\n"
-          f"{JOB}: outputs in {cfg.output}/ (summary.json, rejects/, train/, eval/, test/, "
-          f"transform_fn/)")
-    if not summary["reconciled"]:
-        raise RuntimeError(f"{JOB}: counts do not reconcile: {summary}")
-    return summary
+    # Everything the job promises happens inside the pipeline (Finalize): here only wait.
+    return runtime.wait_and_read_summary(result, template, cfg.output)
 
 
 if __name__ == "__main__":
-    logging.getLogger().setLevel(logging.INFO)
+    runtime.setup_logging()
     run()

@@ -56,7 +56,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, 
 from apache_beam.transforms import trigger, window
 from apache_beam.utils.timestamp import Timestamp
 
-from beam_jobs import common
+from beam_jobs import runtime
 from inference import model_handler as mh
 from inference.inputs import ServingParser
 from preprocessing import parsing
@@ -66,7 +66,7 @@ PUBLISHED_AT = "_published_at"  # attribute the replay source stamps (epoch seco
 
 
 class StreamPredictOptions(PipelineOptions):
-    """Streaming flags; --model_dir/--min_batch_size/--max_batch_size: common.ModelOptions."""
+    """Streaming flags; --model_dir/--min_batch_size/--max_batch_size: runtime.ModelOptions."""
 
     @classmethod
     def _add_argparse_args(cls, parser):
@@ -92,53 +92,53 @@ class StreamPredictOptions(PipelineOptions):
         a("--timestamp_attribute", help="Message attribute holding the event time.")
 
 
-OPTION_CLASSES = (common.ModelOptions, common.ImageOptions, StreamPredictOptions)
+OPTION_CLASSES = (runtime.ModelOptions, runtime.ImageOptions, StreamPredictOptions)
 REQUIRED_OPTIONS = ("model_dir",)
 
 
 class JobConfig:
     def __init__(self, options: PipelineOptions):
-        o = common.merged_options(options, *OPTION_CLASSES)
+        o = runtime.merged_options(options, *OPTION_CLASSES)
         self.options = o
         if not o.model_dir:
-            raise common.JobError(JOB, "--model_dir is required")
+            raise runtime.JobError(JOB, "--model_dir is required")
         sources = [x for x in (o.input_subscription, o.input_topic, o.replay) if x]
         if len(sources) != 1:
-            raise common.JobError(JOB, "give exactly one of --input_subscription, --input_topic "
+            raise runtime.JobError(JOB, "give exactly one of --input_subscription, --input_topic "
                                        "and --replay")
         if not (o.output_topic or o.output_dir or o.output_table):
-            raise common.JobError(JOB, "give --output_topic, --output_table or --output_dir")
+            raise runtime.JobError(JOB, "give --output_topic, --output_table or --output_dir")
         if o.window_secs <= 0 or o.replay_rate <= 0 or o.allowed_lateness_secs < 0:
-            raise common.JobError(JOB, "--window_secs and --replay_rate must be > 0, "
+            raise runtime.JobError(JOB, "--window_secs and --replay_rate must be > 0, "
                                        "--allowed_lateness_secs >= 0")
         if o.min_batch_size < 1 or o.max_batch_size < o.min_batch_size:
-            raise common.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size")
+            raise runtime.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size")
         if not options.view_as(StandardOptions).streaming:
-            raise common.JobError(JOB, "this is a streaming job: add --streaming")
-        if o.replay and not common.is_local_runner(options):
-            raise common.JobError(JOB, "--replay is a local (DirectRunner) source; on a remote "
+            raise runtime.JobError(JOB, "this is a streaming job: add --streaming")
+        if o.replay and not runtime.is_local_runner(options):
+            raise runtime.JobError(JOB, "--replay is a local (DirectRunner) source; on a remote "
                                        "runner read from --input_subscription or --input_topic")
         try:
             self.model_path = mh.resolve_model_dir(o.model_dir)
             self.schema = mh.load_raw_schema(self.model_path)
         except Exception as e:
-            raise common.JobError(JOB, f"cannot read the model at {o.model_dir}: "
+            raise runtime.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                        f"{str(e).splitlines()[0][:300]}")
         self.image_kw = None
         if any(c.transform == "image" for c in self.schema.columns):
-            common.check_image_options(JOB, o)
+            runtime.check_image_options(JOB, o)
             self.image_kw = (o.max_side, o.jpeg_quality, o.max_pixels)
         self.dead_letter_dir = o.dead_letter_dir or (
             FileSystems.join(o.output_dir, "rejects") if o.output_dir else None)
         self.monitoring_dir = o.monitoring_dir or (
             FileSystems.join(o.output_dir, "monitoring") if o.output_dir else None)
         if not (o.dead_letter_topic or self.dead_letter_dir):
-            raise common.JobError(JOB, "give --dead_letter_topic or --dead_letter_dir "
+            raise runtime.JobError(JOB, "give --dead_letter_topic or --dead_letter_dir "
                                        "(or --output_dir)")
         self.events = load_replay(o.replay) if o.replay else None
         for d in (o.output_dir, self.dead_letter_dir, self.monitoring_dir):
             if d:
-                common.check_writable(JOB, d)
+                runtime.check_writable(JOB, d)
 
 
 # ---- replay source ---------------------------------------------------------------------------
@@ -162,7 +162,7 @@ def load_replay(path: str) -> List[tuple]:
     """
     events = []
     last_time = None
-    for i, line in enumerate(common.read_text(path).splitlines(), 1):
+    for i, line in enumerate(runtime.read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         attrs, when = {}, None
@@ -184,7 +184,7 @@ def load_replay(path: str) -> List[tuple]:
         last_time = when
         events.append((PubsubMessage(data, attrs, message_id=attrs["id"]), when))
     if not events:
-        raise common.JobError(JOB, f"--replay {path} has no events")
+        raise runtime.JobError(JOB, f"--replay {path} has no events")
     return events
 
 
@@ -517,8 +517,10 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, source=None):
 
 
 def run(argv=None, save_main_session=True, test_pipeline=None):
-    options = common.job_options(argv, JOB, StreamPredictOptions, __doc__,
-                                 shared=OPTION_CLASSES[:-1])
+    # Locally, the DirectRunner's streaming engine (the FnApiRunner is batch only).
+    options = runtime.job_options(argv, JOB, StreamPredictOptions, __doc__,
+                                  shared=OPTION_CLASSES[:-1],
+                                  local_runner="BundleBasedDirectRunner")
     options.view_as(SetupOptions).save_main_session = save_main_session
     cfg = JobConfig(options)
     logging.info("Serving model version %s from %s (refresh every %ss)",
@@ -529,12 +531,12 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
     result = p.run()
     # A replay ends when its file is done; a Pub/Sub pipeline runs until cancelled. Locally
     # this process is the pipeline, so it waits; on Dataflow it waits unless told not to.
-    if common.is_local_runner(options) or not getattr(
+    if runtime.is_local_runner(options) or not getattr(
             options.view_as(StandardOptions), "no_wait_until_finish", False):
         result.wait_until_finish()
     return result
 
 
 if __name__ == "__main__":
-    logging.getLogger().setLevel(logging.INFO)
+    runtime.setup_logging()
     run()

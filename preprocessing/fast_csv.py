@@ -1,6 +1,7 @@
-"""Column-wise parsing of a whole block of CSV bytes with Arrow: the batch-prediction fast path.
+"""Column-wise parsing of a whole block of CSV bytes with Arrow (batch prediction's fast path).
 
-`parse_block` gives exactly what the row-by-row path (`iter_csv_records` -> `split_fields`
+`parse_block` reads the same `RowParser.plan` (one ColumnPlan per column) and gives exactly
+what the row-by-row path (`iter_csv_records` -> `split_fields`
 -> `RowParser.parse`) gives for the same bytes: the same valid rows with the same values, the
 same rejects with the same reasons and line numbers. It gets there by doing in Arrow's C++
 kernels only what is provably the same, and handing everything else to that Python path:
@@ -97,10 +98,10 @@ def parse_block(parser: RowParser, data: bytes) -> Optional[FastBlock]:
         # reads the block as it is (empty lines skipped, as by iter_csv_records) and skips
         # the other lines, which are then found by counting commas.
         skipped = []
-        table = _read(data, parser._width, lambda row: skipped.append(row) or "skip")
-        strict = _comma_counts(data, len(lines)) == parser._width - 1 if skipped else nonempty
+        table = _read(data, parser.width, lambda row: skipped.append(row) or "skip")
+        strict = _comma_counts(data, len(lines)) == parser.width - 1 if skipped else nonempty
     else:
-        strict = _mask(pc.match_substring_regex(lines, _line_pattern(parser._width)))
+        strict = _mask(pc.match_substring_regex(lines, _line_pattern(parser.width)))
     fast = nonempty & strict
     odd = np.flatnonzero(nonempty & ~strict)
     if table is None and any(lines[int(i)].as_py().count('"') % 2 for i in odd):
@@ -109,7 +110,7 @@ def parse_block(parser: RowParser, data: bytes) -> Optional[FastBlock]:
     if table is None and len(fast_idx):
         buf = data if len(fast_idx) == int(nonempty.sum()) and not crlf else join(
             lines.filter(pa.array(fast)), "\n").as_buffer()
-        table = _read(buf, parser._width)
+        table = _read(buf, parser.width)
     if table is not None and table.num_rows != len(fast_idx):
         return None  # never expected: the pattern admits only one-record lines
     columns, bad = _convert(parser, table, len(fast_idx))
@@ -152,23 +153,23 @@ def _convert(parser: RowParser, table, n: int):
     """[(kind, values)] per schema column for the n fast rows, and the rows to redo by hand."""
     bad = np.zeros(n, dtype=bool)
     columns = []
-    for name, pos, dtype, default, is_dt, optional in parser._plan:
-        if pos is None:  # absent optional column: its default, or None (as parse)
-            columns.append(("const", default))
+    for c in parser.plan:
+        if c.pos is None:  # absent optional column: its default, or None (as parse)
+            columns.append(("const", c.default))
             continue
-        col = table.column(pos).combine_chunks() if n else pa.array([], pa.string())
+        col = table.column(c.pos).combine_chunks() if n else pa.array([], pa.string())
         s = pc.utf8_trim(col, characters=PY_WHITESPACE)
         empty = _mask(pc.equal(s, ""))
-        if empty.all() and optional and default is None and n:
+        if empty.all() and c.optional and c.default is None and n:
             columns.append(("const", None))
             continue
         bad |= empty  # defaults and None: parse's business
-        if is_dt:
+        if c.is_datetime:
             bad |= ~_datetime_ok(s)
-        if dtype == "string":
+        if c.dtype == "string":
             columns.append(("values", s))
             continue
-        if dtype == "int":
+        if c.dtype == "int":
             ok = _mask(pc.match_substring_regex(s, _INT))
             bad |= ~ok
             columns.append(("values", pc.cast(pc.if_else(pa.array(ok), s, "0"),

@@ -7,6 +7,7 @@ are packed column-wise into Arrow RecordBatches, the TFXIO format tf.transform r
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -78,8 +79,23 @@ def _is_non_finite(text: str) -> bool:
         return False
 
 
+@dataclasses.dataclass(frozen=True)
+class ColumnPlan:
+    """How one schema column is read from a file with a given header: the one description
+    the row (`RowParser.parse`), column (`parse_many`) and Arrow block (`fast_csv`) parsers
+    share, so a rule lives in one place."""
+    name: str
+    pos: Optional[int]      # the column's field index in the header; None: not in the file
+    dtype: str              # "float" | "int" | "string"
+    default: object         # the typed default for an empty field; None: empty is an error
+    is_datetime: bool       # must look like YYYY-MM-DD HH:MM:SS
+    optional: bool          # empty (or absent) without a default reads as None
+
+
 class RowParser:
-    """Parses field lists with a given header into typed tuples in schema column order."""
+    """Parses field lists with a given header into typed tuples in schema column order.
+    `plan` (one ColumnPlan per schema column) and `width` (fields per record) are public:
+    the column-wise parsers read them."""
 
     def __init__(self, schema: Schema, header: Sequence[str], optional: Sequence[str] = ()):
         """`optional` columns may be absent or empty (value None), e.g. the label at serving."""
@@ -89,14 +105,11 @@ class RowParser:
         self.missing_columns = [c.name for c in schema.columns
                                 if c.name not in positions and c.required
                                 and c.name not in optional]
-        self._plan = []
-        for c in schema.columns:
-            self._plan.append((
-                c.name, positions.get(c.name), c.type,
-                None if c.default is None else coerce_value(str(c.default), c.type),
-                c.transform == "datetime", c.name in optional,
-            ))
-        self._width = len(self.header)
+        self.plan = [ColumnPlan(
+            c.name, positions.get(c.name), c.type,
+            None if c.default is None else coerce_value(str(c.default), c.type),
+            c.transform == "datetime", c.name in optional) for c in schema.columns]
+        self.width = len(self.header)
 
     def parse(self, fields: Optional[Sequence[str]]) -> tuple:
         if fields is None:
@@ -104,28 +117,30 @@ class RowParser:
         if self.missing_columns:
             raise RowError("missing_column",
                            f"the file's header lacks required column(s) {self.missing_columns}")
-        if len(fields) != self._width:
+        if len(fields) != self.width:
             raise RowError("wrong_column_count",
-                           f"expected {self._width} fields, found {len(fields)}")
+                           f"expected {self.width} fields, found {len(fields)}")
         values = []
-        for name, pos, dtype, default, is_dt, optional in self._plan:
-            text = fields[pos].strip() if pos is not None else ""
+        for c in self.plan:
+            text = fields[c.pos].strip() if c.pos is not None else ""
             if text == "":
-                if default is None and optional:
+                if c.default is None and c.optional:
                     values.append(None)
                     continue
-                if default is None:
-                    raise RowError("missing_value", f"column '{name}' is empty and has no default")
-                values.append(default)
+                if c.default is None:
+                    raise RowError("missing_value",
+                                   f"column '{c.name}' is empty and has no default")
+                values.append(c.default)
                 continue
-            if is_dt and not looks_like_datetime(text):
+            if c.is_datetime and not looks_like_datetime(text):
                 raise RowError("unparsable_datetime",
-                               f"column '{name}': {text!r} is not YYYY-MM-DD HH:MM:SS")
+                               f"column '{c.name}': {text!r} is not YYYY-MM-DD HH:MM:SS")
             try:
-                values.append(coerce_value(text, dtype))
+                values.append(coerce_value(text, c.dtype))
             except ValueError:
                 reason = "non_finite_number" if _is_non_finite(text) else "unparsable_number"
-                raise RowError(reason, f"column '{name}': cannot read {text!r} as {dtype}") from None
+                raise RowError(reason, f"column '{c.name}': cannot read {text!r} as "
+                                       f"{c.dtype}") from None
         return tuple(values)
 
     def parse_many(self, fields_list: Sequence[Optional[Sequence[str]]]) -> "ColumnBlock":
@@ -139,17 +154,17 @@ class RowParser:
         n = len(fields_list)
         if self.missing_columns or n == 0:
             return self._parse_rows(fields_list, range(n), [], [])
-        width = self._width
+        width = self.width
         good = [i for i, f in enumerate(fields_list) if f is not None and len(f) == width]
         rows = [fields_list[i] for i in good] if len(good) != n else fields_list
         slow = set()
         columns = []
-        for name, pos, dtype, default, is_dt, optional in self._plan:
-            if pos is None:  # absent optional column: its default, or None
-                columns.append(("const", default))
+        for c in self.plan:
+            if c.pos is None:  # absent optional column: its default, or None
+                columns.append(("const", c.default))
                 continue
-            texts = [f[pos] for f in rows]
-            values, bad = _convert_column(texts, dtype, is_dt)
+            texts = [f[c.pos] for f in rows]
+            values, bad = _convert_column(texts, c.dtype, c.is_datetime)
             slow.update(bad)
             columns.append(("values", values))
         keep = [j for j in range(len(rows)) if j not in slow] if slow else None

@@ -27,6 +27,8 @@ def specs(gcs_emulator, trained, tmp_path_factory):
 def test_every_job_builds_a_dataflow_job_spec(specs):
     workdir, _, reports = specs
     assert [r["job"] for r in reports] == ["preprocess", "batch_predict", "stream_predict"]
+    # verify() asserted these steps are in the staged graphs: completion is part of the graph.
+    assert all("Finalize" in dataflow_check.JOB_STEPS[j] for j in ("preprocess", "batch_predict"))
     for r in reports:
         assert "workflow.tar.gz" in r["staged"] and r["steps"] > 10
         spec = json.load(open(os.path.join(workdir, f"{r['job']}.json")))

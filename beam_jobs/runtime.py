@@ -1,0 +1,320 @@
+"""The shared job runtime: options every job reads, the local runner, logging, progress lines,
+in-graph tallies, and the few filesystem helpers the launch step and the finalize step use."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+import threading
+import time
+import types
+from typing import List, Optional, Sequence
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+# The runner jobs use when none is named: Beam's DirectRunner without its first step, which
+# downloads the Prism runner from the internet (a firewalled machine waits on it).
+LOCAL_RUNNER = "beam_jobs.runtime.LocalRunner"
+LOCAL_RUNNERS = (None, "DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner",
+                 "PrismRunner", "PortableRunner", "FnApiRunner", "LocalRunner", "TestPipeline")
+COUNTS = "counts"  # the tagged output carrying (name, n) tallies to the finalize step
+PROGRESS_SECS = float(os.environ.get("TFDATAFLOW_PROGRESS_SECS", "10"))
+
+
+class JobError(SystemExit):
+    """A bad argument or input found before the pipeline starts: one line, exit status 2."""
+
+    def __init__(self, job: str, message: str):
+        super().__init__(f"{job}: error: {message}")
+        self.job = job
+        self.message = message
+
+
+# ---- options -------------------------------------------------------------------------------------
+class IOOptions(PipelineOptions):
+    """Flags every job shares. Beam registers all PipelineOptions subclasses in one parser,
+    so a flag may be defined once only: jobs read these through `merged_options`."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--input", help="Input path or glob (local or gs://); "
+                            "comma-separate several. Required.")
+        parser.add_argument("--output", help="Output directory (local or gs://). Required. "
+                            "What an earlier run wrote there is replaced when this run "
+                            "succeeds (never before).")
+        parser.add_argument("--key_column", help="Column identifying a row (default: the "
+                            "schema's key).")
+        parser.add_argument("--log_level", default="WARNING",
+                            choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                            help="Log level (default WARNING: progress lines and the summary "
+                                 "only; INFO shows Beam's own log).")
+
+
+class ModelOptions(PipelineOptions):
+    """Flags of the jobs that run the exported model."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--model_dir", help="An export dir, or the base holding numeric "
+                            "versions (the newest is used). Required.")
+        parser.add_argument("--min_batch_size", type=int, default=32,
+                            help="Smallest batch RunInference forms.")
+        parser.add_argument("--max_batch_size", type=int, default=1024,
+                            help="Largest batch RunInference forms.")
+        parser.add_argument("--output_table", help="Also write predictions to BigQuery "
+                            "PROJECT:DATASET.TABLE (batch: the run date's day partition, "
+                            "replaced on a re-run; streaming: appended).")
+
+
+class ImageOptions(PipelineOptions):
+    """Image normalisation flags: preprocess applies them to training images, and the
+    prediction jobs apply the same ones to the images they score (no train/serve skew)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--max_side", type=int, default=256,
+                            help="images: longest side after resizing (aspect kept).")
+        parser.add_argument("--jpeg_quality", type=int, default=90,
+                            help="images: JPEG quality of the re-encoded images.")
+        parser.add_argument("--max_pixels", type=int, default=50_000_000,
+                            help="images: larger images are rejected (decompression bombs).")
+
+
+def check_image_options(job: str, o) -> None:
+    if o.max_side < 8 or not 1 <= o.jpeg_quality <= 100 or o.max_pixels < 1:
+        raise JobError(job, "need --max_side >= 8, 1 <= --jpeg_quality <= 100, --max_pixels >= 1")
+
+
+def merged_options(options: PipelineOptions, *classes):
+    """One namespace with the attributes of several option views (see IOOptions)."""
+    merged = {}
+    for cls in classes:
+        merged.update(options.view_as(cls).get_all_options(drop_default=False,
+                                                           retain_unknown_options=False))
+    return types.SimpleNamespace(**merged)
+
+
+def job_options(argv, job: str, options_cls, doc: str, shared=(),
+                local_runner: str = LOCAL_RUNNER) -> PipelineOptions:
+    """PipelineOptions from argv; `--help` prints the job's options and the usual Beam ones.
+    With no --runner (or DirectRunner), `local_runner` is named explicitly: no download.
+
+    (Beam's own --help handling shows an empty parser, because options are parsed lazily.)
+    """
+    from apache_beam.options import pipeline_options as po
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "-h" in args or "--help" in args:
+        parser = argparse.ArgumentParser(
+            prog=f"python -m beam_jobs.{job}", description=doc,
+            formatter_class=argparse.RawDescriptionHelpFormatter)
+        group = parser.add_argument_group(f"{job} options")
+        for cls in tuple(shared) + (options_cls,):
+            cls._add_argparse_args(group)
+        for cls in (po.StandardOptions, po.DirectOptions, po.GoogleCloudOptions,
+                    po.WorkerOptions, po.SetupOptions):
+            cls._add_argparse_args(parser.add_argument_group(f"Beam {cls.__name__}"))
+        parser.print_help()
+        raise SystemExit(0)
+    options = PipelineOptions(args)
+    standard = options.view_as(StandardOptions)
+    if standard.runner in (None, "DirectRunner"):
+        standard.runner = local_runner
+    setup_logging(options.view_as(IOOptions).log_level)
+    return options
+
+
+def is_local_runner(options: PipelineOptions) -> bool:
+    runner = options.view_as(StandardOptions).runner
+    name = runner if isinstance(runner, (str, type(None))) else type(runner).__name__
+    return name in LOCAL_RUNNERS or name == LOCAL_RUNNER
+
+
+class LocalRunner(beam.runners.PipelineRunner):
+    """Beam's DirectRunner for batch jobs, minus its attempt to download Prism: the
+    FnApiRunner (honours --direct_num_workers / --direct_running_mode multi_processing), as
+    the DirectRunner picks it for these pipelines."""
+
+    def run_pipeline(self, pipeline, options):
+        from apache_beam.portability.api import beam_provision_api_pb2
+        from apache_beam.runners.portability.fn_api_runner import fn_runner
+        from apache_beam.runners.portability.portable_runner import JobServiceHandle
+        encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+        info = fn_runner.ExtendedProvisionInfo(
+            beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
+        return fn_runner.FnApiRunner(provision_info=info).run_pipeline(pipeline, options)
+
+
+# ---- logging and progress ------------------------------------------------------------------------
+def setup_logging(level: str = "WARNING") -> None:
+    """Quiet by default: the job's progress lines and summary, warnings and errors. Beam's
+    INFO log (and its workers' start-up notices) with --log_level INFO."""
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    root.setLevel(level)
+    # Local multi-process workers forward every notice as a WARNING; keep their errors.
+    logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(
+        "ERROR" if logging.getLevelName(level) >= logging.WARNING else level)
+
+
+def emit(line: str) -> None:
+    """A line for the person running the job (stderr: worker processes' stderr reaches the
+    console locally and Cloud Logging on Dataflow)."""
+    print(line, file=sys.stderr, flush=True)
+
+
+class Progress:
+    """'<job>: <what> <n> (<rate>/s[, <pct> of <total>, ETA <s>])' at most every
+    PROGRESS_SECS per process, and at the end of each file or split. Shared by a process's
+    threads: get one with `Progress.of(job, what, total)`."""
+
+    _all: dict = {}
+    _lock = threading.Lock()
+
+    def __init__(self, job: str, what: str, total: Optional[float], unit: str):
+        self.job, self.what, self.total, self.unit = job, what, total, unit
+        self.done, self.started, self.last = 0.0, time.time(), time.time()
+
+    @classmethod
+    def of(cls, job: str, what: str, total: Optional[float] = None, unit: str = "rows"):
+        with cls._lock:
+            key = (job, what)
+            if key not in cls._all:
+                cls._all[key] = cls(job, what, total, unit)
+            return cls._all[key]
+
+    def add(self, n: float) -> None:
+        with self._lock:
+            self.done += n
+            now = time.time()
+            if now - self.last < PROGRESS_SECS:
+                return
+            self.last = now
+        emit(self.line(now))
+
+    def line(self, now: Optional[float] = None) -> str:
+        elapsed = max((now or time.time()) - self.started, 1e-9)
+        rate = self.done / elapsed
+        scale, unit = (1e6, "MB") if self.unit == "bytes" else (1, self.unit)
+        text = f"{self.job}: {self.what} {self.done / scale:,.0f} {unit} ({rate / scale:,.1f} {unit}/s"
+        if self.total:
+            left = max(self.total - self.done, 0) / rate if rate > 0 else float("inf")
+            text += (f", {100 * self.done / self.total:.0f}% of {self.total / scale:,.0f} {unit}"
+                     f", ETA {left:,.0f} s")
+        return text + ")"
+
+
+class Tally:
+    """Counts rows twice: a Beam metric (live in the runner's UI), and a (name, n) element on
+    the COUNTS output that the finalize step sums in the graph (Dataflow's launcher never
+    reads metrics after a template launch)."""
+
+    def __init__(self, job: str):
+        self.job = job
+        self._metrics = {}
+
+    def __call__(self, name: str, n: int = 1):
+        metric = self._metrics.get(name)
+        if metric is None:
+            metric = self._metrics[name] = Metrics.counter(self.job, name)
+        metric.inc(n)
+        return beam.pvalue.TaggedOutput(COUNTS, (name, n))
+
+
+# ---- files -------------------------------------------------------------------------------------
+def is_remote_path(path: str) -> bool:
+    return "://" in path
+
+
+def split_patterns(text: str) -> List[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def match_by_pattern(patterns: Sequence[str]) -> List[List[str]]:
+    """The files each pattern matches (one listing per pattern)."""
+    return [[m.path for m in result.metadata_list]
+            for result in FileSystems.match(list(patterns))]
+
+
+def match_files(patterns: Sequence[str]) -> List[str]:
+    """All files matching the patterns, sorted; an empty list if none do."""
+    return sorted({f for files in match_by_pattern(patterns) for f in files})
+
+
+def total_size(files: Sequence[str]) -> Optional[int]:
+    """Bytes in `files` (for progress ETAs); None when a size cannot be read."""
+    try:
+        return sum(m.size_in_bytes for r in FileSystems.match(list(files))
+                   for m in r.metadata_list)
+    except Exception:
+        return None
+
+
+def check_writable(job: str, output: str) -> None:
+    """Fails fast when the output location cannot be written."""
+    probe = FileSystems.join(output, ".write_probe")
+    try:
+        if not is_remote_path(output):
+            os.makedirs(output, exist_ok=True)
+        with FileSystems.create(probe) as f:
+            f.write(b"ok")
+        FileSystems.delete([probe])
+    except Exception as e:  # the filesystem's own error text names the cause
+        raise JobError(job, f"output {output} is not writable: {str(e).splitlines()[0][:300]}")
+
+
+def read_head(path: str, max_bytes: int = 1 << 20) -> str:
+    """The first ~max_bytes of a (possibly compressed) text file, cut at a line end."""
+    with FileSystems.open(path) as f:
+        data = f.read(max_bytes)
+    text = data.decode("utf-8", errors="replace")
+    if len(data) == max_bytes and "\n" in text:
+        text = text[: text.rindex("\n") + 1]
+    return text
+
+
+def write_text(path: str, text: str) -> None:
+    if not is_remote_path(path):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with FileSystems.create(path) as f:
+        f.write(text.encode("utf-8"))
+
+
+def read_text(path: str) -> str:
+    with FileSystems.open(path) as f:
+        return f.read().decode("utf-8")
+
+
+def copy_local_tree(src_dir: str, dst_dir: str) -> None:
+    """Copies a local directory to any Beam filesystem (gs:// included) file by file."""
+    import shutil
+    for root, _, files in os.walk(src_dir):
+        rel = os.path.relpath(root, src_dir)
+        for name in files:
+            dst = FileSystems.join(dst_dir, *([] if rel == "." else rel.split(os.sep)), name)
+            with open(os.path.join(root, name), "rb") as src, FileSystems.create(dst) as out:
+                shutil.copyfileobj(src, out)
+
+
+def local_tmp_dir(prefix: str) -> str:
+    return tempfile.mkdtemp(prefix=prefix)
+
+
+def dumps_json(obj) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"
+
+
+def wait_and_read_summary(result, template: Optional[str], output: str) -> Optional[dict]:
+    """What `run()` does after `p.run()`: nothing more than wait (unless only a template was
+    built) and read the summary the pipeline's finalize step wrote."""
+    if template:
+        emit(f"Built the job's template at {template}; the job publishes its own outputs.")
+        return None
+    result.wait_until_finish()
+    return json.loads(read_text(FileSystems.join(output, "summary.json")))

@@ -1,0 +1,178 @@
+"""Completion inside the pipeline (beam_jobs/finalize.py): the jobs publish, summarise and mark
+success even where the code after `p.run()` never runs (a Flex Template launch); counts that
+do not reconcile fail the job and publish nothing; a killed run leaves the previous output."""
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import apache_beam as beam
+import pytest
+
+from beam_jobs import finalize, runtime
+from preprocessing import TAXI_SPEC
+from preprocessing.datagen import write_csv
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Runs a job's module the way a template launch does: the pipeline runs to completion, then
+# the process ends at once, so nothing `run()` does after `p.run()` executes.
+EXIT_AFTER_RUN = """
+import os, sys, runpy
+import apache_beam as beam
+_run = beam.Pipeline.run
+def run_then_exit(self, *a, **k):
+    result = _run(self, *a, **k)
+    result.wait_until_finish()
+    sys.stdout.flush(); sys.stderr.flush()
+    os._exit(0)
+beam.Pipeline.run = run_then_exit
+sys.argv = sys.argv[1:]
+runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+"""
+
+
+def _exit_after_run(module, *args):
+    return subprocess.run([sys.executable, "-c", EXIT_AFTER_RUN, module, *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _tree(root):
+    """{relative path: bytes} of every file under root."""
+    out = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, root)] = f.read()
+    return out
+
+
+@pytest.mark.slow
+def test_preprocess_completes_inside_the_pipeline(tmp_path):
+    src = str(tmp_path / "in.csv")
+    stats = write_csv(src, 400, seed=3, dirty_fraction=0.05)
+    out = str(tmp_path / "out")
+    r = _exit_after_run("beam_jobs.preprocess", "--input", src, "--output", out,
+                        "--schema_spec", TAXI_SPEC)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    assert summary["rows_read"] == stats.rows and summary["reconciled"]
+    assert sum(summary["splits"].values()) == stats.clean_rows
+    assert os.path.exists(os.path.join(out, "_SUCCESS"))
+    assert glob.glob(os.path.join(out, "train", "part-*.tfrecord.gz"))
+    assert os.path.exists(os.path.join(out, "raw_schema.json"))
+    assert os.path.isdir(os.path.join(out, "transform_fn"))
+    assert not glob.glob(os.path.join(out, "_staging-*"))
+    # The progress/summary line came from inside the pipeline.
+    assert "preprocess: finished: 400 rows read" in r.stderr
+
+
+@pytest.mark.slow
+def test_batch_predict_completes_inside_the_pipeline(trained, taxi_csv, tmp_path):
+    _, job_dir, _ = trained
+    out = str(tmp_path / "pred")
+    r = _exit_after_run("beam_jobs.batch_predict", "--model_dir", os.path.join(job_dir, "export"),
+                        "--input", taxi_csv[0], "--output", out, "--evaluate_label",
+                        "fare_amount")
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    assert summary["rows_read"] == taxi_csv[1].rows and summary["reconciled"]
+    assert summary["metrics"]["examples"] > 0
+    assert os.path.exists(os.path.join(out, "_SUCCESS"))
+    lines = sum(len(open(f).readlines()) for f in glob.glob(os.path.join(out, "predictions-*")))
+    assert lines == summary["rows_predicted"] > 0
+    assert not glob.glob(os.path.join(out, "_staging-*"))
+
+
+def _finalize_pipeline(tmp_path, tallies, rejects):
+    """A pipeline whose sink writes one staged file, then Finalize with the given tallies."""
+    out, staging = str(tmp_path / "out"), str(tmp_path / "out" / "_staging-x")
+    p = beam.Pipeline(runner=runtime.LocalRunner())
+    written = [p | "Rows" >> beam.Create(["a", "b"])
+               | "Write" >> beam.io.WriteToText(os.path.join(staging, "part"))]
+    counts = p | "Counts" >> beam.Create(tallies)
+    bad = p | "Rejects" >> beam.Create(rejects)
+    _ = (counts, bad) | finalize.Finalize("job", staging, out, written, ["part-*"], {"x": 1},
+                                          outputs={"rows_out": "rows_out"})
+    return p, out
+
+
+def test_finalize_fails_the_job_when_counts_do_not_reconcile(tmp_path):
+    os.makedirs(tmp_path / "out")
+    (tmp_path / "out" / "part-old").write_text("previous\n")
+    (tmp_path / "out" / "_SUCCESS").write_text("")
+    reject = json.dumps({"reason": "bad_row"})
+    p, out = _finalize_pipeline(tmp_path, [("rows_read", 5), ("rows_out", 2)], [reject])
+    with pytest.raises(Exception, match="counts do not reconcile"):
+        p.run().wait_until_finish()
+    # Nothing published: the previous output is as it was.
+    assert sorted(os.listdir(out)) == ["_SUCCESS", "_staging-x", "part-old"]
+    staged = json.load(open(os.path.join(out, "_staging-x", "summary.json")))
+    assert staged["rows_read"] == 5 and staged["rejected"]["by_reason"] == {"bad_row": 1}
+    assert not staged["reconciled"]
+
+
+def test_finalize_publishes_when_counts_reconcile(tmp_path):
+    os.makedirs(tmp_path / "out" / "_staging-old" / "x")  # left by a killed run
+    (tmp_path / "out" / "part-old").write_text("previous\n")
+    reject = json.dumps({"reason": "bad_row"})
+    p, out = _finalize_pipeline(tmp_path, [("rows_read", 3), ("rows_out", 2)], [reject])
+    p.run().wait_until_finish()
+    files = sorted(os.listdir(out))
+    assert files == ["_SUCCESS", "part-00000-of-00001", "summary.json"]
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    assert summary["rows_out"] == 2 and summary["reconciled"] and summary["x"] == 1
+
+
+def test_publish_resumes_after_a_partial_attempt(tmp_path):
+    out, staging = tmp_path / "out", tmp_path / "out" / "_staging-r"
+    for rel in ("train/a", "train/b", "rejects/r"):
+        (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+        (staging / rel).write_text(rel)
+    (out / "train").mkdir(parents=True, exist_ok=True)
+    (out / "train" / "old").write_text("old")
+    finalize.publish(str(staging), str(out), ["train", "rejects"])
+    first = _tree(str(out / "train"))
+    # A retry after the step died mid-way: one file back in staging, as before its move.
+    (staging / "train").mkdir(parents=True, exist_ok=True)
+    os.rename(out / "train" / "b", staging / "train" / "b")
+    finalize.publish(str(staging), str(out), ["train", "rejects"])
+    assert _tree(str(out / "train")) == first == {"a": b"train/a", "b": b"train/b"}
+    assert (out / "rejects" / "r").read_text() == "rejects/r"
+
+
+@pytest.mark.slow
+def test_killed_preprocess_leaves_the_previous_output(preprocessed, tmp_path):
+    import shutil
+    out = str(tmp_path / "out")
+    shutil.copytree(preprocessed[0], out)
+    before = _tree(out)
+    src = str(tmp_path / "big.csv")
+    write_csv(src, 60_000, seed=9, dirty_fraction=0.01)
+    proc = subprocess.Popen([sys.executable, "-m", "beam_jobs.preprocess", "--input", src,
+                             "--output", out, "--schema_spec", TAXI_SPEC], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and not glob.glob(os.path.join(out, "_staging-*", "*")):
+            assert proc.poll() is None, "the run ended before it was killed"
+            time.sleep(0.2)
+        time.sleep(1)
+        assert proc.poll() is None, "the run ended before it was killed"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert [n for n in os.listdir(out) if n.startswith("_staging-")], "it had started writing"
+    after = _tree(out)
+    assert {k: v for k, v in after.items() if not k.startswith("_staging-")} == before
+    # The next run removes what the killed one left.
+    from beam_jobs import preprocess
+    small = str(tmp_path / "small.csv")
+    write_csv(small, 100, seed=4)
+    preprocess.run(["--input", small, "--output", out, "--schema_spec", TAXI_SPEC])
+    assert not glob.glob(os.path.join(out, "_staging-*"))
