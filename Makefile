@@ -22,7 +22,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt setup.py
 	touch $@
 
 demo: install
-	$(PY) -m preprocessing.datagen --rows $(DEMO_ROWS) --output $(DEMO_DIR)/data/taxi.csv
+	$(PY) -m tools.datagen --rows $(DEMO_ROWS) --output $(DEMO_DIR)/data/taxi.csv
 	$(PY) -m beam_jobs.preprocess --input $(DEMO_DIR)/data/taxi.csv --output $(DEMO_DIR)/prep \
 	    --schema_spec preprocessing/specs/taxi.yaml \
 	    --direct_num_workers 2 --direct_running_mode multi_processing
@@ -49,9 +49,11 @@ demo-images: install
 	    --evaluate_label label
 
 test: install
+	$(PY) -m ruff check .
 	$(PY) -m pytest tests
 
 test-fast: install
+	$(PY) -m ruff check .
 	$(PY) -m pytest tests -m "not slow"
 
 bench: install

@@ -27,28 +27,28 @@ On Dataflow:
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
-import os
 import uuid
 from typing import Optional
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics import Metrics
-from apache_beam.options.pipeline_options import (GoogleCloudOptions, PipelineOptions,
-                                                  SetupOptions)
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
-from beam_jobs import common, runtime
+from beam_jobs import runtime
 from beam_jobs.finalize import STAGING_PREFIX, Finalize
-from preprocessing import parsing
-from preprocessing.schema import Schema, SchemaError, infer_schema, parse_csv_sample
-from preprocessing.split import SPLITS, boundaries, parse_fractions, split_index
+from preprocessing import parsing, reading
+from preprocessing import pipeline as pp
+from preprocessing.infer import image_schema, infer_schema, parse_csv_sample
+from preprocessing.rejects import WriteDeadLetters
+from preprocessing.schema import RAW_SCHEMA_FILE, Schema, SchemaError
+from preprocessing.split import SPLITS, parse_fractions
 
 JOB = "preprocess"
 # What a run publishes (replacing an earlier run's): see beam_jobs/finalize.py.
 OUTPUT_NAMES = ("train", "eval", "test", "transform_fn", "transformed_metadata", "rejects",
-                "raw_schema.json")
-RAW_SCHEMA_FILE = "raw_schema.json"
+                RAW_SCHEMA_FILE)
 
 
 class PreprocessOptions(PipelineOptions):
@@ -87,35 +87,46 @@ OPTION_CLASSES = (runtime.IOOptions, runtime.ImageOptions, PreprocessOptions)
 REQUIRED_OPTIONS = ("input", "output")
 
 
+Args = runtime.args_dataclass("PreprocessArgs", OPTION_CLASSES)
+
+
+def parse_args(options: PipelineOptions) -> Args:
+    """The job's typed arguments, checked without any I/O (output without a trailing slash).
+    Bad arguments fail here, before any file is listed or read."""
+    o = runtime.typed_args(Args, options, OPTION_CLASSES)
+    for name in REQUIRED_OPTIONS:
+        if not getattr(o, name):
+            raise runtime.JobError(JOB, f"--{name} is required")
+    try:
+        parse_fractions(o.split)
+    except ValueError as e:
+        raise runtime.JobError(JOB, str(e))
+    runtime.check_image_options(JOB, o)
+    if o.format == "csv" and not o.schema_spec and not o.label_column:
+        raise runtime.JobError(JOB, "give --schema_spec, or --label_column to infer the schema")
+    if o.rows_per_batch < 1 or o.num_shards < 0 or o.sample_rows < 1:
+        raise runtime.JobError(JOB, "--rows_per_batch and --sample_rows must be >= 1, "
+                                    "--num_shards >= 0")
+    if len(o.delimiter) != 1:
+        raise runtime.JobError(JOB, "--delimiter must be one character")
+    return dataclasses.replace(o, output=o.output.rstrip("/"))
+
+
 # ---- launch-time resolution (fails fast, before any pipeline runs) -------------------------------
 class JobConfig:
-    """Everything resolved from the options before the pipeline is built."""
+    """The launch step: the checked arguments plus what only I/O can tell (the input files,
+    the schema from a spec or the data, the preprocessing_fn, an output that can be written)."""
 
     def __init__(self, options: PipelineOptions):
-        o = runtime.merged_options(options, *OPTION_CLASSES)
-        if not o.input:
-            raise runtime.JobError(JOB, "--input is required")
-        if not o.output:
-            raise runtime.JobError(JOB, "--output is required")
-        try:
-            self.fractions = parse_fractions(o.split)
-        except ValueError as e:
-            raise runtime.JobError(JOB, str(e))
+        o = self.options = parse_args(options)
+        self.output = o.output
+        self.fractions = parse_fractions(o.split)
         if o.format == "images":
             self._init_images(o)
             return
-        if not o.schema_spec and not o.label_column:
-            raise runtime.JobError(JOB, "give --schema_spec, or --label_column to infer the schema")
-        if o.rows_per_batch < 1 or o.num_shards < 0 or o.sample_rows < 1:
-            raise runtime.JobError(JOB, "--rows_per_batch and --sample_rows must be >= 1, "
-                                       "--num_shards >= 0")
-        if len(o.delimiter) != 1:
-            raise runtime.JobError(JOB, "--delimiter must be one character")
         self.patterns = runtime.split_patterns(o.input)
         self.files = self._match(o.input, f"no files match --input {o.input}")
         self.input_bytes = runtime.total_size(self.files)
-        self.output = o.output.rstrip("/")
-        self.options = o
         try:
             header, sample = parse_csv_sample(runtime.read_head(self.files[0]), o.delimiter,
                                               o.sample_rows)
@@ -128,11 +139,7 @@ class JobConfig:
         runtime.check_writable(JOB, self.output)
 
     def _init_images(self, o):
-        from preprocessing.schema import image_schema
         from preprocessing.transform import make_preprocessing_fn
-        runtime.check_image_options(JOB, o)
-        self.options = o
-        self.output = o.output.rstrip("/")
         self.schema = image_schema()
         self.preprocessing_fn = make_preprocessing_fn(self.schema)
         self.classes = tuple(c.strip() for c in o.classes.split(",") if c.strip())
@@ -167,7 +174,8 @@ class JobConfig:
             if o.schema_spec:
                 schema = Schema.load(o.schema_spec)
                 if o.label_column and o.label_column != schema.label:
-                    raise SchemaError(f"--label_column {o.label_column} differs from the spec's label {schema.label}")
+                    raise SchemaError(f"--label_column {o.label_column} differs from the "
+                                      f"spec's label {schema.label}")
                 if o.key_column and o.key_column != schema.key:
                     schema = schema.with_overrides(key=o.key_column)
             else:
@@ -195,213 +203,6 @@ class JobConfig:
             raise runtime.JobError(JOB, f"--module_file {o.module_file}: {e}")
 
 
-# ---- pipeline pieces ---------------------------------------------------------------------------
-class ParseAndSplit(beam.DoFn):
-    """CSV chunk -> one RecordBatch per split, and dead letters for rows that do not parse."""
-
-    def __init__(self, schema: Schema, fractions, delimiter: str = ","):
-        self.schema = schema
-        self.bounds = boundaries(fractions)
-        self.delimiter = delimiter
-        self.key_index = schema.names.index(schema.key) if schema.key else None
-        self.reject_counters = {r: Metrics.counter(JOB, f"rejected_{r}") for r in parsing.REASONS}
-
-    def setup(self):
-        self._parsers = {}
-
-    def process(self, chunk):
-        path, _, header, records = chunk
-        parser = self._parsers.get(header)
-        if parser is None:
-            parser = self._parsers[header] = parsing.RowParser(self.schema, header)
-        per_split = [[] for _ in SPLITS]
-        fields_list = parsing.split_fields([text for _, text in records], self.delimiter)
-        for (line_no, text), fields in zip(records, fields_list):
-            try:
-                values = parser.parse(fields)
-            except parsing.RowError as e:
-                self.reject_counters[e.reason].inc()
-                yield beam.pvalue.TaggedOutput(
-                    "rejects", common.dead_letter(JOB, path, line_no, text, e.reason, e.detail))
-                continue
-            key = values[self.key_index] if self.key_index is not None else text
-            per_split[split_index(key, self.bounds)].append(values)
-        for name, rows in zip(SPLITS, per_split):
-            if rows:
-                yield beam.pvalue.TaggedOutput(name, parsing.rows_to_record_batch(rows, self.schema))
-
-
-class LabelsCsvItems(beam.DoFn):
-    """Labels-CSV chunks -> (source, line, uri, label) items; bad lines are dead-lettered."""
-
-    def __init__(self):
-        self.wrong = Metrics.counter(JOB, "rejected_wrong_column_count")
-
-    def process(self, chunk):
-        path, _, header, records = chunk
-        pos = {h: i for i, h in enumerate(header)}
-        base = path.rsplit("/", 1)[0]
-        for (line, text), fields in zip(records, parsing.split_fields([t for _, t in records])):
-            if fields is None or len(fields) != len(header):
-                self.wrong.inc()
-                yield beam.pvalue.TaggedOutput("rejects", common.dead_letter(
-                    JOB, path, line, text, "wrong_column_count",
-                    f"expected {len(header)} fields ({', '.join(header)})"))
-                continue
-            uri = common.resolve_uri(base, fields[pos["uri"]].strip())
-            yield (path, line, uri, fields[pos["label"]].strip())
-
-
-class ProcessImages(beam.DoFn):
-    """Batches of (source, line, uri, label) -> normalised images as RecordBatches per split,
-    and dead letters with the reason for every image that cannot be used."""
-
-    def __init__(self, schema: Schema, fractions, classes, max_side, quality, max_pixels):
-        from preprocessing.images import IMAGE_REASONS
-        self.schema = schema
-        self.bounds = boundaries(fractions)
-        self.classes = set(classes)
-        self.kw = {"max_side": max_side, "quality": quality, "max_pixels": max_pixels}
-        self.reject_counters = {r: Metrics.counter(JOB, f"rejected_{r}") for r in IMAGE_REASONS}
-
-    def process(self, items):
-        from apache_beam.io.filesystem import CompressionTypes
-        from preprocessing.images import ImageError, normalize_image
-        per_split = [[] for _ in SPLITS]
-        for source, line, uri, label in items:
-            try:
-                if not label or (self.classes and label not in self.classes):
-                    raise ImageError("unknown_label", f"label {label!r} is not a known class")
-                try:
-                    with FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-                        data = f.read()
-                except Exception as e:
-                    raise ImageError("unreadable_uri", f"{type(e).__name__}: "
-                                     f"{str(e).splitlines()[0][:200] if str(e) else ''}") from None
-                img = normalize_image(data, uri, **self.kw)
-            except ImageError as e:
-                self.reject_counters[e.reason].inc()
-                yield beam.pvalue.TaggedOutput("rejects", common.dead_letter(
-                    JOB, source, line, uri, e.reason, e.detail))
-                continue
-            per_split[split_index(uri, self.bounds)].append(
-                (uri, img.jpeg, img.height, img.width, label))
-        for name, rows in zip(SPLITS, per_split):
-            if rows:
-                yield beam.pvalue.TaggedOutput(name, parsing.rows_to_record_batch(rows, self.schema))
-
-
-class ImageFileItems(beam.DoFn):
-    """Matched image files -> (source, line, uri, label) items (the label: the file's folder)."""
-
-    def __init__(self):
-        self.tally = runtime.Tally(JOB)
-
-    def process(self, metadata):
-        yield self.tally("rows_read")
-        yield (metadata.path, None, metadata.path, metadata.path.rstrip("/").split("/")[-2])
-
-
-class ReadImageItems(beam.PTransform):
-    """--input (a labels CSV, or a folder of class sub-folders) -> (source, line, uri, label)
-    items, rejects, and (name, n) tallies."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        self.cfg = cfg
-
-    def expand(self, pbegin):
-        cfg = self.cfg
-        if cfg.image_mode == "labels_csv":
-            chunks, rejects, counts = pbegin | "ReadLabels" >> common.ReadChunks(
-                JOB, cfg.patterns, 500)
-            items = chunks | "LabelItems" >> beam.ParDo(LabelsCsvItems()).with_outputs(
-                "rejects", main="items")
-            return (items.items,
-                    (rejects, items.rejects) | "LabelRejects" >> beam.Flatten(), counts)
-        items = (pbegin | "Folders" >> beam.Create(cfg.patterns)
-                 | "MatchImages" >> beam.io.fileio.MatchAll()
-                 | "Items" >> beam.ParDo(ImageFileItems()).with_outputs(runtime.COUNTS,
-                                                                       main="items"))
-        return items.items, pbegin | "NoRejects" >> beam.Create([]), items[runtime.COUNTS]
-
-
-class WriteTransformOutput(beam.PTransform):
-    """Writes transform_fn/ and transformed_metadata/ under the output directory.
-
-    tf.transform writes through TensorFlow's filesystem. Where that cannot reach the output
-    (a local run writing to gs://, e.g. against a GCS emulator), it stages locally and copies
-    with Beam's filesystem, which honours STORAGE_EMULATOR_HOST.
-    """
-
-    def __init__(self, output: str, stage_locally: bool):
-        super().__init__()
-        self.output = output
-        self.stage_locally = stage_locally
-
-    def _extract_input_pvalues(self, transform_fn):
-        # transform_fn is (saved model dir PCollection, metadata): only the first is a pvalue.
-        return transform_fn, [transform_fn[0]]
-
-    def expand(self, transform_fn):
-        import tensorflow_transform.beam as tft_beam
-        if not self.stage_locally:
-            return transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(self.output)
-        staging = runtime.local_tmp_dir("tft_stage_")
-        output = self.output
-
-        def publish(_):
-            for name in ("transform_fn", "transformed_metadata"):
-                runtime.copy_local_tree(os.path.join(staging, name), FileSystems.join(output, name))
-
-        return (transform_fn
-                | "WriteTransformFnLocally" >> tft_beam.WriteTransformFn(staging)
-                | "PublishTransformFn" >> beam.Map(publish))
-
-
-class WriteSplit(beam.PTransform):
-    def __init__(self, output: str, split: str, num_shards: int):
-        super().__init__()
-        self.prefix = FileSystems.join(output, split, "part")
-        self.num_shards = num_shards
-
-    def expand(self, examples):
-        return (examples
-                | "Write" >> beam.io.WriteToTFRecord(
-                    self.prefix, file_name_suffix=".tfrecord.gz", num_shards=self.num_shards,
-                    compression_type=beam.io.filesystem.CompressionTypes.GZIP))
-
-
-class CountTransformed(beam.DoFn):
-    """Transformed (RecordBatch, passthrough) pairs pass through; their rows are tallied as
-    rows_<split> (what is written: encoding is one tf.Example per row) and shown as progress."""
-
-    def __init__(self, split: str):
-        self.split = split
-        self.tally = runtime.Tally(JOB)
-
-    def process(self, element):
-        n = element[0].num_rows
-        runtime.Progress.of(JOB, "transformed").add(n)
-        yield self.tally(f"rows_{self.split}", n)
-        yield element
-
-
-class WriteRawSchema(beam.PTransform):
-    """raw_schema.json (the raw schema serving needs), written by the pipeline itself."""
-
-    def __init__(self, schema: Schema, directory: str):
-        super().__init__()
-        self.text = schema.dumps()
-        self.prefix = FileSystems.join(directory, RAW_SCHEMA_FILE[:-len(".json")])
-
-    def expand(self, pbegin):
-        return (pbegin | "SchemaText" >> beam.Create([self.text])
-                | "WriteSchema" >> beam.io.WriteToText(self.prefix, file_name_suffix=".json",
-                                                       shard_name_template="",
-                                                       append_trailing_newlines=False))
-
-
 def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_locally: bool,
                    staging: str):
     """Adds the preprocess graph to `p` (tests build it without running it): everything is
@@ -410,22 +211,23 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
 
     schema, o = cfg.schema, cfg.options
     if o.format == "images":
-        items, read_rejects, counts = p | "ReadImageItems" >> ReadImageItems(cfg)
+        items, read_rejects, counts = p | "ReadImageItems" >> pp.ReadImageItems(
+            cfg.image_mode, cfg.patterns)
         parsed = (items
                   | "Redistribute" >> beam.Reshuffle()
                   | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=64)
-                  | "ProcessImages" >> beam.ParDo(ProcessImages(
+                  | "ProcessImages" >> beam.ParDo(pp.ProcessImages(
                       schema, cfg.fractions, cfg.classes, o.max_side, o.jpeg_quality,
                       o.max_pixels)).with_outputs("rejects", *SPLITS))
     else:
-        chunks, read_rejects, counts = p | "ReadCsv" >> common.ReadChunks(
+        chunks, read_rejects, counts = p | "ReadCsv" >> reading.ReadChunks(
             JOB, cfg.patterns, o.rows_per_batch, total_bytes=cfg.input_bytes)
         parsed = chunks | "ParseAndSplit" >> beam.ParDo(
-            ParseAndSplit(schema, cfg.fractions, o.delimiter)).with_outputs("rejects", *SPLITS)
-    rejects = (read_rejects, parsed.rejects) | "AllRejects" >> beam.Flatten()
-    written = [rejects | "DeadLetters" >> common.WriteDeadLetters(
+            pp.ParseAndSplit(schema, cfg.fractions, o.delimiter)).with_outputs("rejects", *SPLITS)
+    dead = (read_rejects, parsed.rejects) | "AllRejects" >> beam.Flatten()
+    written = [dead | "DeadLetters" >> WriteDeadLetters(
         FileSystems.join(staging, "rejects"))]
-    written.append(p | "RawSchema" >> WriteRawSchema(schema, staging))
+    written.append(p | "RawSchema" >> pp.WriteRawSchema(schema, staging))
     tallies = [counts]
 
     tac = parsing.tensor_adapter_config(schema)
@@ -439,18 +241,18 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
                               | f"Transform_{split}" >> tft_beam.TransformDataset(
                                   output_record_batches=True))
             counted = data | f"Count_{split}" >> beam.ParDo(
-                CountTransformed(split)).with_outputs(runtime.COUNTS, main="batches")
+                pp.CountTransformed(split)).with_outputs(runtime.COUNTS, main="batches")
             tallies.append(counted[runtime.COUNTS])
             written.append((counted.batches, metadata)
                            | f"Encode_{split}" >> tft_beam.EncodeTransformedDataset()
-                           | f"Write_{split}" >> WriteSplit(staging, split, o.num_shards))
+                           | f"Write_{split}" >> pp.WriteSplit(staging, split, o.num_shards))
         written.append(transform_fn
-                       | "WriteTransform" >> WriteTransformOutput(staging, stage_locally))
+                       | "WriteTransform" >> pp.WriteTransformOutput(staging, stage_locally))
     info = {"job": JOB, "runner": type(p.runner).__name__, "input": o.input,
             "output": cfg.output, "split_fractions": list(cfg.fractions), "key": schema.key,
             "label": schema.label, "task": schema.task}
     all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
-    _ = (all_tallies, rejects) | "Finalize" >> Finalize(
+    _ = (all_tallies, dead) | "Finalize" >> Finalize(
         JOB, staging, cfg.output, written, OUTPUT_NAMES, info,
         outputs={s: f"rows_{s}" for s in SPLITS}, outputs_key="splits")
     return p

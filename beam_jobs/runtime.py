@@ -3,6 +3,7 @@ in-graph tallies, and the few filesystem helpers the launch step and the finaliz
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -89,6 +90,27 @@ class ImageOptions(PipelineOptions):
 def check_image_options(job: str, o) -> None:
     if o.max_side < 8 or not 1 <= o.jpeg_quality <= 100 or o.max_pixels < 1:
         raise JobError(job, "need --max_side >= 8, 1 <= --jpeg_quality <= 100, --max_pixels >= 1")
+
+
+def args_dataclass(name: str, option_classes) -> type:
+    """A frozen dataclass with one typed field per flag the option classes define (their
+    argparse dests, types and defaults): a job's typed config, checked without I/O."""
+    parser = argparse.ArgumentParser(add_help=False)
+    for cls in option_classes:
+        cls._add_argparse_args(parser)
+    fields = []
+    for a in parser._actions:
+        kind = a.type if isinstance(a.type, type) else str
+        fields.append((a.dest, Optional[kind], dataclasses.field(default=a.default)))
+    return dataclasses.make_dataclass(name, fields, frozen=True)
+
+
+def typed_args(cls: type, options: PipelineOptions, option_classes, **overrides):
+    """An `args_dataclass` instance from parsed PipelineOptions."""
+    merged = merged_options(options, *option_classes)
+    values = {f.name: getattr(merged, f.name) for f in dataclasses.fields(cls)}
+    values.update(overrides)
+    return cls(**values)
 
 
 def merged_options(options: PipelineOptions, *classes):

@@ -33,7 +33,7 @@ sys.path.insert(0, ROOT)
 def train_small_model(tmp: str) -> str:
     from beam_jobs import preprocess
     from preprocessing import TAXI_SPEC
-    from preprocessing.datagen import write_csv
+    from tools.datagen import write_csv
     from training import train_and_evaluate
     from training.config import TrainConfig
     src = os.path.join(tmp, "train.csv")
@@ -49,18 +49,18 @@ def bare_loop(model_dir: str, csv_path: str, batch_size: int) -> tuple:
     """Rows/s of the model calls alone, on the batches the job forms: the CSV parsed up front
     the job's way (2 MB blocks, preprocessing.fast_csv: numpy and Arrow columns), then
     `batch_size` rows per call of the job's `predict` (tensors made from those columns)."""
-    from beam_jobs.common import _block_cut
     from inference import model_handler as mh
     from inference.inputs import ServingParser
     from preprocessing import fast_csv
+    from preprocessing.reading import block_cut
     schema = mh.load_raw_schema(model_dir)
     with open(csv_path, "rb") as f:
         header = f.readline().decode("utf-8").strip().split(",")
         data = f.read()
-    parser = ServingParser(schema)._parser(tuple(header))
+    parser = ServingParser(schema).parser(tuple(header))
     batches, start = [], 0
     while start < len(data):
-        cut = _block_cut(data[start:start + (2 << 20)]) or len(data) - start
+        cut = block_cut(data[start:start + (2 << 20)]) or len(data) - start
         block = fast_csv.parse_block(parser, data[start:start + cut])
         start += cut
         batches += [[c[i:i + batch_size] for c in block.columns]
@@ -100,7 +100,7 @@ def main(argv=None):
                     help="Runs of each measurement; the fastest counts (less noise).")
     args = ap.parse_args(argv)
     best = range(max(args.repeat, 1))
-    from preprocessing.datagen import write_csv
+    from tools.datagen import write_csv
 
     tmp = tempfile.mkdtemp(prefix="bench_bp_")
     from inference.model_handler import resolve_model_dir

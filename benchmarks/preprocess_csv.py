@@ -22,6 +22,7 @@ sys.path.insert(0, ROOT)
 
 def bare_loop(csv_path: str, out_path: str) -> int:
     import tensorflow as tf
+
     from preprocessing import TAXI_SPEC
     from preprocessing.schema import Schema
 
@@ -64,7 +65,7 @@ def main(argv=None):
     ap.add_argument("--workers", default="1,2", help="DirectRunner worker counts to time.")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args(argv)
-    from preprocessing.datagen import write_csv
+    from tools.datagen import write_csv
 
     tmp = tempfile.mkdtemp(prefix="bench_prep_")
     csv_path = os.path.join(tmp, "taxi.csv")

@@ -65,7 +65,7 @@ def main(argv=None):
     ap.add_argument("--small_per_class", type=int, default=5,
                     help="Images per class of the start-up-only run the steady rate subtracts.")
     args = ap.parse_args(argv)
-    from preprocessing.images import generate
+    from tools.shapes import generate
     tmp = tempfile.mkdtemp(prefix="bench_img_")
     folder = os.path.join(tmp, "shapes")
     generate(folder, args.per_class, seed=4, min_size=args.min_size, max_size=args.max_size)

@@ -27,7 +27,7 @@ sys.path.insert(0, ROOT)
 
 
 def make_events(path: str, n: int) -> None:
-    from preprocessing.datagen import write_csv
+    from tools.datagen import write_csv
     src = path + ".csv"
     write_csv(src, n, seed=5, dirty_fraction=0.0)
     with open(src, newline="") as f, open(path, "w") as out:

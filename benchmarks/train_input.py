@@ -26,7 +26,7 @@ sys.path.insert(0, ROOT)
 def prepare(rows: int, tmp: str) -> str:
     from beam_jobs import preprocess
     from preprocessing import TAXI_SPEC
-    from preprocessing.datagen import write_csv
+    from tools.datagen import write_csv
     csv_path = os.path.join(tmp, "taxi.csv")
     write_csv(csv_path, rows, seed=3, dirty_fraction=0.0)
     out = os.path.join(tmp, "prep")
@@ -47,6 +47,7 @@ def main(argv=None):
     import numpy as np
     import pandas as pd
     import tensorflow as tf
+
     from training import data as data_lib
     from training.config import TrainConfig
     from training.model import build_model, compile_model

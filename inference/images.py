@@ -14,21 +14,15 @@ import base64
 import binascii
 from typing import Optional, Tuple
 
-from preprocessing.images import ImageError, normalize_image
+from preprocessing.images import normalize_image
+from preprocessing.rejects import Reject
 
 IMAGE_INPUT = "image_bytes"  # the image export's predict_raw input
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff")
 LIST_EXTENSIONS = (".csv", ".json", ".jsonl", ".ndjson", ".txt")
-REASONS = ("empty_file", "not_an_image", "format_mismatch", "truncated", "too_many_pixels",
-           "unreadable_uri", "invalid_json", "missing_image")
-
-
-def is_image_path(path: str) -> bool:
-    return path.lower().endswith(IMAGE_EXTENSIONS)
 
 
 def read_uri(uri: str) -> bytes:
-    """The bytes at a local or gs:// uri; ImageError('unreadable_uri') if they cannot be read."""
+    """The bytes at a local or gs:// uri; Reject('unreadable_uri') if they cannot be read."""
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
     try:
@@ -36,11 +30,11 @@ def read_uri(uri: str) -> bytes:
             return f.read()
     except Exception as e:
         text = str(e).splitlines()[0][:200] if str(e) else ""
-        raise ImageError("unreadable_uri", f"{type(e).__name__}: {text}") from None
+        raise Reject("unreadable_uri", f"{type(e).__name__}: {text}") from None
 
 
 class ImageInputs:
-    """Turns any image input into normalised bytes for the model (or raises ImageError)."""
+    """Turns any image input into normalised bytes for the model (or raises Reject)."""
 
     def __init__(self, max_side: int = 256, quality: int = 90, max_pixels: int = 50_000_000):
         self.kw = {"max_side": max_side, "quality": quality, "max_pixels": max_pixels,
@@ -56,17 +50,17 @@ class ImageInputs:
         """A JSON object (or a GCS notification's attributes) -> (bytes, uri or None)."""
         attributes = attributes or {}
         if not isinstance(obj, dict):
-            raise ImageError("invalid_json", "an image instance must be a JSON object")
+            raise Reject("invalid_json", "an image instance must be a JSON object")
         encoded = obj.get(IMAGE_INPUT, obj.get("b64"))
         if isinstance(encoded, dict):
             encoded = encoded.get("b64")
         if encoded is not None:
             if not isinstance(encoded, str):
-                raise ImageError("invalid_json", "b64 must be a base64 string")
+                raise Reject("invalid_json", "b64 must be a base64 string")
             try:
                 data = base64.b64decode(encoded, validate=True)
             except (binascii.Error, ValueError) as e:
-                raise ImageError("invalid_json", f"b64 is not valid base64 ({e})") from None
+                raise Reject("invalid_json", f"b64 is not valid base64 ({e})") from None
             return self.from_bytes(data), obj.get("uri")
         uri = obj.get("uri")
         if not uri and (obj.get("bucket") or attributes.get("bucketId")):
@@ -75,6 +69,6 @@ class ImageInputs:
             name = obj.get("name") or attributes.get("objectId")
             uri = f"gs://{bucket}/{name}" if name else None
         if not uri or not isinstance(uri, str):
-            raise ImageError("missing_image", "expected 'uri', 'image_bytes': {'b64': ...}, "
+            raise Reject("missing_image", "expected 'uri', 'image_bytes': {'b64': ...}, "
                                               "'b64', or a Cloud Storage notification")
         return self.from_uri(uri), uri

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence, Tuple
 
-from preprocessing import parsing
+from preprocessing import parsing, rejects
 from preprocessing.schema import Schema
 
 
@@ -23,22 +23,16 @@ class ServingParser:
         self._parsers = {}
         self._wanted = self.names + tuple(c for c in self.passthrough if c not in self.names)
 
-    def _parser(self, header) -> parsing.RowParser:
+    def parser(self, header) -> parsing.RowParser:
         p = self._parsers.get(header)
         if p is None:
             p = self._parsers[header] = parsing.RowParser(self.schema, header, self.optional)
         return p
 
-    def parse_csv(self, header: tuple, fields) -> Tuple[tuple, dict]:
-        parser = self._parser(header)
-        values = parser.parse(fields)  # checks the field count first
-        pos = {h: i for i, h in enumerate(parser.header)}
-        return values, {c: fields[pos[c]] for c in self.passthrough if c in pos}
-
     def parse_csv_block(self, header: tuple, fields_list):
         """Many CSV records at once (column-wise, see RowParser.parse_many): the ColumnBlock
         and, when passthrough columns were asked for, one passthrough dict per valid row."""
-        parser = self._parser(header)
+        parser = self.parser(header)
         block = parser.parse_many(fields_list)
         if not self.passthrough:
             return block, None
@@ -48,11 +42,11 @@ class ServingParser:
 
     def parse_object(self, obj) -> Tuple[tuple, dict]:
         if not isinstance(obj, dict):
-            raise parsing.RowError("invalid_json", "an instance must be a JSON object")
-        values = self._parser(self.names).parse_dict(obj)
+            raise rejects.Reject("invalid_json", "an instance must be a JSON object")
+        values = self.parser(self.names).parse_dict(obj)
         return values, {c: obj.get(c) for c in self.passthrough if c in obj}
 
     def parse_example(self, data: bytes) -> Tuple[tuple, dict]:
         fields = dict(zip(self._wanted, parsing.example_to_fields(data, self._wanted)))
-        values = self._parser(self.names).parse([fields[n] for n in self.names])
+        values = self.parser(self.names).parse([fields[n] for n in self.names])
         return values, {c: fields[c] for c in self.passthrough}

@@ -16,12 +16,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence
 
-from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
-from preprocessing.schema import Schema
+from preprocessing.schema import RAW_SCHEMA_FILE, Schema
 
-RAW_SCHEMA_ASSET = "assets.extra/raw_schema.json"
+RAW_SCHEMA_ASSET = "assets.extra/" + RAW_SCHEMA_FILE
 SIGNATURE = "predict_raw"
 
 
@@ -142,7 +142,7 @@ def model_version(path: str) -> str:
 
 def load_raw_schema(export_dir: str) -> Schema:
     with FileSystems.open(FileSystems.join(export_dir, RAW_SCHEMA_ASSET)) as f:
-        return Schema.loads(f.read().decode("utf-8"), "raw_schema.json")
+        return Schema.loads(f.read().decode("utf-8"), RAW_SCHEMA_FILE)
 
 
 class _Version:

@@ -28,7 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from preprocessing.parsing import RowError, RowParser, append_rows, split_fields
+from preprocessing.parsing import RowParser, append_rows, split_fields
+from preprocessing.rejects import Reject
 
 # Every character str.strip() removes (str.isspace), so utf8_trim is exactly .strip().
 PY_WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
@@ -48,7 +49,7 @@ class FastBlock:
     """A parsed block: `columns` (schema order: numpy arrays for numeric columns, Arrow
     string arrays, or lists where a value is None) for the valid rows, `rows` (their line
     indices within `lines`, fast-path rows first, then rows parsed one by one, each in line
-    order), `errors` ((line index, RowError)), `lines` (the block's lines, line endings
+    order), `errors` ((line index, Reject)), `lines` (the block's lines, line endings
     stripped) and `records` (how many non-empty lines, i.e. CSV records, the block held)."""
 
     __slots__ = ("columns", "rows", "errors", "lines", "records")
@@ -165,7 +166,7 @@ def _convert(parser: RowParser, table, n: int):
             continue
         bad |= empty  # defaults and None: parse's business
         if c.is_datetime:
-            bad |= ~_datetime_ok(s)
+            bad |= ~datetime_ok(s)
         if c.dtype == "string":
             columns.append(("values", s))
             continue
@@ -190,7 +191,7 @@ def _convert(parser: RowParser, table, n: int):
     return columns, bad
 
 
-def _datetime_ok(s) -> np.ndarray:
+def datetime_ok(s) -> np.ndarray:
     """looks_like_datetime, vectorised for ASCII `YYYY-MM-DD[ T]HH:MM:SS...` (a valid
     date and time); anything else is False and goes to the row-by-row check."""
     n = len(s)
@@ -226,7 +227,7 @@ def _with_slow_rows(parser, lines, columns, rows, slow, records) -> FastBlock:
         try:
             extra.append(parser.parse(fields))
             extra_rows.append(i)
-        except RowError as e:
+        except Reject as e:
             errors.append((i, e))
     if extra:
         append_rows(columns, extra)

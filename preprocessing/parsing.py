@@ -1,6 +1,6 @@
 """Raw record parsing against the schema: pure functions shared by every job.
 
-A CSV record becomes a tuple of typed values in `schema.columns` order, or a `RowError`
+A CSV record becomes a tuple of typed values in `schema.columns` order, or a `Reject`
 with a reason code (used for counters) and a detail (for the dead-letter record). Valid rows
 are packed column-wise into Arrow RecordBatches, the TFXIO format tf.transform runs fastest on.
 """
@@ -8,25 +8,23 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import math
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
 
-from preprocessing.schema import Schema, coerce_value, looks_like_datetime
-
-REASONS = (
-    "wrong_column_count", "missing_value", "unparsable_number", "non_finite_number",
-    "unparsable_datetime", "missing_column", "malformed_csv", "invalid_json", "bad_example",
-)
+from preprocessing.rejects import Reject
+from preprocessing.schema import DTYPE_TABLE, Schema, coerce_value, looks_like_datetime
 
 
-class RowError(Exception):
-    def __init__(self, reason: str, detail: str):
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
+def parse_json(text):
+    """A JSON document (str or bytes), or Reject("invalid_json") saying why it is not one."""
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise Reject("invalid_json", f"not JSON: {e}") from None
 
 
 def iter_csv_records(lines: Iterable[str], first_line_no: int = 1) -> Iterator[Tuple[int, str]]:
@@ -113,12 +111,12 @@ class RowParser:
 
     def parse(self, fields: Optional[Sequence[str]]) -> tuple:
         if fields is None:
-            raise RowError("malformed_csv", "the record is not valid CSV (unbalanced quotes?)")
+            raise Reject("malformed_csv", "the record is not valid CSV (unbalanced quotes?)")
         if self.missing_columns:
-            raise RowError("missing_column",
+            raise Reject("missing_column",
                            f"the file's header lacks required column(s) {self.missing_columns}")
         if len(fields) != self.width:
-            raise RowError("wrong_column_count",
+            raise Reject("wrong_column_count",
                            f"expected {self.width} fields, found {len(fields)}")
         values = []
         for c in self.plan:
@@ -128,18 +126,18 @@ class RowParser:
                     values.append(None)
                     continue
                 if c.default is None:
-                    raise RowError("missing_value",
+                    raise Reject("missing_value",
                                    f"column '{c.name}' is empty and has no default")
                 values.append(c.default)
                 continue
             if c.is_datetime and not looks_like_datetime(text):
-                raise RowError("unparsable_datetime",
+                raise Reject("unparsable_datetime",
                                f"column '{c.name}': {text!r} is not YYYY-MM-DD HH:MM:SS")
             try:
                 values.append(coerce_value(text, c.dtype))
             except ValueError:
                 reason = "non_finite_number" if _is_non_finite(text) else "unparsable_number"
-                raise RowError(reason, f"column '{c.name}': cannot read {text!r} as "
+                raise Reject(reason, f"column '{c.name}': cannot read {text!r} as "
                                        f"{c.dtype}") from None
         return tuple(values)
 
@@ -176,7 +174,7 @@ class RowParser:
             elif c.type == "string":
                 out.append(values if keep is None else [values[j] for j in keep])
             else:
-                arr = np.asarray(values, dtype=_NUMPY64[c.type])
+                arr = np.asarray(values, dtype=DTYPE_TABLE[c.type].parsed)
                 out.append(arr if keep is None else arr[keep])
         slow_index = sorted(set(range(n)) - set(fast_index)) if len(fast_index) != n else []
         return self._parse_rows(fields_list, slow_index, out, fast_index)
@@ -191,7 +189,7 @@ class RowParser:
             try:
                 extra.append(self.parse(fields_list[i]))
                 index.append(i)
-            except RowError as e:
+            except Reject as e:
                 errors.append((i, e))
         append_rows(columns, extra)
         return ColumnBlock(columns, index, errors)
@@ -205,14 +203,13 @@ class RowParser:
         return self.parse(fields)
 
 
-_NUMPY64 = {"float": np.float64, "int": np.int64}
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class ColumnBlock:
     """Column-wise parse result: `columns[k]` (schema column order; a numpy array for a
     numeric column without None, else a list) holds the values of the valid records
-    `index` (their positions in the input), aligned; `errors` lists (position, RowError)."""
+    `index` (their positions in the input), aligned; `errors` lists (position, Reject)."""
 
     __slots__ = ("columns", "index", "errors")
 
@@ -292,7 +289,7 @@ def example_to_fields(serialized: bytes, header: Sequence[str]) -> List[str]:
     try:
         ex = example_pb2.Example.FromString(serialized)
     except Exception as e:  # protobuf's DecodeError: not a tf.Example
-        raise RowError("bad_example", f"not a serialized tf.Example ({type(e).__name__})") from None
+        raise Reject("bad_example", f"not a serialized tf.Example ({type(e).__name__})") from None
     feats = ex.features.feature
     out = []
     for name in header:
@@ -305,7 +302,7 @@ def example_to_fields(serialized: bytes, header: Sequence[str]) -> List[str]:
         if len(values) == 0:
             out.append("")
         elif len(values) > 1:
-            raise RowError("bad_example", f"feature '{name}' has {len(values)} values, expected 1")
+            raise Reject("bad_example", f"feature '{name}' has {len(values)} values, expected 1")
         else:
             v = values[0]
             out.append(v.decode("utf-8", errors="replace") if isinstance(v, bytes) else repr(v)
@@ -314,19 +311,16 @@ def example_to_fields(serialized: bytes, header: Sequence[str]) -> List[str]:
 
 
 # ---- Arrow / TFXIO ---------------------------------------------------------------------------
-_ARROW_TYPES = {"float": pa.float32(), "int": pa.int64(), "string": pa.large_binary()}
-_NUMPY_TYPES = {"float": np.float32, "int": np.int64}
 
 
 def raw_feature_spec(schema: Schema, columns=None) -> dict:
     import tensorflow as tf
-    dtypes = {"float": tf.float32, "int": tf.int64, "string": tf.string}
-    return {c.name: tf.io.FixedLenFeature([], dtypes[c.type])
+    return {c.name: tf.io.FixedLenFeature([], tf.as_dtype(DTYPE_TABLE[c.type].tf))
             for c in (columns if columns is not None else schema.columns)}
 
 
 def arrow_schema(schema: Schema) -> pa.Schema:
-    return pa.schema([pa.field(c.name, pa.large_list(_ARROW_TYPES[c.type]))
+    return pa.schema([pa.field(c.name, pa.large_list(DTYPE_TABLE[c.type].arrow))
                       for c in schema.columns])
 
 
@@ -345,7 +339,7 @@ def rows_to_record_batch(rows: Sequence[tuple], schema: Schema) -> pa.RecordBatc
             flat = pa.array([v if isinstance(v, bytes) else v.encode("utf-8") for v in values],
                             type=pa.large_binary())
         else:
-            flat = pa.array(np.asarray(values, dtype=_NUMPY_TYPES[c.type]))
+            flat = pa.array(np.asarray(values, dtype=DTYPE_TABLE[c.type].stored))
         arrays.append(pa.LargeListArray.from_arrays(offsets, flat))
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(schema))
 

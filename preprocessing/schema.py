@@ -3,7 +3,8 @@
 Training and inference import this module, so the columns are declared once. A schema comes
 from one of three places:
 
-1. `infer_schema(header, sample_rows, label=...)`, like TFX's SchemaGen, when no spec is given;
+1. `preprocessing.infer.infer_schema(header, sample_rows, label=...)`, like TFX's SchemaGen,
+   when no spec is given;
 2. a declarative spec file (JSON or YAML), loaded with `Schema.load(path)`;
 3. either of those plus a TFX-style module file whose `preprocessing_fn` replaces the
    generated one (see `preprocessing.transform.load_module_preprocessing_fn`).
@@ -31,16 +32,35 @@ a column as it is (any type); `image` marks encoded image bytes (kept as they ar
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Optional
 
-DTYPES = ("float", "int", "string")
+import numpy as np
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class DType:
+    """A raw column type as every layer holds it: the one table of dtype maps (a new type or
+    a changed width is one entry here)."""
+    name: str
+    python: type    # a typed value (defaults, JSON inputs, the export's examples)
+    parsed: Any     # numpy dtype of a numeric column parsed column-wise (None: strings)
+    stored: Any     # numpy dtype of the values packed into RecordBatches (None: strings)
+    arrow: Any      # pyarrow element type in RecordBatches
+    tf: str         # tf.dtypes name of the feature
+
+
+DTYPE_TABLE = {
+    "float": DType("float", float, np.float64, np.float32, pa.float32(), "float32"),
+    "int": DType("int", int, np.int64, np.int64, pa.int64(), "int64"),
+    "string": DType("string", str, None, None, pa.large_binary(), "string"),
+}
+DTYPES = tuple(DTYPE_TABLE)
 TRANSFORMS = ("zscore", "scale_0_1", "vocabulary", "bucketize", "hash", "datetime",
               "passthrough", "identity", "image", "none")
 NUMERIC_TRANSFORMS = ("zscore", "scale_0_1", "bucketize", "passthrough")
@@ -48,6 +68,9 @@ STRING_TRANSFORMS = ("vocabulary", "hash", "datetime")
 # Datetime part -> number of values (the categorical cardinality the model sees).
 DATETIME_PARTS = {"hour": 24, "weekday": 7, "month": 12, "day": 31, "minute": 60}
 DERIVED_OPS = {"haversine_km": 4}
+# The raw schema file preprocess writes beside its outputs, and the export carries as
+# assets.extra/RAW_SCHEMA_FILE for serving (one name, every reader).
+RAW_SCHEMA_FILE = "raw_schema.json"
 TASKS = ("regression", "classification")
 # Accepts '2025-01-31 13:45:00', '2025-01-31T13:45:00' and a trailing zone word ('UTC').
 DATETIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
@@ -198,7 +221,6 @@ class Schema:
             raise SchemaError(f"task '{self.task}' is not one of {TASKS}")
         if self.task == "regression" and self.column(self.label).type == "string":
             raise SchemaError(f"label '{self.label}' is a string column: the task must be classification")
-        outputs = set(self.numeric_outputs()) | set(self.categorical_outputs())
         for d in self.derived:
             if d.op not in DERIVED_OPS:
                 raise SchemaError(f"derived '{d.name}': op '{d.op}' is not one of {list(DERIVED_OPS)}")
@@ -222,7 +244,6 @@ class Schema:
                         f"(one of {sorted(k for k in categorical if not k.startswith('cross_'))})")
             if x.hash_buckets < 1:
                 raise SchemaError(f"cross {list(x.features)}: hash_buckets must be >= 1")
-        del outputs
 
     # ---- (de)serialisation ---------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -348,123 +369,3 @@ def looks_like_datetime(text: str) -> bool:
         return True
     except ValueError:
         return False
-
-
-# ---- inference -----------------------------------------------------------------------------
-KEY_NAMES = ("key", "id", "uuid", "unique_key", "trip_id", "example_id")
-
-
-def _kind(values: Sequence[str]) -> str:
-    non_empty = [v for v in values if v != ""]
-    if not non_empty:
-        return "string"
-    for dtype in ("int", "float"):
-        ok = 0
-        for v in non_empty:
-            try:
-                coerce_value(v, dtype)
-                ok += 1
-            except ValueError:
-                pass
-        # Tolerate a few dirty values, as SchemaGen tolerates low-frequency anomalies.
-        if ok >= 0.98 * len(non_empty):
-            return dtype
-    return "string"
-
-
-def image_schema() -> Schema:
-    """The raw schema of image data: source uri (the key), JPEG bytes, size, and the label."""
-    return Schema(columns=(ColumnSpec("uri", "string"),
-                           ColumnSpec("image", "string", "image"),
-                           ColumnSpec("height", "int", "identity"),
-                           ColumnSpec("width", "int", "identity"),
-                           ColumnSpec("label", "string")),
-                  label="label", key="uri", task="classification")
-
-
-def infer_schema(header: Sequence[str], rows: Iterable[Sequence[str]], label: str,
-                 key: Optional[str] = None, max_vocab: int = 1000,
-                 classification_max_classes: int = 20) -> Schema:
-    """Infers column types and transforms from a header and sample rows (all strings).
-
-    Numeric columns are z-scored; low-cardinality strings get a vocabulary; datetime-looking
-    strings get datetime parts; high-cardinality strings (ids, free text) are hashed. A string
-    label means classification; an int label with few distinct non-negative values too;
-    otherwise regression. The result is a plain spec the user can save, edit and pass back.
-    """
-    header = [h.strip() for h in header]
-    if label not in header:
-        raise SchemaError(f"label column '{label}' is not in the header {header}")
-    if key is None:
-        key = next((h for h in header if h.lower() in KEY_NAMES), None)
-    elif key not in header:
-        raise SchemaError(f"key column '{key}' is not in the header {header}")
-    columns_values = [[] for _ in header]
-    n = 0
-    for r in rows:
-        if len(r) != len(header):
-            continue
-        n += 1
-        for i, v in enumerate(r):
-            columns_values[i].append(v.strip())
-    if n == 0:
-        raise SchemaError("no well-formed sample rows to infer the schema from")
-    cols, task = [], None
-    for name, values in zip(header, columns_values):
-        dtype = _kind(values)
-        non_empty = [v for v in values if v != ""]
-        distinct = set(non_empty)
-        if name == key:
-            cols.append(ColumnSpec(name=name, type="string"))
-            continue
-        if name == label:
-            if dtype == "string":
-                task = "classification"
-            elif dtype == "int" and len(distinct) <= classification_max_classes and \
-                    all(int(float(v)) >= 0 for v in distinct if _is_number(v)):
-                task = "classification"
-                dtype = "string"  # class ids become vocabulary entries
-            else:
-                task = "regression"
-                dtype = "float"
-            cols.append(ColumnSpec(name=name, type=dtype))
-            continue
-        if dtype in ("int", "float"):
-            transform = "zscore"
-        elif non_empty and sum(looks_like_datetime(v) for v in non_empty) >= 0.98 * len(non_empty):
-            transform = "datetime"
-        elif len(distinct) <= max_vocab and len(distinct) <= max(10, 0.5 * len(non_empty)):
-            transform = "vocabulary"
-        else:
-            transform = "hash"
-        has_empty = len(non_empty) < len(values)
-        default = None
-        if has_empty and transform != "datetime":
-            # Fill empties rather than reject rows, as TFX's ImputeOrDefault examples do.
-            default = "" if dtype == "string" else 0
-        cols.append(ColumnSpec(name=name, type=dtype, transform=transform, default=default,
-                               hash_buckets=max(100, min(10_000, len(distinct)))))
-    return Schema(columns=tuple(cols), label=label, key=key, task=task)
-
-
-def _is_number(v: str) -> bool:
-    try:
-        float(v)
-        return True
-    except ValueError:
-        return False
-
-
-def parse_csv_sample(text: str, delimiter: str = ",", max_rows: int = 10_000):
-    """Header and up to max_rows rows from the start of a CSV text."""
-    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
-    header = next(reader, None)
-    if header is None:
-        raise SchemaError("the input file is empty (no header row)")
-    rows = []
-    for r in reader:
-        if len(rows) >= max_rows:
-            break
-        if r:
-            rows.append(r)
-    return header, rows

@@ -19,7 +19,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 @pytest.fixture(scope="session")
 def taxi_csv(tmp_path_factory):
     """3,000 generated taxi rows with the default share of dirty rows, and its stats."""
-    from preprocessing.datagen import write_csv
+    from tools.datagen import write_csv
     path = str(tmp_path_factory.mktemp("data") / "taxi.csv")
     stats = write_csv(path, 3000, seed=11, dirty_fraction=0.03)
     return path, stats
@@ -137,16 +137,16 @@ def trained_images(tmp_path_factory):
     """A tiny image classifier: generated shapes (30 per class) -> preprocess --format images
     -> 2 epochs. Returns (image folder, preprocessed dir, metrics)."""
     from beam_jobs import preprocess
-    from preprocessing import images
+    from tools import shapes
     from training import train_and_evaluate
     root = tmp_path_factory.mktemp("images")
-    shapes = str(root / "shapes")
-    images.generate(shapes, per_class=30, seed=2)
-    os.remove(os.path.join(shapes, "labels.csv"))
+    folder = str(root / "shapes")
+    shapes.generate(folder, per_class=30, seed=2)
+    os.remove(os.path.join(folder, "labels.csv"))
     data = str(root / "prep")
-    preprocess.run(["--format", "images", "--input", shapes, "--output", data,
+    preprocess.run(["--format", "images", "--input", folder, "--output", data,
                     "--num_shards", "2"])
     metrics = train_and_evaluate(small_train_config(data, str(root / "job"), epochs=2,
                                                     batch_size=16, hidden_units=[16],
                                                     augment=True))
-    return shapes, data, metrics
+    return folder, data, metrics

@@ -11,7 +11,8 @@ import tensorflow as tf
 
 from beam_jobs import batch_predict
 from preprocessing.split import boundaries, split_index
-from tests.conftest import make_example as _example, read_jsonl
+from tests.conftest import make_example as _example
+from tests.conftest import read_jsonl
 
 
 def _run(model_dir, inp, out, *extra):
@@ -206,6 +207,7 @@ def test_bad_arguments_fail_fast(trained, taxi_csv, tmp_path, args, message):
 def test_prediction_block_json_lines_equal_json_dumps_of_each_record(kind):
     """The column-wise JSON writer gives byte for byte what json.dumps gives per record."""
     import numpy as np
+
     from inference.outputs import PredictionBlock
     keys = ["a", 'quo"te', "ünï", "k4"]
     if kind == "regression":
@@ -290,12 +292,13 @@ def test_csv_blocks_give_what_record_by_record_reading_gives(trained, taxi_csv, 
 
 def test_block_cut_is_the_last_newline_after_an_even_number_of_quotes():
     import random
-    from beam_jobs import common
+
+    from preprocessing import reading
     rng = random.Random(7)
     for _ in range(3000):
         data = bytes(rng.choice(b'ab",\n\n') for _ in range(rng.randint(0, 60)))
         cuts = [i + 1 for i, c in enumerate(data) if c == 10 and data[:i].count(b'"') % 2 == 0]
-        assert common._block_cut(data) == max(cuts, default=0), data
+        assert reading.block_cut(data) == max(cuts, default=0), data
 
 
 def test_uncompressed_csv_blocks_travel_as_byte_ranges(tmp_path):
@@ -303,14 +306,16 @@ def test_uncompressed_csv_blocks_travel_as_byte_ranges(tmp_path):
     parse step reads the bytes; together they are the file after the header, and a file that
     shrank since the scan is an error, not a short block."""
     import pickle
-    from apache_beam.io.filesystem import FileMetadata
+
     from apache_beam.io import fileio
-    from beam_jobs import common
+    from apache_beam.io.filesystem import FileMetadata
+
+    from preprocessing import reading
     body = b"".join(b'k%d,"a\nb",%d\r\n' % (i, i) for i in range(300))
     path = tmp_path / "x.csv"
     head = b'key,"two\nline header",v\n'
     path.write_bytes(head + body)
-    reader = common._ReadChunks("t", 100, "csv", block_bytes=500)
+    reader = reading.ReadFileChunks("t", 100, "csv", block_bytes=500)
     out = [o for o in reader.process(fileio.ReadableFile(FileMetadata(str(path), 0)))
            if isinstance(o, tuple)]  # not the tallies (TaggedOutput)
     blocks = [b for _, _, header, b in out]

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from beam_jobs import dataflow_check
 from preprocessing import TAXI_SPEC
 from tests.conftest import ROOT, read_jsonl
+from tools import dataflow_check
 
 
 @pytest.fixture(scope="module")

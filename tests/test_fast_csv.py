@@ -10,13 +10,13 @@ import pytest
 
 from inference.inputs import ServingParser
 from inference.outputs import PredictionBlock
-from preprocessing import TAXI_SPEC, fast_csv, parsing
-from preprocessing.datagen import generate_rows
+from preprocessing import TAXI_SPEC, fast_csv, parsing, rejects
 from preprocessing.schema import Schema, looks_like_datetime
+from tools.datagen import generate_rows
 
 SCHEMA = Schema.load(TAXI_SPEC)
 HEADER = tuple(c.name for c in SCHEMA.columns)
-PARSER = ServingParser(SCHEMA)._parser(HEADER)  # label and key optional, as at serving
+PARSER = ServingParser(SCHEMA).parser(HEADER)  # label and key optional, as at serving
 # Field values a mutation puts in: forms float()/int()/strip()/the datetime check read in
 # ways Arrow alone would not (or would read differently), and plain good ones.
 ODD_VALUES = [
@@ -73,7 +73,7 @@ def _row_by_row(data: bytes):
     for (pos, raw), fields in zip(records, parsing.split_fields([r for _, r in records])):
         try:
             good[pos] = PARSER.parse(fields)
-        except parsing.RowError as e:
+        except rejects.Reject as e:
             bad[pos] = (e.reason, e.detail, raw)
     return good, bad, len(records)
 
@@ -145,7 +145,7 @@ def test_vectorised_datetime_check_is_looks_like_datetime():
                      + rng.choice(["", " UTC", "Z", ".5"]))
     texts += ["2024-02-29 00:00:00", "1900-02-29 00:00:00", "2000-02-29 00:00:00", "x", "",
               "2025-01-01", "\u0662025-01-01 00:00:00"]
-    got = fast_csv._datetime_ok(pa.array(texts)).tolist()
+    got = fast_csv.datetime_ok(pa.array(texts)).tolist()
     assert got == [looks_like_datetime(t) for t in texts]
     assert sum(got) > 1000
 
@@ -213,8 +213,9 @@ def test_block_sources_read_again_from_the_file_give_the_same_lines(tmp_path):
     """A byte-range block's sources re-read its raw lines (dead letters of rows the model
     rejects) rather than carry them: the same text as the parsed block's lines."""
     import functools
-    from beam_jobs.common import block_lines
+
     from inference.model_handler import LineSources
+    from preprocessing.reading import block_lines
     rows = [b"k%d,2025-01-01 00:00:00,1,2,3,4,%d,Cash,C\xc3\xa9,5" % (i, i) for i in range(40)]
     data = b"\r\n".join(rows[:20]) + b"\n\n" + b"\n".join(rows[20:]) + b"\r\r\n"
     path = tmp_path / "x.csv"

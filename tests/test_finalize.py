@@ -14,7 +14,7 @@ import pytest
 
 from beam_jobs import finalize, runtime
 from preprocessing import TAXI_SPEC
-from preprocessing.datagen import write_csv
+from tools.datagen import write_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -36,8 +36,10 @@ runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
 
 
 def _exit_after_run(module, *args):
+    # Progress lines at every update (not every 10 s), to see that they are printed.
+    env = dict(os.environ, TFDATAFLOW_PROGRESS_SECS="0")
     return subprocess.run([sys.executable, "-c", EXIT_AFTER_RUN, module, *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env=env)
 
 
 def _tree(root):
@@ -67,8 +69,11 @@ def test_preprocess_completes_inside_the_pipeline(tmp_path):
     assert os.path.exists(os.path.join(out, "raw_schema.json"))
     assert os.path.isdir(os.path.join(out, "transform_fn"))
     assert not glob.glob(os.path.join(out, "_staging-*"))
-    # The progress/summary line came from inside the pipeline.
+    # The summary line came from inside the pipeline; progress lines with a rate; and by
+    # default none of Beam's INFO log.
     assert "preprocess: finished: 400 rows read" in r.stderr
+    assert "preprocess: read 400 rows (" in r.stderr and "preprocess: transformed" in r.stderr
+    assert "INFO" not in r.stderr
 
 
 @pytest.mark.slow
@@ -86,6 +91,9 @@ def test_batch_predict_completes_inside_the_pipeline(trained, taxi_csv, tmp_path
     lines = sum(len(open(f).readlines()) for f in glob.glob(os.path.join(out, "predictions-*")))
     assert lines == summary["rows_predicted"] > 0
     assert not glob.glob(os.path.join(out, "_staging-*"))
+    # Blocks of a file of known size: progress in MB with the share done and an ETA.
+    assert "batch_predict: read " in r.stderr and "% of " in r.stderr and "ETA" in r.stderr
+    assert "batch_predict: predicted " in r.stderr
 
 
 def _finalize_pipeline(tmp_path, tallies, rejects):

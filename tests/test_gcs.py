@@ -47,6 +47,7 @@ def test_preprocess_reads_and_writes_gcs(gcs_emulator, taxi_csv, tmp_path):
 def test_batch_predict_reads_csv_blocks_from_gcs(gcs_emulator, trained, taxi_csv, tmp_path):
     """CSV blocks read as byte ranges (seek + read on gs://) predict what a local run does."""
     from apache_beam.io.filesystems import FileSystems
+
     from beam_jobs import batch_predict
     from tests.conftest import read_jsonl
     src, stats = taxi_csv

@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from preprocessing import images
-from preprocessing.images import ImageError, normalize_image
+from preprocessing import rejects
+from preprocessing.images import normalize_image
+from preprocessing.rejects import Reject
+from tools import shapes as shape_gen
 
 
 def _encode(img, fmt, **kw):
@@ -20,15 +22,15 @@ def _encode(img, fmt, **kw):
 @pytest.fixture(scope="module")
 def good_jpeg():
     rng = np.random.default_rng(0)
-    return _encode(images.draw_shape(rng, "circle", 96), "JPEG", quality=90)
+    return _encode(shape_gen.draw_shape(rng, "circle", 96), "JPEG", quality=90)
 
 
 def test_generator_is_deterministic_and_labelled(tmp_path):
-    a = images.generate(str(tmp_path / "a"), per_class=3, seed=5)
-    b = images.generate(str(tmp_path / "b"), per_class=3, seed=5)
+    a = shape_gen.generate(str(tmp_path / "a"), per_class=3, seed=5)
+    b = shape_gen.generate(str(tmp_path / "b"), per_class=3, seed=5)
     rows_a = list(csv.DictReader(open(a)))
-    assert len(rows_a) == 3 * len(images.CLASSES)
-    assert {r["label"] for r in rows_a} == set(images.CLASSES)
+    assert len(rows_a) == 3 * len(shape_gen.CLASSES)
+    assert {r["label"] for r in rows_a} == set(shape_gen.CLASSES)
     for ra, rb in zip(rows_a, csv.DictReader(open(b))):
         assert open(ra["uri"], "rb").read() == open(rb["uri"], "rb").read()
         assert os.path.basename(os.path.dirname(ra["uri"])) == ra["label"]
@@ -44,10 +46,10 @@ def test_bad_image_corpus_each_reason(good_jpeg):
         "too_many_pixels": (_encode(Image.new("L", (400, 300)), "PNG"), "e.png"),
     }
     for reason, (data, name) in corpus.items():
-        with pytest.raises(ImageError) as e:
+        with pytest.raises(Reject) as e:
             normalize_image(data, name, max_pixels=100_000)
         assert e.value.reason == reason, (name, e.value)
-        assert reason in images.IMAGE_REASONS
+        assert reason in rejects.REASONS
 
 
 @pytest.mark.parametrize("mode, fmt, name", [

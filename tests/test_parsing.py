@@ -1,8 +1,10 @@
 """CSV record assembly, row validation with reasons, split, and Arrow packing."""
+import json
+
 import pyarrow as pa
 import pytest
 
-from preprocessing import TAXI_SPEC, parsing
+from preprocessing import TAXI_SPEC, parsing, rejects
 from preprocessing.schema import Schema
 from preprocessing.split import boundaries, parse_fractions, split_index
 
@@ -48,19 +50,19 @@ def test_default_fills_empty_optional_column():
 def test_bad_values_get_their_reason(column, value, reason):
     row = list(GOOD)
     row[HEADER.index(column)] = value
-    with pytest.raises(parsing.RowError) as e:
+    with pytest.raises(rejects.Reject) as e:
         parsing.RowParser(SCHEMA, HEADER).parse(row)
     assert e.value.reason == reason and column in e.value.detail
 
 
 def test_structural_errors():
     p = parsing.RowParser(SCHEMA, HEADER)
-    with pytest.raises(parsing.RowError, match="wrong_column_count"):
+    with pytest.raises(rejects.Reject, match="wrong_column_count"):
         p.parse(GOOD[:-1])
-    with pytest.raises(parsing.RowError, match="malformed_csv"):
+    with pytest.raises(rejects.Reject, match="malformed_csv"):
         p.parse(None)
     short = parsing.RowParser(SCHEMA, [h for h in HEADER if h != "fare_amount"])
-    with pytest.raises(parsing.RowError, match="missing_column"):
+    with pytest.raises(rejects.Reject, match="missing_column"):
         short.parse(GOOD[:-1])
 
 
@@ -97,7 +99,7 @@ def _row_by_row(parser, fields_list):
     for i, f in enumerate(fields_list):
         try:
             out[i] = parser.parse(f)
-        except parsing.RowError as e:
+        except rejects.Reject as e:
             out[i] = (e.reason, e.detail)
     return out
 
@@ -143,3 +145,16 @@ def test_column_wise_parse_of_a_header_missing_a_required_column():
     parser = parsing.RowParser(SCHEMA, HEADER[:-2])
     block = parser.parse_many([GOOD[:-2]] * 3)
     assert len(block) == 0 and {e.reason for _, e in block.errors} == {"missing_column"}
+
+
+def test_one_registry_of_reject_reasons():
+    # Every reason a job can write is registered with a description; an unknown one is a
+    # programming error, caught where the reject is made.
+    assert all(isinstance(v, str) and v for v in rejects.REASONS.values())
+    with pytest.raises(ValueError, match="unknown reject reason"):
+        rejects.Reject("no_such_reason", "x")
+    with pytest.raises(ValueError, match="unknown reject reason"):
+        rejects.dead_letter("job", "f.csv", 1, "raw", "no_such_reason", "x")
+    rec = json.loads(rejects.dead_letter("job", "f.csv", 3, b"a,b", "wrong_column_count", "d"))
+    assert rec == {"job": "job", "source": "f.csv", "line": 3, "raw": "a,b",
+                   "reason": "wrong_column_count", "detail": "d"}

@@ -13,8 +13,8 @@ import tensorflow as tf
 
 from beam_jobs import batch_predict, stream_predict
 from inference.images import ImageInputs
-from preprocessing import images
 from tests.conftest import read_jsonl
+from tools import shapes as shape_gen
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +26,7 @@ def _signature(export_dir, raw):
 
 
 def _files(shapes, n_per_class=3):
-    return sorted(p for c in images.CLASSES
+    return sorted(p for c in shape_gen.CLASSES
                   for p in sorted(glob.glob(os.path.join(shapes, c, "*.jpg")))[:n_per_class])
 
 
@@ -43,7 +43,7 @@ def test_batch_predict_images_from_files_lists_and_json(trained_images, tmp_path
     (bad / "text.jpg").write_bytes(b"hello, not an image")
     (bad / "cut.jpg").write_bytes(open(good[0], "rb").read()[:300])
     png = bad / "disguised.jpg"
-    images.draw_shape(np.random.default_rng(0), "circle", 64).save(png, format="PNG")
+    shape_gen.draw_shape(np.random.default_rng(0), "circle", 64).save(png, format="PNG")
     lists = tmp_path / "lists"
     lists.mkdir()
     (lists / "labels.csv").write_text(
@@ -73,7 +73,7 @@ def test_batch_predict_images_from_files_lists_and_json(trained_images, tmp_path
             for p in good} <= set(by_key)
     assert "inline-1" in by_key and good[0] in by_key and good[2] in by_key
     for p in preds:
-        assert p["class"] in images.CLASSES
+        assert p["class"] in shape_gen.CLASSES
         assert p["class_id"] == int(np.argmax(p["probabilities"]))
         assert abs(sum(p["probabilities"]) - 1) < 1e-4 and p["model_version"]
     rejects = read_jsonl(str(out / "rejects" / "*.jsonl"))
@@ -148,23 +148,24 @@ def test_stream_predict_image_messages(trained_images, tmp_path, gcs_emulator):
 
 
 def test_image_inputs_parse_every_form_and_give_reasons(tmp_path):
-    from preprocessing.images import ImageError
+    from preprocessing.rejects import Reject
     img = tmp_path / "a.jpg"
-    images.draw_shape(np.random.default_rng(1), "square", 64).save(img, format="JPEG")
+    shape_gen.draw_shape(np.random.default_rng(1), "square", 64).save(img, format="JPEG")
     data = img.read_bytes()
     ii = ImageInputs()
     assert ii.from_object({"uri": str(img)}) == (data, str(img))
     assert ii.from_object({"image_bytes": {"b64": base64.b64encode(data).decode()}})[0] == data
     big = tmp_path / "big.png"
-    images.draw_shape(np.random.default_rng(1), "square", 600).save(big, format="PNG")
+    shape_gen.draw_shape(np.random.default_rng(1), "square", 600).save(big, format="PNG")
     small = ii.from_bytes(big.read_bytes())  # normalised as preprocess does: RGB JPEG <= 256
-    from PIL import Image
     import io
+
+    from PIL import Image
     assert Image.open(io.BytesIO(small)).format == "JPEG"
     assert max(Image.open(io.BytesIO(small)).size) == 256
     for obj, reason in (({"b64": "@@"}, "invalid_json"), ({}, "missing_image"), ([], "invalid_json"),
                         ({"uri": str(tmp_path / "none.jpg")}, "unreadable_uri"),
                         ({"b64": base64.b64encode(b"GIF89a").decode()}, "truncated")):
-        with pytest.raises(ImageError) as e:
+        with pytest.raises(Reject) as e:
             ii.from_object(obj)
         assert e.value.reason == reason

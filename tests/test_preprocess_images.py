@@ -10,14 +10,14 @@ import tensorflow as tf
 from PIL import Image
 
 from beam_jobs import preprocess
-from preprocessing import images
 from tests.conftest import read_examples, read_jsonl
+from tools import shapes as shape_gen
 
 
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory):
     root = tmp_path_factory.mktemp("img")
-    images.generate(str(root / "shapes"), per_class=6, seed=3)
+    shape_gen.generate(str(root / "shapes"), per_class=6, seed=3)
     return root
 
 
@@ -59,7 +59,7 @@ def test_class_folders_with_bad_images(shapes, tmp_path):
     assert {os.path.basename(r["source"]): r["reason"] for r in rejects} == expected
     import tensorflow_transform as tft
     vocab = [v.decode() for v in tft.TFTransformOutput(out).vocabulary_by_name("label")]
-    assert sorted(vocab) == sorted(images.CLASSES)
+    assert sorted(vocab) == sorted(shape_gen.CLASSES)
     records = _read(out)
     n = 0
     for split in records.values():
@@ -84,7 +84,7 @@ def test_labels_csv_relative_uris_and_bad_lines(shapes, tmp_path):
     labels.write_text("\n".join(lines) + "\n")
     out = str(tmp_path / "out")
     s = preprocess.run(["--format", "images", "--input", str(labels), "--output", out,
-                        "--classes", ",".join(images.CLASSES)])
+                        "--classes", ",".join(shape_gen.CLASSES)])
     assert s["rows_read"] == 24 + 3 and s["reconciled"]
     assert s["rejected"]["by_reason"] == {"unknown_label": 1, "unreadable_uri": 1,
                                           "wrong_column_count": 1}

@@ -10,8 +10,8 @@ import pytest
 
 from beam_jobs import preprocess
 from preprocessing import TAXI_SPEC
-from preprocessing.datagen import DIRTY_KINDS, write_csv
 from tests.conftest import read_examples, read_jsonl
+from tools.datagen import DIRTY_KINDS, write_csv
 
 
 def _tft(out):

@@ -3,9 +3,9 @@
 import pytest
 
 from preprocessing import TAXI_SPEC
-from preprocessing.datagen import HEADER, generate_rows
-from preprocessing.schema import (ColumnSpec, Schema, SchemaError, coerce_value, infer_schema,
-                                  parse_csv_sample)
+from preprocessing.infer import infer_schema, parse_csv_sample
+from preprocessing.schema import ColumnSpec, Schema, SchemaError, coerce_value
+from tools.datagen import HEADER, generate_rows
 
 
 def test_infer_taxi_schema_types_and_transforms():

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from beam_jobs import flex_templates
 from tests.conftest import ROOT
+from tools import flex_templates
 
 
 def _option_names(job):
@@ -24,6 +24,7 @@ def test_flex_metadata_matches_the_job_options_exactly(job):
     assert {p["name"] for p in meta["parameters"] if not p["isOptional"]} == required
     # Each parameter really is an option the job's PipelineOptions parse.
     from apache_beam.options.pipeline_options import PipelineOptions
+
     from beam_jobs import runtime
     mod = flex_templates.job_module(job)
     actions = {a.dest: a for a in flex_templates.job_actions(job)[0]}
@@ -68,9 +69,18 @@ def test_airflow_dag_passes_the_logical_date_and_real_options():
 def test_all_jobs_options_parse_together():
     """Beam registers every PipelineOptions subclass in one parser: a flag defined by two jobs
     breaks every job once both modules are imported (as on Dataflow workers)."""
+    import argparse
+
     from apache_beam.options.pipeline_options import PipelineOptions
     mods = [flex_templates.job_module(j) for j in flex_templates.JOBS]
     opts = PipelineOptions(["--model_dir", "m", "--input", "i"])
     everything = opts.get_all_options()
     assert everything["model_dir"] == "m" and everything["input"] == "i"
-    assert len(mods) == 3
+    owners = {}  # flag -> the option class defining it: one class per flag
+    for cls in {c for m in mods for c in m.OPTION_CLASSES}:
+        parser = argparse.ArgumentParser(add_help=False)
+        cls._add_argparse_args(parser)
+        for a in parser._actions:
+            assert a.dest not in owners or owners[a.dest] is cls, (a.dest, owners[a.dest], cls)
+            owners[a.dest] = cls
+    assert {"model_dir", "input", "output", "log_level"} <= set(owners)

@@ -6,9 +6,9 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from preprocessing.datagen import haversine_km as np_haversine
 from preprocessing.schema import ColumnSpec, CrossSpec, Schema
 from preprocessing.transform import datetime_parts, haversine_km, make_preprocessing_fn
+from tools.datagen import haversine_km as np_haversine
 
 
 def test_datetime_parts_match_python_calendar():
@@ -41,6 +41,7 @@ def _analyze_and_transform(schema, rows):
     import tensorflow_transform as tft
     import tensorflow_transform.beam as tft_beam
     from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
+
     from preprocessing.parsing import raw_feature_spec
     meta = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(
         raw_feature_spec(schema)))

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional
 
 import tensorflow as tf
 
-from preprocessing.schema import Schema
+from preprocessing.schema import RAW_SCHEMA_FILE, Schema
 
 AUTOTUNE = tf.data.AUTOTUNE
 # With --cache, records are shuffled once, parsed (and cached) in minibatches; minibatches are
@@ -48,11 +48,11 @@ def load_feature_info(data_dir: str) -> FeatureInfo:
     """Reads the preprocess output: raw schema, transform output and run summary."""
     import tensorflow_transform as tft
 
-    for needed in ("transform_fn", "raw_schema.json"):
+    for needed in ("transform_fn", RAW_SCHEMA_FILE):
         if not tf.io.gfile.exists(os.path.join(data_dir, needed)):
             raise FileNotFoundError(f"{data_dir} is not a preprocess output (no {needed})")
     tft_out = tft.TFTransformOutput(data_dir)
-    schema = Schema.load(os.path.join(data_dir, "raw_schema.json"))
+    schema = Schema.load(os.path.join(data_dir, RAW_SCHEMA_FILE))
     spec = tft_out.transformed_feature_spec()
     known_cat = schema.categorical_outputs()
     domains = {f.name: f.int_domain for f in tft_out.transformed_metadata.schema.feature

@@ -16,11 +16,10 @@ import time
 import tensorflow as tf
 
 from preprocessing.parsing import raw_feature_spec
-from preprocessing.schema import Schema
+from preprocessing.schema import DTYPE_TABLE, RAW_SCHEMA_FILE, Schema
 from training.data import FeatureInfo
 
-RAW_SCHEMA_ASSET = os.path.join("assets.extra", "raw_schema.json")
-_DTYPES = {"float": tf.float32, "int": tf.int64, "string": tf.string}
+RAW_SCHEMA_ASSET = os.path.join("assets.extra", RAW_SCHEMA_FILE)
 
 
 class ServingModule(tf.Module):
@@ -36,7 +35,7 @@ class ServingModule(tf.Module):
         spec = raw_feature_spec(schema, cols)
         for c in cols:
             if c.default is not None:
-                spec[c.name] = tf.io.FixedLenFeature([], _DTYPES[c.type],
+                spec[c.name] = tf.io.FixedLenFeature([], tf.as_dtype(DTYPE_TABLE[c.type].tf),
                                                      default_value=_typed(c.default, c.type))
         self._example_spec = spec
         self.serve_examples = tf.function(
@@ -44,7 +43,7 @@ class ServingModule(tf.Module):
             input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
         self.predict_raw = tf.function(
             self._predict_raw,
-            input_signature=[{c.name: tf.TensorSpec([None], _DTYPES[c.type], name=c.name)
+            input_signature=[{c.name: tf.TensorSpec([None], tf.as_dtype(DTYPE_TABLE[c.type].tf), name=c.name)
                               for c in cols}])
 
     def _predict(self, raw):
@@ -98,7 +97,7 @@ class ImageServingModule(tf.Module):
 
 
 def _typed(value, dtype):
-    return {"float": float, "int": int, "string": str}[dtype](value)
+    return DTYPE_TABLE[dtype].python(value)
 
 
 def next_version_dir(model_dir: str) -> str:

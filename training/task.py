@@ -4,7 +4,7 @@
 
 Distributed on one machine (real processes on localhost, each with its own TF_CONFIG):
 
-    python -m training.launch --workers 2 -- --data_dir out/prep --job_dir out/job
+    python -m tools.launch --workers 2 -- --data_dir out/prep --job_dir out/job
 
 On Vertex AI / Kubernetes the platform sets TF_CONFIG (and AIP_MODEL_DIR etc.); see templates/.
 """

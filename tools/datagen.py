@@ -17,7 +17,7 @@ A share of dirty rows (`dirty_fraction`) is mixed in, each of a known kind (miss
 unparsable number, wrong column count, bad datetime); `passenger_count` is sometimes
 empty, which the default spec fills with its default instead of rejecting.
 
-    python -m preprocessing.datagen --rows 1000000 --output data/taxi.csv
+    python -m tools.datagen --rows 1000000 --output data/taxi.csv
 """
 from __future__ import annotations
 

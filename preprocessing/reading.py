@@ -1,8 +1,8 @@
-"""Reading input files (CSV records, JSON lines, TFRecords) and dead letters, shared by the jobs."""
+"""Reading input files (CSV records, JSON lines, TFRecords) for preprocess and batch prediction:
+whole files with exact line numbers, or CSV byte blocks parsed in parallel (see ReadChunks)."""
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from typing import Optional, Sequence
 
@@ -15,20 +15,7 @@ from apache_beam.metrics import Metrics
 
 from beam_jobs.runtime import COUNTS, Progress, Tally
 from preprocessing.parsing import iter_csv_records, split_fields
-
-def dead_letter(job: str, source: str, line: Optional[int], raw, reason: str, detail: str) -> str:
-    """One dead-letter record as a JSON line: where it came from, what it was, and why."""
-    if isinstance(raw, bytes):
-        raw = raw.decode("utf-8", errors="replace")
-    return json.dumps({"job": job, "source": source, "line": line, "raw": raw,
-                       "reason": reason, "detail": detail}, ensure_ascii=False)
-
-
-def reject(job: str, counters: dict, source: str, line, raw, reason: str, detail: str):
-    """Counts a reject under `rejected_<reason>` (counters: reason -> Counter, filled lazily)
-    and returns its dead-letter record on the `rejects` output."""
-    counters.setdefault(reason, Metrics.counter(job, f"rejected_{reason}")).inc()
-    return beam.pvalue.TaggedOutput("rejects", dead_letter(job, source, line, raw, reason, detail))
+from preprocessing.rejects import dead_letter
 
 
 def resolve_uri(base: str, uri: str) -> str:
@@ -136,7 +123,7 @@ def block_lines(path: str, start: int, end: int) -> list:
     return read_range(path, start, end).split(b"\n")
 
 
-def _block_cut(data: bytes) -> int:
+def block_cut(data: bytes) -> int:
     """Length of the longest prefix of `data` (which starts at a record boundary) that ends
     at a record boundary: a newline after an even number of quotes; 0 if none is found.
     (Quotes are counted in bytes: only a line that is not UTF-8 and holds an odd number of
@@ -175,7 +162,7 @@ class _LineCounter:
         return line
 
 
-class _ReadChunks(beam.DoFn):
+class ReadFileChunks(beam.DoFn):
     """Reads one file into chunks of (line or record number, record), with the file's header.
 
     csv: records are CSV records (quoted fields may span lines), the first is the header;
@@ -262,7 +249,7 @@ class _ReadChunks(beam.DoFn):
             if not data:
                 break
             data = carry + data if carry else data
-            cut = _block_cut(data)
+            cut = block_cut(data)
             if cut == 0:
                 carry = data
                 continue
@@ -289,7 +276,7 @@ class ReadChunks(beam.PTransform):
 
     Local paths and gs:// (or any Beam filesystem); .gz/.bz2 are decompressed by extension.
     `fmt` is csv, jsonl, tfrecord, or auto (by each file's extension). With `block_bytes`,
-    CSV records come as CsvBlocks (see _ReadChunks). `total_bytes` (the inputs' size, when
+    CSV records come as CsvBlocks (see ReadFileChunks). `total_bytes` (the inputs' size, when
     known) gives the progress lines a percentage and an ETA.
     """
 
@@ -310,22 +297,10 @@ class ReadChunks(beam.PTransform):
             | "Patterns" >> beam.Create(self.patterns)
             | "Match" >> fileio.MatchAll()
             | "Open" >> fileio.ReadMatches()
-            | "ReadChunks" >> beam.ParDo(_ReadChunks(self.job, self.chunk_rows, self.fmt,
+            | "ReadChunks" >> beam.ParDo(ReadFileChunks(self.job, self.chunk_rows, self.fmt,
                                                         self.block_bytes, self.total_bytes))
             .with_outputs("rejects", COUNTS, main="chunks")
         )
         # Files are read whole; redistribute their chunks so parsing runs in parallel.
         chunks = read.chunks | "Redistribute" >> beam.Reshuffle()
         return chunks, read.rejects, read[COUNTS]
-
-
-class WriteDeadLetters(beam.PTransform):
-    """Writes dead-letter JSON lines under `<dir>/rejects-*.jsonl`."""
-
-    def __init__(self, directory: str):
-        super().__init__()
-        self.directory = directory
-
-    def expand(self, pcoll):
-        return pcoll | "WriteRejects" >> beam.io.WriteToText(
-            FileSystems.join(self.directory, "rejects"), file_name_suffix=".jsonl")

@@ -9,8 +9,8 @@ options (worker knobs included) are as given, and that the package built from se
 among the staged files. A graph Dataflow cannot translate, or a setup file that cannot be
 built, fails the build, and so the check.
 
-    python -m beam_jobs.dataflow_check --model_dir out/job/export/1234
-    python -m beam_jobs.dataflow_check --jobs preprocess --setup_file ./setup.py
+    python -m tools.dataflow_check --model_dir out/job/export/1234
+    python -m tools.dataflow_check --jobs preprocess --setup_file ./setup.py
 
 Without STORAGE_EMULATOR_HOST it starts gcp-storage-emulator (requirements-dev.txt) itself.
 Known gap: tf.transform writes its analysis graphs through TensorFlow's own GCS client while the
@@ -81,11 +81,12 @@ def _upload_tree(local: str, remote: str) -> None:
 def prepare_inputs(model_dir: str | None) -> Dict[str, str]:
     """Puts a small CSV, the taxi spec and (if given) a model export into the emulator."""
     from apache_beam.io.filesystems import FileSystems
-    from preprocessing import TAXI_SPEC
-    from preprocessing.datagen import write_csv
     from google.api_core import exceptions as gexc
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
+
+    from preprocessing import TAXI_SPEC
+    from tools.datagen import write_csv
     try:
         storage.Client(project=PROJECT, credentials=AnonymousCredentials()).create_bucket(BUCKET)
     except gexc.Conflict:
@@ -209,7 +210,7 @@ def check(jobs: List[str], model_dir: str | None, setup_file: str, workdir: str)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m beam_jobs.dataflow_check",
+    ap = argparse.ArgumentParser(prog="python -m tools.dataflow_check",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", default="preprocess,batch_predict,stream_predict")
     ap.add_argument("--model_dir", help="A local export (needed for the prediction jobs).")

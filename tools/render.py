@@ -1,6 +1,6 @@
 """Render the same training task as a Kubeflow TFJob manifest and a Vertex AI CustomJob spec.
 
-    python -m training.render --image gcr.io/P/trainer:1 --workers 3 --ps 1 \\
+    python -m tools.render --image gcr.io/P/trainer:1 --workers 3 --ps 1 \\
         --output_dir templates/training -- --data_dir gs://B/prep --job_dir gs://B/job
 
 Without `--ps`: N workers under MultiWorkerMirroredStrategy (TFJob: N `Worker` replicas;
@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     own, task_args = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv \
         else (argv, [])
-    p = argparse.ArgumentParser(prog="python -m training.render", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m tools.render", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--name", default="tfdataflow-train")
     p.add_argument("--image", required=True, help="Container image with this package installed.")

@@ -1,7 +1,7 @@
 """Dataflow Flex Template metadata, generated from each job's own option definitions.
 
-    python -m beam_jobs.flex_templates            # rewrites templates/<job>/metadata.json
-    python -m beam_jobs.flex_templates --check    # exits 1 if a committed file is stale
+    python -m tools.flex_templates            # rewrites templates/<job>/metadata.json
+    python -m tools.flex_templates --check    # exits 1 if a committed file is stale
 
 Generating the metadata from the argparse definitions keeps the template's parameters exactly
 the job's options (names, help, which are required), with path regexes for gs:// locations.
@@ -76,7 +76,7 @@ def main(argv=None) -> int:
             f.write(text)
         print(f"wrote {path}")
     if stale:
-        print("stale (run python -m beam_jobs.flex_templates): " + ", ".join(stale))
+        print("stale (run python -m tools.flex_templates): " + ", ".join(stale))
         return 1
     return 0
 

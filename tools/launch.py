@@ -1,7 +1,7 @@
 """Start a real local TF cluster: one process per task on localhost, each with its TF_CONFIG.
 
-    python -m training.launch --workers 2 -- --data_dir out/prep --job_dir out/job
-    python -m training.launch --workers 2 --ps 1 -- --data_dir out/prep --job_dir out/job
+    python -m tools.launch --workers 2 -- --data_dir out/prep --job_dir out/job
+    python -m tools.launch --workers 2 --ps 1 -- --data_dir out/prep --job_dir out/job
 
 `--workers N` alone runs N workers under MultiWorkerMirroredStrategy (worker 0 is the chief).
 With `--ps M` it runs a chief, N workers and M parameter servers (ParameterServerStrategy).
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
         own, task_args = argv[:i], argv[i + 1:]
     else:
         own, task_args = argv, []
-    parser = argparse.ArgumentParser(prog="python -m training.launch", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m tools.launch", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--ps", type=int, default=0)

@@ -1,0 +1,224 @@
+"""Batch prediction's DoFns: parse input chunks (CSV blocks column-wise with Arrow, CSV/JSON
+lines/tf.Example records row by row) into RowBatches, turn RunInference results into
+PredictionBlocks and dead letters, and compute evaluation metrics over labelled rows.
+`beam_jobs/batch_predict.py` composes them."""
+from __future__ import annotations
+
+import functools
+import json
+import math
+from typing import Optional
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+from apache_beam.metrics import Metrics
+
+from beam_jobs import runtime
+from inference import model_handler as mh
+from inference.inputs import ServingParser
+from inference.outputs import PredictionBlock
+from preprocessing import fast_csv, parsing, reading, rejects
+from preprocessing.schema import Schema
+
+JOB = "batch_predict"  # the metrics namespace
+
+
+class ParseInputs(beam.DoFn):
+    """Chunks of CSV/JSON/tf.Example records -> (key, row) with typed raw values, or rejects."""
+
+    def __init__(self, schema: Schema, key: Optional[str], passthrough):
+        self.schema = schema
+        self.key_index = schema.names.index(key) if key in schema.names else None
+        self.passthrough = list(passthrough)
+        self.tally = runtime.Tally(JOB)
+        self.rejects = {r: Metrics.counter(JOB, f"rejected_{r}") for r in rejects.REASONS}
+
+    def setup(self):
+        self._serving = ServingParser(self.schema, self.passthrough)
+
+    def process(self, chunk):
+        path, fmt, header, records = chunk
+        if isinstance(records, reading.CsvBlock):
+            yield from self._parse_block(path, header, records)
+            return
+        if fmt == "csv":
+            fields_list = parsing.split_fields([r for _, r in records])
+            block, extras = self._serving.parse_csv_block(header, fields_list)
+            for i, e in block.errors:
+                pos, raw = records[i]
+                yield self._reject(path, pos, raw, e.reason, e.detail)
+            sources = [records[i] for i in block.index]
+        else:
+            rows, extras, sources = [], [] if self.passthrough else None, []
+            for out in self._parse_records(path, fmt, records):
+                if isinstance(out, tuple):
+                    values, extra, source = out
+                    rows.append(values)
+                    sources.append(source)
+                    if extras is not None:
+                        extras.append(extra)
+                else:
+                    yield out
+            block = parsing.ColumnBlock([list(c) for c in zip(*rows)] if rows else
+                                        [[] for _ in self.schema.names], list(range(len(rows))), [])
+        if len(block):
+            yield from self._batch(path, block.columns, extras, sources)
+
+    def _parse_block(self, path, header, block):
+        """A CsvBlock column-wise with Arrow (preprocessing.fast_csv); where that cannot be
+        exact (bad UTF-8, a field spanning lines) or passthrough columns are asked for, its
+        records the row-by-row way."""
+        parser = self._serving.parser(header)
+        fast = None if self.passthrough else fast_csv.parse_block(parser, block.data)
+        if fast is None:
+            decode_errors = []
+            records = block.records(decode_errors)
+            yield self.tally("rows_read", len(records) + len(decode_errors))
+            for line, raw, err in decode_errors:
+                yield self._reject(path, line, raw, "bad_encoding", err)
+            if records:
+                yield from self.process((path, "csv", header, records))
+            return
+        yield self.tally("rows_read", fast.records)
+        first = block.first_line
+        for i, e in fast.errors:
+            yield self._reject(path, first + i, fast.lines[i].as_py(), e.reason, e.detail)
+        if not len(fast):
+            return
+        # Columns stay numpy / Arrow (cheap to hand on and to size): the model handler turns
+        # them into tensors --max_batch_size rows at a time.
+        lines = fast.lines
+        if block.path is not None:  # a byte range: the raw lines can be read again if needed
+            lines = functools.partial(reading.block_lines, block.path, block.start, block.end)
+        yield from self._batch(path, fast.columns, None, mh.LineSources(lines, fast.rows, first))
+
+    def _batch(self, path, columns, extras, sources):
+        """All the chunk's valid rows as one RunInference element (the model handler calls
+        the model on --max_batch_size rows at a time)."""
+        keys = self._keys(path, columns, sources)
+        yield mh.RowBatch(tuple(self.schema.names), columns, keys, extras, path, sources)
+
+    def _keys(self, path, columns, sources):
+        """The key column's values as strings; file:position where a row has none."""
+        if isinstance(sources, mh.LineSources):  # a CsvBlock's rows: keys stay in Arrow
+            return sources.keys(path, None if self.key_index is None
+                                else columns[self.key_index])
+        if self.key_index is None:
+            return [mh.default_key(path, pos) for pos, _ in sources]
+        col = columns[self.key_index]
+        col = col.tolist() if hasattr(col, "tolist") else col
+        return mh.keys_or_default(path, col, [pos for pos, _ in sources])
+
+    def _parse_records(self, path, fmt, records):
+        """JSON lines and tf.Examples, row by row: (values, extra, (pos, raw)) or a reject."""
+        sp = self._serving
+        if fmt == "tfrecord":
+            for pos, record in records:
+                yield self._one(path, pos, record, sp.parse_example, record)
+            return
+        for pos, record in records:
+            try:
+                obj = parsing.parse_json(record)
+            except rejects.Reject as e:
+                yield self._reject(path, pos, record, e.reason, e.detail)
+                continue
+            instances = obj.get("instances") if isinstance(obj, dict) else None
+            if instances is None:
+                yield self._one(path, pos, record, sp.parse_object, obj)
+            elif not isinstance(instances, list) or not instances:
+                yield self._reject(path, pos, record, "invalid_json",
+                                   "'instances' must be a non-empty list")
+            else:
+                yield self.tally("rows_read", len(instances) - 1)  # one record, several rows
+                for i, inst in enumerate(instances):
+                    yield self._one(path, f"{pos}#{i}", json.dumps(inst), sp.parse_object, inst)
+
+    def _one(self, path, pos, raw, parse, arg):
+        try:
+            values, extra = parse(arg)
+        except rejects.Reject as e:
+            return self._reject(path, pos, raw, e.reason, e.detail)
+        return values, extra, (pos, raw)
+
+    def _reject(self, path, pos, raw, reason, detail):
+        return rejects.reject(JOB, self.rejects, path, pos, raw, reason, detail)
+
+
+class FormatPredictions(beam.DoFn):
+    """PredictionResult over a RowBatch -> a PredictionBlock, plus dead letters for the rows
+    the model rejected."""
+
+    def __init__(self, label: Optional[str]):
+        self.label = label
+        self.tally = runtime.Tally(JOB)
+        self.rejects = {}
+
+    def process(self, result):
+        batch, res = result.example, result.inference
+        for i, rejection in res.rejections:
+            path, pos, raw = ((batch.path,) + batch.sources[i] if batch.path is not None
+                              else batch.sources[i])
+            yield rejects.reject(JOB, self.rejects, path, pos, raw, rejection.reason,
+                                rejection.detail)
+        if not res.index:
+            return
+        whole = len(res.index) == len(batch)
+
+        def pick(values):
+            if whole:
+                return values
+            if isinstance(values, np.ndarray):
+                return values[res.index]
+            if isinstance(values, pa.Array):
+                return values.take(pa.array(res.index, pa.int64()))
+            return [values[i] for i in res.index]
+
+        labels = None
+        if self.label and self.label in batch.names:
+            labels = pick(batch.column(self.label))
+            labels = labels.tolist() if isinstance(labels, np.ndarray) else list(labels)
+        yield self.tally("rows_predicted", len(res.index))
+        runtime.Progress.of(JOB, "predicted").add(len(res.index))
+        yield PredictionBlock(pick(batch.keys), res.outputs, result.model_id,
+                              None if batch.extras is None else pick(batch.extras), labels)
+
+
+class EvalMetrics(beam.CombineFn):
+    """Exact metrics over labelled predictions (the same formulas as the trainer's eval)."""
+
+    def __init__(self, task: str):
+        self.task = task
+
+    def create_accumulator(self):
+        return [0, 0.0, 0.0, 0]  # n, sum squared error, sum abs error, correct
+
+    def add_input(self, acc, block: PredictionBlock):
+        labels = block.labels or []
+        has = [i for i, v in enumerate(labels) if v is not None]
+        if not has:
+            return acc
+        acc[0] += len(has)
+        if self.task == "regression":
+            err = (block.outputs["predictions"][has].astype(np.float64)
+                   - np.asarray([float(labels[i]) for i in has]))
+            acc[1] += float(np.sum(err * err))
+            acc[2] += float(np.sum(np.abs(err)))
+        else:
+            classes = block.outputs["classes"][has].tolist()
+            acc[3] += sum(c.decode("utf-8") == str(labels[i]) for c, i in zip(classes, has))
+        return acc
+
+    def merge_accumulators(self, accs):
+        out = self.create_accumulator()
+        for a in accs:
+            out = [x + y for x, y in zip(out, a)]
+        return out
+
+    def extract_output(self, acc):
+        n, sq, ab, correct = acc
+        if n == 0:
+            return {"examples": 0}
+        if self.task == "regression":
+            return {"examples": n, "rmse": math.sqrt(sq / n), "mae": ab / n}
+        return {"examples": n, "accuracy": correct / n}

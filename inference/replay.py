@@ -1,0 +1,117 @@
+"""Replay: a local stand-in for Pub/Sub that drives the streaming job from a file.
+
+Each line of the file is one message: `{"id", "data" | "data_b64", "attributes",
+"event_time"}` or any other line (sent as the message's bytes, so the job's own dead-lettering
+is exercised). `replay_stream` releases them as a TestStream at a set rate, `Pace` holds each
+until its slot in real time and stamps its publish time.
+"""
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import math
+import time
+from typing import List, Optional
+
+import apache_beam as beam
+from apache_beam.io.gcp.pubsub import PubsubMessage
+from apache_beam.transforms import window
+from apache_beam.utils.timestamp import Timestamp
+
+from beam_jobs import runtime
+from inference.streaming import PUBLISHED_AT
+
+
+def _epoch(value) -> Optional[float]:
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).replace("Z", "+00:00")
+    dt = datetime.datetime.fromisoformat(text)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=datetime.timezone.utc)
+    return dt.timestamp()
+
+
+def load_replay(path: str) -> List[tuple]:
+    """Replay file -> [(PubsubMessage, event time or None)], in file order.
+
+    A line that is not JSON still becomes a message (its bytes as data), so the job's own
+    dead-lettering is what the replay exercises.
+    """
+    events = []
+    last_time = None
+    for i, line in enumerate(runtime.read_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        attrs, when = {}, None
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            ev = None
+        if isinstance(ev, dict) and ("data" in ev or "data_b64" in ev):
+            attrs = {str(k): str(v) for k, v in (ev.get("attributes") or {}).items()}
+            if ev.get("id") is not None:
+                attrs.setdefault("id", str(ev["id"]))
+            data = base64.b64decode(ev["data_b64"]) if "data_b64" in ev else \
+                json.dumps(ev["data"]).encode()
+            when = _epoch(ev.get("event_time"))
+        else:
+            data = line.encode()
+        attrs.setdefault("id", f"replay-{i}")
+        when = last_time if when is None else when  # no time of its own: the previous one's
+        last_time = when
+        events.append((PubsubMessage(data, attrs, message_id=attrs["id"]), when))
+    if not events:
+        raise runtime.JobError("stream_predict", f"--replay {path} has no events")
+    return events
+
+
+def replay_stream(events, rate: float, tick_secs: float = 0.1, start: float = 0.0):
+    """A TestStream that releases `rate` messages per second of (test) processing time.
+
+    Event times default to the replay schedule (start + i / rate); the Pace step after it
+    makes the release real-time on the DirectRunner, which finishes each TestStream event
+    before taking the next.
+    """
+    from apache_beam.testing.test_stream import TestStream
+    ts = TestStream()
+    per_tick = max(1, int(round(rate * tick_secs)))
+    watermark = None
+    for i in range(0, len(events), per_tick):
+        group, times = [], []
+        for j, (msg, when) in enumerate(events[i:i + per_tick], i):
+            t = when if when is not None else start + j / rate
+            times.append(t)
+            group.append(window.TimestampedValue((j, msg), t))
+        ts = ts.add_elements(group)
+        # The watermark follows the replay (never backwards): windows close as it goes, and
+        # an event older than the watermark arrives as late data, as it would from Pub/Sub.
+        low_ms = math.floor(min(times) * 1000)  # TestStream watermarks are whole ms
+        if watermark is None or low_ms > watermark:
+            watermark = low_ms
+            ts = ts.advance_watermark_to(Timestamp(micros=low_ms * 1000))
+        ts = ts.advance_processing_time(tick_secs)
+    return ts.advance_watermark_to_infinity()
+
+
+class Pace(beam.DoFn):
+    """Holds each replayed message until its slot (i / rate after the first) and stamps the
+    release time as its publish time, so latency is measured as Pub/Sub would."""
+
+    def __init__(self, rate: float):
+        self.rate = rate
+        self.t0 = None
+
+    def process(self, element):
+        seq, msg = element
+        if self.t0 is None:
+            self.t0 = time.time() - seq / self.rate
+        delay = self.t0 + seq / self.rate - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        attrs = dict(msg.attributes or {})
+        attrs[PUBLISHED_AT] = repr(self.t0 + seq / self.rate)
+        yield PubsubMessage(msg.data, attrs, message_id=msg.message_id)

@@ -1,0 +1,256 @@
+"""The streaming job's DoFns and PTransforms: parse Pub/Sub messages (tabular JSON or
+tf.Example, image uris / bytes / Cloud Storage notifications) into rows or dead letters, turn
+RunInference results into prediction records, per-window monitoring, and windowed JSON sinks.
+`beam_jobs/stream_predict.py` composes them."""
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import math
+import time
+from typing import Optional
+
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.io.gcp.pubsub import PubsubMessage
+from apache_beam.metrics import Metrics
+from apache_beam.transforms import trigger, window
+
+from inference import model_handler as mh
+from inference.inputs import ServingParser
+from preprocessing import rejects
+from preprocessing.parsing import parse_json
+
+JOB = "stream_predict"  # the metrics namespace
+PUBLISHED_AT = "_published_at"  # attribute the replay source stamps (epoch seconds)
+
+
+def publish_time(msg: PubsubMessage) -> float:
+    attrs = msg.attributes or {}
+    if PUBLISHED_AT in attrs:
+        return float(attrs[PUBLISHED_AT])
+    pt = getattr(msg, "publish_time", None)
+    if pt is not None:
+        return pt.timestamp() if hasattr(pt, "timestamp") else float(pt)
+    return time.time()
+
+
+class ParseMessages(beam.DoFn):
+    """PubsubMessage -> row dict (typed raw values + message metadata), or a dead letter.
+
+    Tabular models: a JSON object of raw columns, or a serialized raw tf.Example. Image models
+    (`image_kw` given): a JSON object with a `uri` (local or gs://), `{"image_bytes": {"b64":
+    ...}}` or `{"b64": ...}`, a Cloud Storage object notification (bucket/name, or the
+    bucketId/objectId attributes), or the image bytes themselves as the message data; the
+    image is normalised as preprocess does (inference.images). A uri is the message's id
+    unless --id_attribute gives one."""
+
+    def __init__(self, schema, id_attribute: str, image_kw: Optional[tuple] = None,
+                 source: str = "pubsub"):
+        self.schema = schema
+        self.source = source
+        self.id_attribute = id_attribute
+        self.image_kw = image_kw
+        self.received = Metrics.counter(JOB, "messages_read")
+        self.rejects = {r: Metrics.counter(JOB, f"rejected_{r}") for r in rejects.REASONS}
+
+    def setup(self):
+        self._serving = ServingParser(self.schema)
+        if self.image_kw is not None:
+            from inference.images import ImageInputs
+            self._images = ImageInputs(*self.image_kw)
+
+    def process(self, msg: PubsubMessage, ts=beam.DoFn.TimestampParam):
+        from preprocessing.rejects import Reject
+        self.received.inc()
+        attrs = msg.attributes or {}
+        mid = attrs.get(self.id_attribute) or getattr(msg, "message_id", None) or \
+            f"sha-{hash(msg.data) & 0xffffffffffff:x}"
+        data = msg.data or b""
+        fmt = attrs.get("format") or ("json" if data.lstrip()[:1] == b"{" else "tfexample")
+        # Dead letters keep what came in; binary image data as base64, so it can be replayed.
+        raw = base64.b64encode(data).decode("ascii") \
+            if self.image_kw is not None and fmt != "json" else data
+        try:
+            if self.image_kw is not None:
+                row, uri = _parse_image_message(self._images, data, fmt, attrs)
+                if uri and not attrs.get(self.id_attribute):
+                    mid = uri
+            elif fmt == "json":
+                values, _ = self._serving.parse_object(parse_json(data))
+                row = dict(zip(self.schema.names, values))
+            else:
+                values, _ = self._serving.parse_example(data)
+                row = dict(zip(self.schema.names, values))
+        except (rejects.Reject, Reject) as e:
+            self.rejects.setdefault(e.reason, Metrics.counter(JOB, f"rejected_{e.reason}")).inc()
+            yield beam.pvalue.TaggedOutput("rejects", reject_record(
+                self.source, mid, raw, e.reason, e.detail, publish_time(msg), ts))
+            return
+        row["__id"] = mid
+        row["__ts"] = float(ts)  # RunInference's batching re-stamps elements; restored below
+        row["__published"] = publish_time(msg)
+        row["__raw"] = raw
+        yield row
+
+
+def _parse_image_message(images, data: bytes, fmt: str, attrs: dict):
+    from inference.images import IMAGE_INPUT
+    if fmt == "json":
+        jpeg, uri = images.from_object(parse_json(data), attrs)
+    elif attrs.get("bucketId") and attrs.get("objectId"):  # notification without a payload
+        jpeg, uri = images.from_object({}, attrs)
+    else:
+        jpeg, uri = images.from_bytes(data), None
+    return {IMAGE_INPUT: jpeg}, uri
+
+
+def reject_record(source: str, mid, data, reason, detail, published, ts) -> dict:
+    """The dead letter of a message: the shape every job writes (rejects.dead_letter_record),
+    with the message id, its latency and event time."""
+    return rejects.dead_letter_record(
+        JOB, source, None, data, reason, detail, id=mid,
+        latency_ms=round((time.time() - published) * 1000, 2),
+        event_time=float(ts) if ts is not None else None)
+
+
+class FormatResults(beam.DoFn):
+    """PredictionResult -> prediction record, or a dead letter for a row the model rejected."""
+
+    def __init__(self, source: str = "pubsub"):
+        self.source = source
+        self.predicted = Metrics.counter(JOB, "messages_predicted")
+        self.rejected = Metrics.counter(JOB, "rejected_model_rejected")
+
+    def process(self, result):
+        row = result.example
+        ts = row["__ts"]  # the message's own event time (batching moved it)
+        if isinstance(result.inference, mh.ModelRejection):
+            self.rejected.inc()
+            yield beam.pvalue.TaggedOutput("rejects", window.TimestampedValue(reject_record(
+                self.source, row["__id"], row["__raw"], result.inference.reason, result.inference.detail,
+                row["__published"], ts), ts))
+            return
+        self.predicted.inc()
+        rec = {"id": row["__id"]}
+        rec.update(result.inference)
+        rec["model_version"] = result.model_id
+        rec["latency_ms"] = round((time.time() - row["__published"]) * 1000, 2)
+        rec["event_time"] = ts
+        yield window.TimestampedValue(rec, ts)
+
+
+class MonitorFn(beam.CombineFn):
+    """Counts and latency percentiles of one window's predictions and rejects."""
+
+    def create_accumulator(self):
+        return {"predictions": 0, "rejects": {}, "latencies": []}
+
+    def add_input(self, acc, event):
+        kind, value = event
+        if kind == "prediction":
+            acc["predictions"] += 1
+            acc["latencies"].append(value)
+        else:
+            acc["rejects"][value] = acc["rejects"].get(value, 0) + 1
+        return acc
+
+    def merge_accumulators(self, accs):
+        out = self.create_accumulator()
+        for a in accs:
+            out["predictions"] += a["predictions"]
+            out["latencies"].extend(a["latencies"])
+            for k, v in a["rejects"].items():
+                out["rejects"][k] = out["rejects"].get(k, 0) + v
+        return out
+
+    def extract_output(self, acc):
+        lat = sorted(acc["latencies"])
+        return {"predictions": acc["predictions"], "rejects": sum(acc["rejects"].values()),
+                "rejects_by_reason": dict(sorted(acc["rejects"].items())),
+                "latency_ms": {f"p{q}": percentile(lat, q) for q in (50, 90, 99)} |
+                {"max": lat[-1] if lat else None}}
+
+
+def percentile(sorted_values, q: float):
+    if not sorted_values:
+        return None
+    k = max(0, min(len(sorted_values) - 1, math.ceil(q / 100 * len(sorted_values)) - 1))
+    return sorted_values[k]
+
+
+class AddWindowInfo(beam.DoFn):
+    def process(self, stats, win=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
+        out = {"window_start": float(win.start), "window_end": float(win.end),
+               "pane": {0: "EARLY", 1: "ON_TIME", 2: "LATE", 3: "UNKNOWN"}.get(pane.timing,
+                                                                            str(pane.timing)),
+               "pane_index": pane.index}
+        out.update(stats)
+        yield out
+
+
+class Monitor(beam.PTransform):
+    """Per fixed event-time window: counts and latency percentiles. Late data within the
+    allowed lateness updates its window in a LATE pane (counts accumulate)."""
+
+    def __init__(self, window_secs: float, allowed_lateness_secs: float):
+        super().__init__()
+        self.window_secs = window_secs
+        self.lateness = allowed_lateness_secs
+
+    def expand(self, events):
+        return (events
+                | "Window" >> beam.WindowInto(
+                    window.FixedWindows(self.window_secs),
+                    trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)),
+                    accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
+                    allowed_lateness=self.lateness)
+                | "Stats" >> beam.CombineGlobally(MonitorFn()).without_defaults()
+                | "WindowInfo" >> beam.ParDo(AddWindowInfo()))
+
+
+class WriteJson(beam.PTransform):
+    """Records -> a Pub/Sub topic (JSON, with id/model_version attributes) or windowed files."""
+
+    def __init__(self, topic: Optional[str], directory: Optional[str], prefix: str,
+                 window_secs: float):
+        super().__init__()
+        self.topic, self.directory, self.prefix = topic, directory, prefix
+        self.window_secs = window_secs
+
+    def expand(self, records):
+        if self.topic:
+            def to_message(rec):
+                attrs = {"id": str(rec.get("id", ""))}
+                if rec.get("model_version"):
+                    attrs["model_version"] = str(rec["model_version"])
+                return PubsubMessage(json.dumps(rec).encode(), attrs)
+            _ = (records | "ToMessage" >> beam.Map(to_message)
+                 | "Publish" >> beam.io.WriteToPubSub(self.topic, with_attributes=True))
+        if self.directory:
+            # Late records are written too (in a later pane's file), never dropped.
+            _ = (records
+                 | "ToLine" >> beam.Map(json.dumps)
+                 | "FileWindows" >> beam.WindowInto(
+                     window.FixedWindows(self.window_secs),
+                     trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)),
+                     accumulation_mode=trigger.AccumulationMode.DISCARDING,
+                     allowed_lateness=NEVER_DROP_SECS)
+                 | "Files" >> fileio.WriteToFiles(
+                     self.directory, shards=1, max_writers_per_bundle=0,
+                     file_naming=pane_file_naming(self.prefix)))
+        return records
+
+
+NEVER_DROP_SECS = 10 * 365 * 24 * 3600
+
+
+def pane_file_naming(prefix: str):
+    """prefix-<window start>-<window end>-pane<i>-<shard>.jsonl: a late pane gets its own file."""
+    def name(win, pane, shard_index, total_shards, compression, destination):
+        start = datetime.datetime.fromtimestamp(float(win.start), datetime.timezone.utc)
+        end = datetime.datetime.fromtimestamp(float(win.end), datetime.timezone.utc)
+        return (f"{prefix}-{start:%Y%m%dT%H%M%S}-{end:%Y%m%dT%H%M%S}-pane{pane.index}-"
+                f"{shard_index or 0:05d}.jsonl")
+    return name

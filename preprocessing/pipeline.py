@@ -1,0 +1,224 @@
+"""The preprocess job's PTransforms and DoFns: parse and split CSV rows, read and normalise
+labelled images, count what is transformed, and write splits, the transform and the raw schema.
+`beam_jobs/preprocess.py` composes them (see its docstring for commands)."""
+from __future__ import annotations
+
+import os
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+
+from beam_jobs import runtime
+from preprocessing import parsing, reading, rejects
+from preprocessing.rejects import Reject
+from preprocessing.schema import RAW_SCHEMA_FILE, Schema
+from preprocessing.split import SPLITS, boundaries, split_index
+
+JOB = "preprocess"  # the metrics namespace
+
+
+class ParseAndSplit(beam.DoFn):
+    """CSV chunk -> one RecordBatch per split, and dead letters for rows that do not parse."""
+
+    def __init__(self, schema: Schema, fractions, delimiter: str = ","):
+        self.schema = schema
+        self.bounds = boundaries(fractions)
+        self.delimiter = delimiter
+        self.key_index = schema.names.index(schema.key) if schema.key else None
+        self.reject_counters = {r: Metrics.counter(JOB, f"rejected_{r}") for r in rejects.REASONS}
+
+    def setup(self):
+        self._parsers = {}
+
+    def process(self, chunk):
+        path, _, header, records = chunk
+        parser = self._parsers.get(header)
+        if parser is None:
+            parser = self._parsers[header] = parsing.RowParser(self.schema, header)
+        per_split = [[] for _ in SPLITS]
+        fields_list = parsing.split_fields([text for _, text in records], self.delimiter)
+        for (line_no, text), fields in zip(records, fields_list):
+            try:
+                values = parser.parse(fields)
+            except rejects.Reject as e:
+                self.reject_counters[e.reason].inc()
+                yield beam.pvalue.TaggedOutput(
+                    "rejects", rejects.dead_letter(JOB, path, line_no, text, e.reason, e.detail))
+                continue
+            key = values[self.key_index] if self.key_index is not None else text
+            per_split[split_index(key, self.bounds)].append(values)
+        for name, rows in zip(SPLITS, per_split):
+            if rows:
+                yield beam.pvalue.TaggedOutput(name, parsing.rows_to_record_batch(rows, self.schema))
+
+
+class LabelsCsvItems(beam.DoFn):
+    """Labels-CSV chunks -> (source, line, uri, label) items; bad lines are dead-lettered."""
+
+    def __init__(self):
+        self.wrong = Metrics.counter(JOB, "rejected_wrong_column_count")
+
+    def process(self, chunk):
+        path, _, header, records = chunk
+        pos = {h: i for i, h in enumerate(header)}
+        base = path.rsplit("/", 1)[0]
+        for (line, text), fields in zip(records, parsing.split_fields([t for _, t in records])):
+            if fields is None or len(fields) != len(header):
+                self.wrong.inc()
+                yield beam.pvalue.TaggedOutput("rejects", rejects.dead_letter(
+                    JOB, path, line, text, "wrong_column_count",
+                    f"expected {len(header)} fields ({', '.join(header)})"))
+                continue
+            uri = reading.resolve_uri(base, fields[pos["uri"]].strip())
+            yield (path, line, uri, fields[pos["label"]].strip())
+
+
+class ProcessImages(beam.DoFn):
+    """Batches of (source, line, uri, label) -> normalised images as RecordBatches per split,
+    and dead letters with the reason for every image that cannot be used."""
+
+    def __init__(self, schema: Schema, fractions, classes, max_side, quality, max_pixels):
+        self.schema = schema
+        self.bounds = boundaries(fractions)
+        self.classes = set(classes)
+        self.kw = {"max_side": max_side, "quality": quality, "max_pixels": max_pixels}
+        self.reject_counters = {r: Metrics.counter(JOB, f"rejected_{r}") for r in rejects.REASONS}
+
+    def process(self, items):
+        from apache_beam.io.filesystem import CompressionTypes
+
+        from preprocessing.images import normalize_image
+        per_split = [[] for _ in SPLITS]
+        for source, line, uri, label in items:
+            try:
+                if not label or (self.classes and label not in self.classes):
+                    raise Reject("unknown_label", f"label {label!r} is not a known class")
+                try:
+                    with FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                        data = f.read()
+                except Exception as e:
+                    raise Reject("unreadable_uri", f"{type(e).__name__}: "
+                                     f"{str(e).splitlines()[0][:200] if str(e) else ''}") from None
+                img = normalize_image(data, uri, **self.kw)
+            except Reject as e:
+                self.reject_counters[e.reason].inc()
+                yield beam.pvalue.TaggedOutput("rejects", rejects.dead_letter(
+                    JOB, source, line, uri, e.reason, e.detail))
+                continue
+            per_split[split_index(uri, self.bounds)].append(
+                (uri, img.jpeg, img.height, img.width, label))
+        for name, rows in zip(SPLITS, per_split):
+            if rows:
+                yield beam.pvalue.TaggedOutput(name, parsing.rows_to_record_batch(rows, self.schema))
+
+
+class ImageFileItems(beam.DoFn):
+    """Matched image files -> (source, line, uri, label) items (the label: the file's folder)."""
+
+    def __init__(self):
+        self.tally = runtime.Tally(JOB)
+
+    def process(self, metadata):
+        yield self.tally("rows_read")
+        yield (metadata.path, None, metadata.path, metadata.path.rstrip("/").split("/")[-2])
+
+
+class ReadImageItems(beam.PTransform):
+    """--input (a labels CSV, or a folder of class sub-folders) -> (source, line, uri, label)
+    items, rejects, and (name, n) tallies."""
+
+    def __init__(self, mode: str, patterns):
+        super().__init__()
+        self.mode = mode  # labels_csv | folders
+        self.patterns = list(patterns)
+
+    def expand(self, pbegin):
+        if self.mode == "labels_csv":
+            chunks, rejects, counts = pbegin | "ReadLabels" >> reading.ReadChunks(
+                JOB, self.patterns, 500)
+            items = chunks | "LabelItems" >> beam.ParDo(LabelsCsvItems()).with_outputs(
+                "rejects", main="items")
+            return (items.items,
+                    (rejects, items.rejects) | "LabelRejects" >> beam.Flatten(), counts)
+        items = (pbegin | "Folders" >> beam.Create(self.patterns)
+                 | "MatchImages" >> beam.io.fileio.MatchAll()
+                 | "Items" >> beam.ParDo(ImageFileItems()).with_outputs(runtime.COUNTS,
+                                                                       main="items"))
+        return items.items, pbegin | "NoRejects" >> beam.Create([]), items[runtime.COUNTS]
+
+
+class WriteTransformOutput(beam.PTransform):
+    """Writes transform_fn/ and transformed_metadata/ under the output directory.
+
+    tf.transform writes through TensorFlow's filesystem. Where that cannot reach the output
+    (a local run writing to gs://, e.g. against a GCS emulator), it stages locally and copies
+    with Beam's filesystem, which honours STORAGE_EMULATOR_HOST.
+    """
+
+    def __init__(self, output: str, stage_locally: bool):
+        super().__init__()
+        self.output = output
+        self.stage_locally = stage_locally
+
+    def _extract_input_pvalues(self, transform_fn):
+        # transform_fn is (saved model dir PCollection, metadata): only the first is a pvalue.
+        return transform_fn, [transform_fn[0]]
+
+    def expand(self, transform_fn):
+        import tensorflow_transform.beam as tft_beam
+        if not self.stage_locally:
+            return transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(self.output)
+        staging = runtime.local_tmp_dir("tft_stage_")
+        output = self.output
+
+        def publish(_):
+            for name in ("transform_fn", "transformed_metadata"):
+                runtime.copy_local_tree(os.path.join(staging, name), FileSystems.join(output, name))
+
+        return (transform_fn
+                | "WriteTransformFnLocally" >> tft_beam.WriteTransformFn(staging)
+                | "PublishTransformFn" >> beam.Map(publish))
+
+
+class WriteSplit(beam.PTransform):
+    def __init__(self, output: str, split: str, num_shards: int):
+        super().__init__()
+        self.prefix = FileSystems.join(output, split, "part")
+        self.num_shards = num_shards
+
+    def expand(self, examples):
+        return (examples
+                | "Write" >> beam.io.WriteToTFRecord(
+                    self.prefix, file_name_suffix=".tfrecord.gz", num_shards=self.num_shards,
+                    compression_type=beam.io.filesystem.CompressionTypes.GZIP))
+
+
+class CountTransformed(beam.DoFn):
+    """Transformed (RecordBatch, passthrough) pairs pass through; their rows are tallied as
+    rows_<split> (what is written: encoding is one tf.Example per row) and shown as progress."""
+
+    def __init__(self, split: str):
+        self.split = split
+        self.tally = runtime.Tally(JOB)
+
+    def process(self, element):
+        n = element[0].num_rows
+        runtime.Progress.of(JOB, "transformed").add(n)
+        yield self.tally(f"rows_{self.split}", n)
+        yield element
+
+
+class WriteRawSchema(beam.PTransform):
+    """raw_schema.json (the raw schema serving needs), written by the pipeline itself."""
+
+    def __init__(self, schema: Schema, directory: str):
+        super().__init__()
+        self.text = schema.dumps()
+        self.prefix = FileSystems.join(directory, RAW_SCHEMA_FILE[:-len(".json")])
+
+    def expand(self, pbegin):
+        return (pbegin | "SchemaText" >> beam.Create([self.text])
+                | "WriteSchema" >> beam.io.WriteToText(self.prefix, file_name_suffix=".json",
+                                                       shard_name_template="",
+                                                       append_trailing_newlines=False))

@@ -1,0 +1,90 @@
+"""Why a record is rejected, and the one dead-letter record every job writes for it.
+
+`Reject(reason, detail)` is the one error type parsing (CSV, JSON, tf.Example), image checks
+and the model raise; `REASONS` is the one registry of reasons (a reason not listed here is a
+programming error, caught by a test). Every job writes a rejected record as the same JSON
+object, `dead_letter(...)`: job, source, line (or position), raw, reason, detail, plus
+job-specific extras (streaming adds the message id, latency and event time).
+"""
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+
+REASONS = {
+    # CSV / JSON / tf.Example records
+    "bad_encoding": "a line that is not UTF-8",
+    "malformed_csv": "a record that is not valid CSV",
+    "wrong_column_count": "a record with another number of fields than the header",
+    "missing_column": "the file's header lacks a required column",
+    "missing_value": "an empty field without a default",
+    "unparsable_number": "a field that is not a number of the column's type",
+    "non_finite_number": "NaN or infinity in a numeric column",
+    "unparsable_datetime": "a datetime field not in YYYY-MM-DD HH:MM:SS",
+    "invalid_json": "a line or message that is not the JSON expected",
+    "bad_example": "a record that is not a serialized tf.Example",
+    # images
+    "empty_file": "an image file of zero bytes",
+    "not_an_image": "bytes that are no image format",
+    "format_mismatch": "an image whose format differs from its file extension",
+    "truncated": "an incomplete or corrupt image",
+    "too_many_pixels": "an image over --max_pixels (decompression bombs)",
+    "unreadable_uri": "an image uri that cannot be read",
+    "unknown_label": "an image label outside --classes, or none",
+    "missing_image": "an image instance without uri or bytes",
+    # the model
+    "model_rejected": "a row the model could not score",
+}
+
+
+class Reject(Exception):
+    """A record that cannot be used: `reason` (a key of REASONS) and a human `detail`."""
+
+    def __init__(self, reason: str, detail: str):
+        if reason not in REASONS:
+            raise ValueError(f"unknown reject reason {reason!r}: add it to REASONS")
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def dead_letter_record(job: str, source: str, line, raw, reason: str, detail: str,
+                       **extra) -> dict:
+    """The dead-letter object: where the record came from, what it was, and why."""
+    if reason not in REASONS:
+        raise ValueError(f"unknown reject reason {reason!r}: add it to REASONS")
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", errors="replace")
+    rec = {"job": job, "source": source, "line": line, "raw": raw, "reason": reason,
+           "detail": detail}
+    rec.update(extra)
+    return rec
+
+
+def dead_letter(job: str, source: str, line: Optional[int], raw, reason: str, detail: str) -> str:
+    """`dead_letter_record` as one JSON line (what the batch jobs write)."""
+    return json.dumps(dead_letter_record(job, source, line, raw, reason, detail),
+                      ensure_ascii=False)
+
+
+def reject(job: str, counters: dict, source: str, line, raw, reason: str, detail: str):
+    """Counts a reject under the metric `rejected_<reason>` (counters: reason -> Counter, filled
+    lazily) and returns its dead-letter line on the `rejects` output."""
+    counters.setdefault(reason, Metrics.counter(job, f"rejected_{reason}")).inc()
+    return beam.pvalue.TaggedOutput("rejects", dead_letter(job, source, line, raw, reason, detail))
+
+
+class WriteDeadLetters(beam.PTransform):
+    """Writes dead-letter JSON lines under `<dir>/rejects-*.jsonl`."""
+
+    def __init__(self, directory: str):
+        super().__init__()
+        self.directory = directory
+
+    def expand(self, pcoll):
+        return pcoll | "WriteRejects" >> beam.io.WriteToText(
+            FileSystems.join(self.directory, "rejects"), file_name_suffix=".jsonl")

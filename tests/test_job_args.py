@@ -1,0 +1,58 @@
+"""Each job's arguments are typed and checked without I/O: bad arguments fail before any model,
+input or output is touched (here: none of them exists), with one line naming the flag."""
+import dataclasses
+
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from beam_jobs import batch_predict, preprocess, runtime, stream_predict
+
+NOWHERE = "/nonexistent/nothing-here"
+
+
+@pytest.mark.parametrize("job,args,message", [
+    (batch_predict, ["--input", "x", "--output", "y"], "--model_dir is required"),
+    (batch_predict, ["--model_dir", NOWHERE, "--input", "x", "--output", "y",
+                     "--min_batch_size", "0"], "--min_batch_size"),
+    (batch_predict, ["--model_dir", NOWHERE, "--input", "x", "--output", "y",
+                     "--run_date", "2026-13-01"], "--run_date must be YYYY-MM-DD"),
+    (batch_predict, ["--model_dir", NOWHERE, "--input", "x", "--output", "y",
+                     "--jpeg_quality", "0"], "--jpeg_quality"),
+    (preprocess, ["--input", NOWHERE, "--output", NOWHERE, "--split", "0.5,0.6"], "--split"),
+    (preprocess, ["--input", NOWHERE, "--output", NOWHERE], "give --schema_spec"),
+    (preprocess, ["--input", NOWHERE, "--output", NOWHERE, "--label_column", "y",
+                  "--delimiter", ";;"], "--delimiter must be one character"),
+    (stream_predict, ["--streaming", "--model_dir", NOWHERE, "--output_dir", NOWHERE],
+     "give exactly one of"),
+    (stream_predict, ["--model_dir", NOWHERE, "--replay", NOWHERE, "--output_dir", NOWHERE],
+     "add --streaming"),
+])
+def test_bad_arguments_fail_before_any_io(job, args, message):
+    with pytest.raises(SystemExit) as e:
+        job.parse_args(PipelineOptions(args))
+    text = str(e.value.code)
+    assert text.startswith(f"{job.JOB}: error:") and message in text and "\n" not in text
+
+
+def test_arguments_are_a_typed_frozen_dataclass():
+    args = batch_predict.parse_args(PipelineOptions(
+        ["--model_dir", NOWHERE, "--input", "in/{date}/*.csv", "--output", "out/{date}/",
+         "--run_date", "2026-01-05", "--max_batch_size", "64"]))
+    assert dataclasses.is_dataclass(args)
+    assert args.input == "in/2026-01-05/*.csv" and args.output == "out/2026-01-05"
+    assert args.max_batch_size == 64 and args.rows_per_chunk == 64  # defaulted from it
+    assert args.csv_block_mb == 2.0 and args.log_level == "WARNING"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        args.output = "elsewhere"
+    # The launch step is where I/O happens: the same arguments fail there, on the model.
+    with pytest.raises(SystemExit, match="no SavedModel"):
+        batch_predict.JobConfig(PipelineOptions(
+            ["--model_dir", NOWHERE, "--input", "x", "--output", "y"]))
+
+
+def test_local_runs_name_a_runner_that_downloads_nothing():
+    opts = runtime.job_options(["--input", "x"], "preprocess", preprocess.PreprocessOptions, "")
+    assert opts.get_all_options()["runner"] == runtime.LOCAL_RUNNER
+    opts = runtime.job_options(["--runner", "DataflowRunner"], "preprocess",
+                               preprocess.PreprocessOptions, "")
+    assert opts.get_all_options()["runner"] == "DataflowRunner"
