@@ -220,6 +220,12 @@ class Progress:
             self.last = now
         emit(self.line(now))
 
+    def show(self) -> None:
+        """Prints the line now (the end of a file or split)."""
+        with self._lock:
+            self.last = time.time()
+        emit(self.line(self.last))
+
     def line(self, now: Optional[float] = None) -> str:
         elapsed = max((now or time.time()) - self.started, 1e-9)
         rate = self.done / elapsed

@@ -3,7 +3,7 @@ or base64 bytes) and globs of image files -> RowBatches of images normalised exa
 preprocess normalised the training images (no train/serve skew)."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -14,8 +14,20 @@ from inference.batch import JOB
 from preprocessing import parsing, reading, rejects
 
 
+class ImageItem(NamedTuple):
+    """One image to score: where it was listed (source file and line, the raw record), its uri
+    or JSON object (base64 bytes), its key and label (None when not given)."""
+    source: str
+    pos: Optional[int]
+    raw: str
+    uri: Optional[str]
+    obj: Optional[dict]
+    key: Optional[str]
+    label: Optional[str]
+
+
 class ListedImages(beam.DoFn):
-    """Records of list files -> (source, position, raw, uri, JSON object or None, key, label).
+    """Records of list files -> ImageItems.
 
     csv: a header with a `uri` column (and optionally the label and --key_column); relative
     uris resolve against the list file's folder. jsonl: objects with `uri` or base64 bytes
@@ -43,8 +55,8 @@ class ListedImages(beam.DoFn):
                                        f"expected {len(header)} fields ({', '.join(header)})")
                     continue
                 row = {h: fields[i].strip() for h, i in pos.items()}
-                yield (path, line, text, reading.resolve_uri(base, row["uri"]), None,
-                       row.get(self.key), row.get(self.label))
+                yield ImageItem(path, line, text, reading.resolve_uri(base, row["uri"]), None,
+                                row.get(self.key), row.get(self.label))
             return
         for line, text in records:
             try:
@@ -59,8 +71,8 @@ class ListedImages(beam.DoFn):
                 obj = dict(obj, uri=reading.resolve_uri(base, uri))
             label = obj.get(self.label)
             # The object itself travels on: LoadImages reads it with ImageInputs.from_object.
-            yield (path, line, text, obj.get("uri"), obj, obj.get(self.key),
-                   None if label is None else str(label))
+            yield ImageItem(path, line, text, obj.get("uri"), obj, obj.get(self.key),
+                            None if label is None else str(label))
 
     def _reject(self, path, line, raw, reason, detail):
         return rejects.reject(JOB, self.rejects, path, line, raw, reason, detail)
@@ -80,7 +92,8 @@ class ImageFiles(beam.DoFn):
         if not path.lower().endswith(self.list_extensions):  # list files are read as such
             yield self.tally("rows_read")
             parts = path.rstrip("/").rsplit("/", 2)
-            yield (path, None, path, path, None, None, parts[-2] if len(parts) == 3 else None)
+            yield ImageItem(path, None, path, path, None, None,
+                            parts[-2] if len(parts) == 3 else None)
 
 
 class LoadImages(beam.DoFn):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
@@ -23,6 +23,16 @@ def resolve_uri(base: str, uri: str) -> str:
     if uri and "://" not in uri and not uri.startswith("/"):
         return FileSystems.join(base, uri)
     return uri
+
+
+class Chunk(NamedTuple):
+    """What the reader hands on: records of one file. `records` is [(line or record number,
+    record), ...], or a CsvBlock (batch prediction's CSV blocks); `header` is the CSV header
+    (None for JSON lines and TFRecords)."""
+    path: str
+    fmt: str
+    header: Optional[tuple]
+    records: object
 
 
 def detect_format(path: str) -> str:
@@ -192,12 +202,27 @@ class ReadFileChunks(beam.DoFn):
         decode_errors = []
         header = None
         chunk, total = [], 0
-        progress = Progress.of(self.job, "read")
         with readable.open() as f:
             if fmt == "csv" and self.block_bytes:
                 yield from self._blocks(path, f)
                 return
-            for pos, record in read_records(f, fmt, decode_errors):
+            # Progress in MB of the inputs' size where that is what is read (uncompressed
+            # text), else in rows.
+            counted = None if fmt == "tfrecord" else _LineCounter(f)
+            plain = CompressionTypes.detect_compression_type(path) == CompressionTypes.UNCOMPRESSED
+            progress = (Progress.of(self.job, "read", self.total_bytes, unit="bytes")
+                        if counted is not None and plain else Progress.of(self.job, "read rows"))
+            done = 0
+
+            def advance(rows):
+                nonlocal done
+                if progress.unit == "bytes":
+                    progress.add(counted.bytes - done)
+                    done = counted.bytes
+                else:
+                    progress.add(rows)
+
+            for pos, record in read_records(counted or f, fmt, decode_errors):
                 while decode_errors:
                     yield from self._encoding_reject(path, *decode_errors.pop())
                 if fmt == "csv" and header is None:
@@ -207,16 +232,17 @@ class ReadFileChunks(beam.DoFn):
                 if len(chunk) >= self.chunk_rows:
                     total += len(chunk)
                     yield self.tally("rows_read", len(chunk))
-                    yield (path, fmt, header, chunk)
-                    progress.add(len(chunk))
+                    yield Chunk(path, fmt, header, chunk)
+                    advance(len(chunk))
                     chunk = []
         while decode_errors:
             yield from self._encoding_reject(path, *decode_errors.pop())
         if chunk:
             total += len(chunk)
             yield self.tally("rows_read", len(chunk))
-            yield (path, fmt, header, chunk)
-            progress.add(len(chunk))
+            yield Chunk(path, fmt, header, chunk)
+            advance(len(chunk))
+        progress.show()
         if fmt == "csv" and header is None:
             logging.warning("%s: %s is empty (no header row)", self.job, path)
         logging.info("%s: finished %s: %d rows", self.job, path, total)
@@ -253,14 +279,15 @@ class ReadFileChunks(beam.DoFn):
             if cut == 0:
                 carry = data
                 continue
-            yield (path, "csv", header, block(line, data, cut))
+            yield Chunk(path, "csv", header, block(line, data, cut))
             line += count_byte(data, b"\n", cut)
             carry = data[cut:]
             start += cut
             progress.add(cut)
         if carry:
-            yield (path, "csv", header, block(line, carry, len(carry)))
+            yield Chunk(path, "csv", header, block(line, carry, len(carry)))
             progress.add(len(carry))
+        progress.show()
         logging.info("%s: finished reading %s: %d lines", self.job, path, line - 1)
 
     def _encoding_reject(self, path, line_no, raw, err):

@@ -72,7 +72,8 @@ def test_preprocess_completes_inside_the_pipeline(tmp_path):
     # The summary line came from inside the pipeline; progress lines with a rate; and by
     # default none of Beam's INFO log.
     assert "preprocess: finished: 400 rows read" in r.stderr
-    assert "preprocess: read 400 rows (" in r.stderr and "preprocess: transformed" in r.stderr
+    assert "preprocess: read " in r.stderr and "100% of " in r.stderr and "ETA" in r.stderr
+    assert "preprocess: transformed 2" in r.stderr  # rows, as batches are transformed
     assert "INFO" not in r.stderr
 
 
