@@ -206,7 +206,7 @@ class Progress:
     @classmethod
     def of(cls, job: str, what: str, total: Optional[float] = None, unit: str = "rows"):
         with cls._lock:
-            key = (job, what)
+            key = (job, what, unit)  # one counter per unit: rows and MB never mix
             if key not in cls._all:
                 cls._all[key] = cls(job, what, total, unit)
             return cls._all[key]
