@@ -43,7 +43,7 @@ from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
 from beam_jobs import runtime
-from beam_jobs.finalize import STAGING_PREFIX, Finalize, summary_line
+from beam_jobs.finalize import STAGING_PREFIX, Finalize
 from inference import model_handler as mh
 from inference import sinks
 from inference.batch import JOB, EvalMetrics, FormatPredictions, ParseInputs
@@ -266,8 +266,8 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
     # Everything the job promises happens inside the pipeline (Finalize): here only wait.
     summary = runtime.wait_and_read_summary(result, template, cfg.output)
     if summary is not None:
-        print(f"{JOB}: model version {cfg.version}; {summary_line(summary)}\n"
-              f"{JOB}: outputs in {cfg.output}/" +
+        # (The counts were printed by the pipeline's Finalize step.)
+        print(f"{JOB}: model version {cfg.version}; outputs in {cfg.output}/" +
               (f"; metrics {summary['metrics']}" if "metrics" in summary else ""))
         for rec in _sample(cfg.output):
             print(f"  {rec}")

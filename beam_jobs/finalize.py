@@ -151,11 +151,11 @@ def remove_staging_dirs(output: str, keep: Iterable[str] = ()) -> List[str]:
     return removed
 
 
-def finalize(_, tallies, written, *, job: str, staging: str, output: str,
+def finalize(_, tallies, *written, job: str, staging: str, output: str,
              managed: Sequence[str], info: dict, outputs: Dict[str, str],
              outputs_key: Optional[str], started: float, attach: Dict[str, str]):
     """The body of the Finalize step (see the module docstring). Returns the summary."""
-    del written  # a side input only so that this runs after every sink has finished
+    del written  # side inputs only so that this runs after every sink has finished
     summary = summarize(info, dict(tallies), outputs, outputs_key, time.time() - started)
     for key, name in attach.items():  # small JSON files a sink wrote, e.g. metrics.json
         path = FileSystems.join(staging, name)
@@ -185,25 +185,43 @@ def summary_line(summary: dict, outputs_key: Optional[str] = None) -> str:
             + (f" ({summary['rows_per_second']:,} rows/s)" if summary["rows_per_second"] else ""))
 
 
+class SumTallies(beam.CombineFn):
+    """(name, n) pairs -> {name: total}, in one combine (an empty dict when there are none)."""
+
+    def create_accumulator(self):
+        return {}
+
+    def add_input(self, acc, tally):
+        name, n = tally
+        acc[name] = acc.get(name, 0) + n
+        return acc
+
+    def merge_accumulators(self, accs):
+        out = {}
+        for acc in accs:
+            for name, n in acc.items():
+                out[name] = out.get(name, 0) + n
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
 class Tallies(beam.PTransform):
     """Sums (name, n) tallies, plus one `rejected_<reason>` per dead-letter record, into one
-    {name: total} dict (an empty dict when nothing was counted)."""
-
-    def __init__(self, rejects_label: str = "Rejects"):
-        super().__init__()
-        self.rejects_label = rejects_label
+    {name: total} dict."""
 
     def expand(self, inputs):
         counts, rejects = inputs
         by_reason = rejects | "RejectReasons" >> beam.Map(
             lambda rec: ("rejected_" + json.loads(rec)["reason"], 1))
         return ((counts, by_reason) | "AllTallies" >> beam.Flatten()
-                | "SumTallies" >> beam.CombinePerKey(sum)
-                | "ToDict" >> beam.combiners.ToDict())
+                | "SumTallies" >> beam.CombineGlobally(SumTallies()))
 
 
 class Finalize(beam.PTransform):
-    """Runs `finalize` once, after every PCollection in `written` is complete.
+    """Runs `finalize` once, after every PCollection in `written` is complete (each is a side
+    input of the step, so the runner must finish it first).
 
     Input: (tallies, rejects): `tallies` are (name, n) pairs counted in the graph, `rejects`
     the dead-letter JSON lines. `written`: each sink's output (file names)."""
@@ -221,12 +239,8 @@ class Finalize(beam.PTransform):
 
     def expand(self, inputs):
         counts, rejects = inputs
-        pbegin = counts.pipeline
         totals = (counts, rejects) | "Tallies" >> Tallies()
-        signals = [w | f"Done{i}" >> beam.combiners.Count.Globally()
-                   for i, w in enumerate(self.written)]
-        done = (tuple(signals) | "AllWritten" >> beam.Flatten()) if signals else \
-            (pbegin | "NothingWritten" >> beam.Create([]))
-        return (pbegin | "Once" >> beam.Create([None])
-                | "Publish" >> beam.Map(finalize, beam.pvalue.AsSingleton(totals),
-                                        beam.pvalue.AsList(done), **self.kw))
+        waits = [beam.pvalue.AsList(w) for w in self.written]
+        return (counts.pipeline | "Once" >> beam.Create([None])
+                | "Publish" >> beam.Map(finalize, beam.pvalue.AsSingleton(totals), *waits,
+                                        **self.kw))

@@ -180,9 +180,19 @@ def setup_logging(level: str = "WARNING") -> None:
     if not root.handlers:
         logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     root.setLevel(level)
+    if not any(isinstance(f, _KnownNoise) for f in root.filters):
+        root.addFilter(_KnownNoise())
     # Local multi-process workers forward every notice as a WARNING; keep their errors.
     logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(
         "ERROR" if logging.getLevelName(level) >= logging.WARNING else level)
+
+
+class _KnownNoise(logging.Filter):
+    """Drops one harmless warning per batch: Beam's RunInference cannot read its memory metric
+    when its optional model manager fails to import (it needs torch), and says so each time."""
+
+    def filter(self, record):
+        return not str(record.msg).startswith("Resource module is not available")
 
 
 def emit(line: str) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 from typing import Optional
 
 import apache_beam as beam
@@ -19,6 +18,7 @@ from inference import model_handler as mh
 from inference.inputs import ServingParser
 from inference.outputs import PredictionBlock
 from preprocessing import fast_csv, parsing, reading, rejects
+from preprocessing.evaluation import EvalSums
 from preprocessing.schema import Schema
 
 JOB = "batch_predict"  # the metrics namespace
@@ -191,34 +191,27 @@ class EvalMetrics(beam.CombineFn):
         self.task = task
 
     def create_accumulator(self):
-        return [0, 0.0, 0.0, 0]  # n, sum squared error, sum abs error, correct
+        return EvalSums()
 
     def add_input(self, acc, block: PredictionBlock):
         labels = block.labels or []
         has = [i for i, v in enumerate(labels) if v is not None]
         if not has:
             return acc
-        acc[0] += len(has)
         if self.task == "regression":
-            err = (block.outputs["predictions"][has].astype(np.float64)
-                   - np.asarray([float(labels[i]) for i in has]))
-            acc[1] += float(np.sum(err * err))
-            acc[2] += float(np.sum(np.abs(err)))
+            acc.add_regression(block.outputs["predictions"][has],
+                               [float(labels[i]) for i in has])
         else:
             classes = block.outputs["classes"][has].tolist()
-            acc[3] += sum(c.decode("utf-8") == str(labels[i]) for c, i in zip(classes, has))
+            acc.add_classification([c.decode("utf-8") == str(labels[i])
+                                    for c, i in zip(classes, has)])
         return acc
 
     def merge_accumulators(self, accs):
-        out = self.create_accumulator()
+        out = EvalSums()
         for a in accs:
-            out = [x + y for x, y in zip(out, a)]
+            out = out.merge(a)
         return out
 
     def extract_output(self, acc):
-        n, sq, ab, correct = acc
-        if n == 0:
-            return {"examples": 0}
-        if self.task == "regression":
-            return {"examples": n, "rmse": math.sqrt(sq / n), "mae": ab / n}
-        return {"examples": n, "accuracy": correct / n}
+        return acc.metrics(self.task)

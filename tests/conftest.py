@@ -4,10 +4,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 
 import pytest
 
@@ -73,34 +69,17 @@ def read_jsonl(pattern: str) -> list:
     return rows
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def gcs_emulator():
     """A real local GCS (gcp-storage-emulator) on loopback; yields its endpoint.
 
     Beam's GCS IO talks to it through STORAGE_EMULATOR_HOST with anonymous credentials.
     """
-    port = _free_port()
-    exe = os.path.join(os.path.dirname(sys.executable), "gcp-storage-emulator")
-    proc = subprocess.Popen([exe, "start", "--host", "127.0.0.1", "--port", str(port),
-                             "--in-memory", "--default-bucket", "test-bucket"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("GCS emulator did not start")
+    from tools import gcs_emulator
+    try:
+        proc, endpoint = gcs_emulator.start(default_bucket="test-bucket")
+    except RuntimeError as e:
+        pytest.fail(str(e))
     old = os.environ.get("STORAGE_EMULATOR_HOST")
     os.environ["STORAGE_EMULATOR_HOST"] = endpoint
     try:

@@ -23,12 +23,10 @@ import argparse
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from typing import Dict, List
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -57,19 +55,9 @@ class CheckFailed(Exception):
 
 
 def start_emulator() -> subprocess.Popen:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    exe = os.path.join(os.path.dirname(sys.executable), "gcp-storage-emulator")
-    proc = subprocess.Popen([exe, "start", "--host", "127.0.0.1", "--port", str(port),
-                             "--in-memory"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(150):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.2)
-    os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{port}"
+    from tools import gcs_emulator
+    proc, endpoint = gcs_emulator.start()
+    os.environ["STORAGE_EMULATOR_HOST"] = endpoint
     return proc
 
 

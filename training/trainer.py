@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from preprocessing.evaluation import EvalSums
 from training import data as data_lib
 from training.config import TrainConfig
 from training.export import export_model, next_version_dir
@@ -125,22 +126,15 @@ def exact_eval(model, files, info, batch_size: int) -> dict:
     """
     ds = data_lib.make_dataset_fn(files, info, batch_size, training=False)()
     predict = tf.function(lambda x: model(x, training=False))
-    n, sq, ab, correct, wsum = 0, 0.0, 0.0, 0.0, 0.0
+    sums = EvalSums()
     for features, label, weight in ds:
         out = predict(features).numpy()
         y, w = label.numpy(), weight.numpy()
         if info.task == "regression":
-            err = out[:, 0].astype(np.float64) - y[:, 0]
-            sq += float(np.sum(err ** 2))
-            ab += float(np.sum(np.abs(err)))
+            sums.add_regression(out[:, 0], y[:, 0])
         else:
-            correct += float(np.sum((np.argmax(out, -1) == y) * w))
-            wsum += float(np.sum(w))
-        n += len(y)
-    if info.task == "regression":
-        return {"rmse": math.sqrt(sq / n), "mae": ab / n, "examples": n}
-    return {"accuracy": correct / max(wsum, 1.0), "examples": n,
-            "unknown_label_examples": int(n - wsum)}
+            sums.add_classification(np.argmax(out, -1) == y, w)
+    return sums.metrics(info.task)
 
 
 def plot_curves(history: dict, path: str) -> None:
