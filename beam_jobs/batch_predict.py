@@ -183,7 +183,8 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, staging: str):
     if cfg.image:
         batches, read_rejects, parse_rejects, read_counts = p | "Images" >> ReadImageInputs(
             cfg.list_files, cfg.image_patterns, o.rows_per_chunk, o.input_format, o.key_column,
-            cfg.label, o.max_batch_size, (o.max_side, o.jpeg_quality, o.max_pixels))
+            cfg.label, o.max_batch_size, (o.max_side, o.jpeg_quality, o.max_pixels,
+                                             o.max_image_bytes))
         tallies = [read_counts]
     else:
         chunks, read_rejects, read_counts = p | "Read" >> reading.ReadChunks(

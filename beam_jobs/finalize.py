@@ -40,6 +40,10 @@ class NotReconciled(RuntimeError):
     """Rows read != rows written + rows rejected: the run is not published."""
 
 
+class EmptyOutput(RuntimeError):
+    """An output the job cannot do without (preprocess's train split) got no rows."""
+
+
 def summarize(info: dict, tallies: Dict[str, int], outputs: Dict[str, str],
               outputs_key: Optional[str], wall_seconds: float) -> dict:
     """The run summary from the tallies summed in the graph. `outputs` maps a summary name to
@@ -153,7 +157,8 @@ def remove_staging_dirs(output: str, keep: Iterable[str] = ()) -> List[str]:
 
 def finalize(_, tallies, *written, job: str, staging: str, output: str,
              managed: Sequence[str], info: dict, outputs: Dict[str, str],
-             outputs_key: Optional[str], started: float, attach: Dict[str, str]):
+             outputs_key: Optional[str], started: float, attach: Dict[str, str],
+             require: Sequence[str] = ()):
     """The body of the Finalize step (see the module docstring). Returns the summary."""
     del written  # side inputs only so that this runs after every sink has finished
     summary = summarize(info, dict(tallies), outputs, outputs_key, time.time() - started)
@@ -166,6 +171,13 @@ def finalize(_, tallies, *written, job: str, staging: str, output: str,
         runtime.write_text(FileSystems.join(staging, SUMMARY), text)
         raise NotReconciled(f"{job}: counts do not reconcile, nothing was published "
                             f"(staged under {staging}): {json.dumps(summary)}")
+    written_rows = summary.get(outputs_key, {}) if outputs_key else summary
+    empty = [name for name in require if not written_rows.get(name)]
+    if empty:
+        runtime.write_text(FileSystems.join(staging, SUMMARY), text)
+        raise EmptyOutput(f"{job}: no rows reached {', '.join(empty)} ({summary['rows_read']} "
+                          f"rows read, {summary['rejected']['total']} rejected "
+                          f"{summary['rejected']['by_reason']}); nothing was published")
     publish(staging, output, list(managed) + [SUMMARY])
     runtime.write_text(FileSystems.join(output, SUMMARY), text)
     runtime.write_text(FileSystems.join(output, SUCCESS), "")
@@ -229,13 +241,13 @@ class Finalize(beam.PTransform):
     def __init__(self, job: str, staging: str, output: str, written: Sequence,
                  managed: Sequence[str], info: dict, outputs: Dict[str, str],
                  outputs_key: Optional[str] = None, attach: Optional[Dict[str, str]] = None,
-                 started: Optional[float] = None):
+                 started: Optional[float] = None, require: Sequence[str] = ()):
         super().__init__()
         self.written = list(written)
         self.kw = dict(job=job, staging=staging, output=output, managed=tuple(managed),
                        info=dict(info), outputs=dict(outputs), outputs_key=outputs_key,
                        started=time.time() if started is None else started,
-                       attach=dict(attach or {}))
+                       attach=dict(attach or {}), require=tuple(require))
 
     def expand(self, inputs):
         counts, rejects = inputs

@@ -148,14 +148,24 @@ class JobConfig:
             self.image_mode = "labels_csv"
             self.patterns = [src]
             self.files = self._match(src, f"no labels CSV at --input {src}")
-            header = [h.strip() for h in (parse_csv_sample(runtime.read_head(self.files[0]))[0])]
+            try:
+                header = parse_csv_sample(runtime.read_head(self.files[0]), max_rows=1)[0]
+            except SchemaError as e:
+                raise runtime.JobError(JOB, f"{self.files[0]}: {e}")
+            # A header is recognised by its names; without one (tensorflow/tpu's
+            # jpeg_to_tf_record.py format) every line is `path,label`.
+            self.labels_header = None
             if not {"uri", "label"} <= set(header):
-                raise runtime.JobError(JOB, f"{self.files[0]} needs a header with uri and label, "
-                                           f"found {header}")
+                if len(header) != 2:
+                    raise runtime.JobError(
+                        JOB, f"{self.files[0]}: a labels CSV is `uri,label` lines, with or "
+                             f"without a header naming uri and label; found {header}")
+                self.labels_header = ("uri", "label")
         else:
             self.image_mode = "folders"
             self.patterns = [FileSystems.join(src, "*", "*")]
             self.files = self._match(src, f"no <class>/<image> files under --input {src}")
+            self.labels_header = None
         runtime.check_writable(JOB, self.output)
 
     def _match(self, shown: str, none_message: str):
@@ -212,13 +222,13 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
     schema, o = cfg.schema, cfg.options
     if o.format == "images":
         items, read_rejects, counts = p | "ReadImageItems" >> pp.ReadImageItems(
-            cfg.image_mode, cfg.patterns)
+            cfg.image_mode, cfg.patterns, cfg.labels_header)
         parsed = (items
                   | "Redistribute" >> beam.Reshuffle()
                   | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=64)
                   | "ProcessImages" >> beam.ParDo(pp.ProcessImages(
                       schema, cfg.fractions, cfg.classes, o.max_side, o.jpeg_quality,
-                      o.max_pixels)).with_outputs("rejects", *SPLITS))
+                      o.max_pixels, o.max_image_bytes)).with_outputs("rejects", *SPLITS))
     else:
         chunks, read_rejects, counts = p | "ReadCsv" >> reading.ReadChunks(
             JOB, cfg.patterns, o.rows_per_batch, total_bytes=cfg.input_bytes)
@@ -254,7 +264,7 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
     all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
     _ = (all_tallies, dead) | "Finalize" >> Finalize(
         JOB, staging, cfg.output, written, OUTPUT_NAMES, info,
-        outputs={s: f"rows_{s}" for s in SPLITS}, outputs_key="splits")
+        outputs={s: f"rows_{s}" for s in SPLITS}, outputs_key="splits", require=("train",))
     return p
 
 

@@ -85,11 +85,16 @@ class ImageOptions(PipelineOptions):
                             help="images: JPEG quality of the re-encoded images.")
         parser.add_argument("--max_pixels", type=int, default=50_000_000,
                             help="images: larger images are rejected (decompression bombs).")
+        parser.add_argument("--max_image_bytes", type=int, default=64 << 20,
+                            help="images: larger files are rejected (image_too_large); only "
+                                 "this much of a file is ever read.")
 
 
 def check_image_options(job: str, o) -> None:
-    if o.max_side < 8 or not 1 <= o.jpeg_quality <= 100 or o.max_pixels < 1:
-        raise JobError(job, "need --max_side >= 8, 1 <= --jpeg_quality <= 100, --max_pixels >= 1")
+    if (o.max_side < 8 or not 1 <= o.jpeg_quality <= 100 or o.max_pixels < 1
+            or o.max_image_bytes < 1):
+        raise JobError(job, "need --max_side >= 8, 1 <= --jpeg_quality <= 100, --max_pixels >= 1, "
+                            "--max_image_bytes >= 1")
 
 
 def args_dataclass(name: str, option_classes) -> type:

@@ -129,7 +129,7 @@ class JobConfig:
                                         f"{str(e).splitlines()[0][:300]}")
         self.image_kw = None
         if any(c.transform == "image" for c in self.schema.columns):
-            self.image_kw = (o.max_side, o.jpeg_quality, o.max_pixels)
+            self.image_kw = (o.max_side, o.jpeg_quality, o.max_pixels, o.max_image_bytes)
         self.dead_letter_dir = o.dead_letter_dir or (
             FileSystems.join(o.output_dir, "rejects") if o.output_dir else None)
         self.monitoring_dir = o.monitoring_dir or (

@@ -101,9 +101,10 @@ class LoadImages(beam.DoFn):
     their keys and labels; unreadable or invalid images go to the dead letters with the
     reason (the same checks and normalisation as preprocess)."""
 
-    def __init__(self, label: Optional[str], max_side: int, quality: int, max_pixels: int):
+    def __init__(self, label: Optional[str], max_side: int, quality: int, max_pixels: int,
+                 max_image_bytes: int):
         self.label = label or "label"
-        self.kw = (max_side, quality, max_pixels)
+        self.kw = (max_side, quality, max_pixels, max_image_bytes)
         self.rejects = {}
 
     def setup(self):
@@ -136,7 +137,8 @@ class ReadImageInputs(beam.PTransform):
 
     `list_files`: .csv / .jsonl lists of images; `image_patterns`: globs of image files,
     matched in the pipeline (a glob of images may be huge: its paths stay out of the graph).
-    `image_kw`: (max_side, jpeg_quality, max_pixels), as preprocess normalised with."""
+    `image_kw`: (max_side, jpeg_quality, max_pixels, max_image_bytes), as preprocess
+    normalised with."""
 
     def __init__(self, list_files, image_patterns, rows_per_chunk: int, input_format: str,
                  key_column: Optional[str], label: Optional[str], max_batch_size: int,

@@ -14,37 +14,27 @@ import base64
 import binascii
 from typing import Optional, Tuple
 
-from preprocessing.images import normalize_image
+from preprocessing.images import DEFAULT_MAX_IMAGE_BYTES, normalize_image, read_image
 from preprocessing.rejects import Reject
 
 IMAGE_INPUT = "image_bytes"  # the image export's predict_raw input
 LIST_EXTENSIONS = (".csv", ".json", ".jsonl", ".ndjson", ".txt")
 
 
-def read_uri(uri: str) -> bytes:
-    """The bytes at a local or gs:// uri; Reject('unreadable_uri') if they cannot be read."""
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
-    try:
-        with FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            return f.read()
-    except Exception as e:
-        text = str(e).splitlines()[0][:200] if str(e) else ""
-        raise Reject("unreadable_uri", f"{type(e).__name__}: {text}") from None
-
-
 class ImageInputs:
     """Turns any image input into normalised bytes for the model (or raises Reject)."""
 
-    def __init__(self, max_side: int = 256, quality: int = 90, max_pixels: int = 50_000_000):
+    def __init__(self, max_side: int = 256, quality: int = 90, max_pixels: int = 50_000_000,
+                 max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES):
         self.kw = {"max_side": max_side, "quality": quality, "max_pixels": max_pixels,
                    "keep_conforming": True}
+        self.max_image_bytes = max_image_bytes
 
     def from_bytes(self, data: bytes, name: str = "") -> bytes:
         return normalize_image(data, name, **self.kw).jpeg
 
     def from_uri(self, uri: str) -> bytes:
-        return self.from_bytes(read_uri(uri), uri)
+        return self.from_bytes(read_image(uri, self.max_image_bytes), uri)
 
     def from_object(self, obj, attributes: Optional[dict] = None) -> Tuple[bytes, Optional[str]]:
         """A JSON object (or a GCS notification's attributes) -> (bytes, uri or None)."""

@@ -31,6 +31,43 @@ class NormalizedImage:
     source_format: str
 
 
+MIN_SIDE = 8       # px: smaller images carry nothing a model can learn from
+MAX_ASPECT = 32    # longest / shortest side: beyond it, resizing leaves a line of pixels
+DEFAULT_MAX_IMAGE_BYTES = 64 << 20
+
+
+def read_image(uri: str, max_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> bytes:
+    """The bytes of an image file (local or any Beam filesystem, gs:// included), reading at
+    most `max_bytes` (+1, to tell a larger file). Only regular files are read: a device such as
+    /dev/zero, a folder or a pipe is `not_a_file`; a larger file is `image_too_large`; any
+    other failure `unreadable_uri`."""
+    import stat
+
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+    try:
+        if "://" not in uri:
+            st = os.stat(uri)  # follows links: a link to a device is still a device
+            if not stat.S_ISREG(st.st_mode):
+                raise Reject("not_a_file", "the uri is not a regular file")
+            size = st.st_size
+        else:
+            found = FileSystems.match([uri])[0].metadata_list
+            size = found[0].size_in_bytes if found else None
+        if size is not None and size > max_bytes:
+            raise Reject("image_too_large", f"{size} bytes, over --max_image_bytes {max_bytes}")
+        with FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            data = f.read(max_bytes + 1)
+    except Reject:
+        raise
+    except Exception as e:
+        text = str(e).splitlines()[0][:200] if str(e) else ""
+        raise Reject("unreadable_uri", f"{type(e).__name__}: {text}") from None
+    if len(data) > max_bytes:  # it grew, or its size was not known
+        raise Reject("image_too_large", f"over --max_image_bytes {max_bytes}")
+    return data
+
+
 def normalize_image(data: bytes, name: str = "", max_side: int = 256, quality: int = 90,
                     max_pixels: int = 50_000_000, keep_conforming: bool = False) -> NormalizedImage:
     """Validates and normalises one image; raises Reject with the reason.
@@ -54,6 +91,9 @@ def normalize_image(data: bytes, name: str = "", max_side: int = 256, quality: i
     w, h = img.size
     if w * h > max_pixels:  # checked before decoding: a decompression bomb never expands
         raise Reject("too_many_pixels", f"{w}x{h} exceeds {max_pixels} pixels")
+    if min(w, h) < MIN_SIDE or max(w, h) > MAX_ASPECT * min(w, h):
+        raise Reject("degenerate_image", f"{w}x{h}: a side under {MIN_SIDE} px or sides more "
+                                         f"than {MAX_ASPECT}:1 apart")
     try:
         img.load()
     except Exception as e:  # truncated data: PIL raises OSError while decoding

@@ -6,6 +6,7 @@ import csv
 import io
 from typing import Iterable, Optional, Sequence
 
+from preprocessing.parsing import BOM, header_names
 from preprocessing.schema import ColumnSpec, Schema, SchemaError, coerce_value, looks_like_datetime
 
 KEY_NAMES = ("key", "id", "uuid", "unique_key", "trip_id", "example_id")
@@ -114,10 +115,16 @@ def _is_number(v: str) -> bool:
 
 def parse_csv_sample(text: str, delimiter: str = ",", max_rows: int = 10_000):
     """Header and up to max_rows rows from the start of a CSV text."""
+    if text.startswith(BOM):  # a UTF-8 byte-order mark (spreadsheet exports)
+        text = text[len(BOM):]
     reader = csv.reader(io.StringIO(text), delimiter=delimiter)
     header = next(reader, None)
     if header is None:
         raise SchemaError("the input file is empty (no header row)")
+    try:
+        header = list(header_names(header))
+    except ValueError as e:
+        raise SchemaError(str(e)) from None
     rows = []
     for r in reader:
         if len(rows) >= max_rows:

@@ -52,6 +52,24 @@ def iter_csv_records(lines: Iterable[str], first_line_no: int = 1) -> Iterator[T
         yield start, "".join(buf).rstrip("\r\n")
 
 
+BOM = "\ufeff"
+
+
+def header_names(fields: Sequence[str], source: str = "the file") -> Tuple[str, ...]:
+    """A CSV header's column names: stripped, a UTF-8 byte-order mark dropped (spreadsheet
+    exports start with one), and no name twice (ValueError naming it: with two columns of
+    one name, which one holds the data is a guess)."""
+    names = [f.strip() for f in fields]
+    if names and names[0].startswith(BOM):
+        names[0] = names[0][len(BOM):].strip()
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"column {name!r} appears twice in the header of {source}")
+        seen.add(name)
+    return tuple(names)
+
+
 def split_fields(records: Sequence[str], delimiter: str = ",") -> List[Optional[List[str]]]:
     """CSV-parses record texts in one call (fast path); None marks a malformed record."""
     try:

@@ -4,6 +4,7 @@ labelled images, count what is transformed, and write splits, the transform and 
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -78,28 +79,24 @@ class ProcessImages(beam.DoFn):
     """Batches of (source, line, uri, label) -> normalised images as RecordBatches per split,
     and dead letters with the reason for every image that cannot be used."""
 
-    def __init__(self, schema: Schema, fractions, classes, max_side, quality, max_pixels):
+    def __init__(self, schema: Schema, fractions, classes, max_side, quality, max_pixels,
+                 max_image_bytes):
         self.schema = schema
         self.bounds = boundaries(fractions)
         self.classes = set(classes)
         self.kw = {"max_side": max_side, "quality": quality, "max_pixels": max_pixels}
+        self.max_image_bytes = max_image_bytes
         self.reject_counters = {r: Metrics.counter(JOB, f"rejected_{r}") for r in rejects.REASONS}
 
     def process(self, items):
-        from apache_beam.io.filesystem import CompressionTypes
 
-        from preprocessing.images import normalize_image
+        from preprocessing.images import normalize_image, read_image
         per_split = [[] for _ in SPLITS]
         for source, line, uri, label in items:
             try:
                 if not label or (self.classes and label not in self.classes):
                     raise Reject("unknown_label", f"label {label!r} is not a known class")
-                try:
-                    with FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-                        data = f.read()
-                except Exception as e:
-                    raise Reject("unreadable_uri", f"{type(e).__name__}: "
-                                     f"{str(e).splitlines()[0][:200] if str(e) else ''}") from None
+                data = read_image(uri, self.max_image_bytes)
                 img = normalize_image(data, uri, **self.kw)
             except Reject as e:
                 self.reject_counters[e.reason].inc()
@@ -128,15 +125,16 @@ class ReadImageItems(beam.PTransform):
     """--input (a labels CSV, or a folder of class sub-folders) -> (source, line, uri, label)
     items, rejects, and (name, n) tallies."""
 
-    def __init__(self, mode: str, patterns):
+    def __init__(self, mode: str, patterns, header: Optional[tuple] = None):
         super().__init__()
         self.mode = mode  # labels_csv | folders
         self.patterns = list(patterns)
+        self.header = header  # a labels CSV without a header row: its columns
 
     def expand(self, pbegin):
         if self.mode == "labels_csv":
             chunks, rejects, counts = pbegin | "ReadLabels" >> reading.ReadChunks(
-                JOB, self.patterns, 500)
+                JOB, self.patterns, 500, header=self.header)
             items = chunks | "LabelItems" >> beam.ParDo(LabelsCsvItems()).with_outputs(
                 "rejects", main="items")
             return (items.items,

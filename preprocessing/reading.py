@@ -14,7 +14,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from beam_jobs.runtime import COUNTS, Progress, Tally
-from preprocessing.parsing import iter_csv_records, split_fields
+from preprocessing.parsing import header_names, iter_csv_records, split_fields
 from preprocessing.rejects import dead_letter
 
 
@@ -186,8 +186,10 @@ class ReadFileChunks(beam.DoFn):
     """
 
     def __init__(self, job: str, chunk_rows: int, fmt: str = "csv",
-                 block_bytes: Optional[int] = None, total_bytes: Optional[int] = None):
+                 block_bytes: Optional[int] = None, total_bytes: Optional[int] = None,
+                 header: Optional[tuple] = None):
         self.job = job
+        self.fixed_header = tuple(header) if header else None  # headerless CSV: all is data
         self.chunk_rows = chunk_rows
         self.fmt = fmt
         self.block_bytes = block_bytes
@@ -200,7 +202,7 @@ class ReadFileChunks(beam.DoFn):
         fmt = detect_format(path) if self.fmt == "auto" else self.fmt
         yield self.tally("files_read")
         decode_errors = []
-        header = None
+        header = self.fixed_header
         chunk, total = [], 0
         with readable.open() as f:
             if fmt == "csv" and self.block_bytes:
@@ -226,7 +228,7 @@ class ReadFileChunks(beam.DoFn):
                 while decode_errors:
                     yield from self._encoding_reject(path, *decode_errors.pop())
                 if fmt == "csv" and header is None:
-                    header = tuple(h.strip() for h in (split_fields([record])[0] or []))
+                    header = header_names(split_fields([record])[0] or [], path)
                     continue
                 chunk.append((pos, record))
                 if len(chunk) >= self.chunk_rows:
@@ -251,7 +253,7 @@ class ReadFileChunks(beam.DoFn):
         """The header record, then CsvBlocks cut at record boundaries."""
         counted, decode_errors, header = _LineCounter(f), [], None
         for _, record in read_records(counted, "csv", decode_errors):
-            header = tuple(h.strip() for h in (split_fields([record])[0] or []))
+            header = header_names(split_fields([record])[0] or [], path)
             break
         for err in decode_errors:
             yield from self._encoding_reject(path, *err)
@@ -304,13 +306,15 @@ class ReadChunks(beam.PTransform):
     Local paths and gs:// (or any Beam filesystem); .gz/.bz2 are decompressed by extension.
     `fmt` is csv, jsonl, tfrecord, or auto (by each file's extension). With `block_bytes`,
     CSV records come as CsvBlocks (see ReadFileChunks). `total_bytes` (the inputs' size, when
-    known) gives the progress lines a percentage and an ETA.
+    known) gives the progress lines a percentage and an ETA. `header`: CSV files without a
+    header row, whose columns are these (every record is data).
     """
 
     def __init__(self, job: str, patterns: Sequence[str], chunk_rows: int = 2000,
                  fmt: str = "csv", block_bytes: Optional[int] = None,
-                 total_bytes: Optional[int] = None):
+                 total_bytes: Optional[int] = None, header: Optional[tuple] = None):
         super().__init__()
+        self.header = header
         self.job = job
         self.patterns = list(patterns)
         self.chunk_rows = chunk_rows
@@ -325,7 +329,8 @@ class ReadChunks(beam.PTransform):
             | "Match" >> fileio.MatchAll()
             | "Open" >> fileio.ReadMatches()
             | "ReadChunks" >> beam.ParDo(ReadFileChunks(self.job, self.chunk_rows, self.fmt,
-                                                        self.block_bytes, self.total_bytes))
+                                                        self.block_bytes, self.total_bytes,
+                                                        self.header))
             .with_outputs("rejects", COUNTS, main="chunks")
         )
         # Files are read whole; redistribute their chunks so parsing runs in parallel.

@@ -44,6 +44,24 @@ class FeatureInfo:
         return self.numeric + list(self.categorical)
 
 
+class EmptySplitError(ValueError):
+    """The preprocess output has no train or no eval rows: nothing to train on or measure."""
+
+
+def check_splits(data_dir: str) -> None:
+    """Fails with a clear message when preprocess's summary says train or eval is empty."""
+    path = os.path.join(data_dir, "summary.json")
+    if not tf.io.gfile.exists(path):
+        return
+    with tf.io.gfile.GFile(path) as f:
+        splits = json.load(f).get("splits", {})
+    for name in ("train", "eval"):
+        if splits.get(name, 1) == 0:
+            raise EmptySplitError(
+                f"the {name} split of {data_dir} is empty (preprocess wrote {splits}): "
+                f"preprocess more rows, or give --split a larger {name} fraction")
+
+
 def load_feature_info(data_dir: str) -> FeatureInfo:
     """Reads the preprocess output: raw schema, transform output and run summary."""
     import tensorflow_transform as tft
@@ -51,6 +69,7 @@ def load_feature_info(data_dir: str) -> FeatureInfo:
     for needed in ("transform_fn", RAW_SCHEMA_FILE):
         if not tf.io.gfile.exists(os.path.join(data_dir, needed)):
             raise FileNotFoundError(f"{data_dir} is not a preprocess output (no {needed})")
+    check_splits(data_dir)
     tft_out = tft.TFTransformOutput(data_dir)
     schema = Schema.load(os.path.join(data_dir, RAW_SCHEMA_FILE))
     spec = tft_out.transformed_feature_spec()

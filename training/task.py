@@ -26,10 +26,11 @@ def main(argv=None) -> int:
         cfg = TrainConfig.from_args(args)
     except ConfigError as e:
         parser.error(str(e))
+    from training.data import EmptySplitError
     from training.trainer import train_and_evaluate
     try:
         metrics = train_and_evaluate(cfg)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, EmptySplitError) as e:
         print(f"training.task: error: {e}", file=sys.stderr)
         return 2
     if metrics.get("chief", True):
