@@ -116,6 +116,7 @@ def parse_args(options: PipelineOptions) -> Args:
         raise runtime.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size and "
                                     "--rows_per_chunk >= 1")
     runtime.check_image_options(JOB, o)
+    runtime.check_record_bounds(JOB, o)
     run_date = _date(o.run_date)
     return dataclasses.replace(
         o, run_date=run_date, rows_per_chunk=rows_per_chunk,
@@ -189,9 +190,11 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, staging: str):
     else:
         chunks, read_rejects, read_counts = p | "Read" >> reading.ReadChunks(
             JOB, cfg.patterns, o.rows_per_chunk, o.input_format,
-            block_bytes=int(o.csv_block_mb * (1 << 20)) or None, total_bytes=cfg.input_bytes)
+            block_bytes=int(o.csv_block_mb * (1 << 20)) or None, total_bytes=cfg.input_bytes,
+            max_bytes=o.max_record_bytes, max_lines=o.max_record_lines)
         parsed = chunks | "Parse" >> beam.ParDo(
-            ParseInputs(cfg.schema, cfg.key, cfg.passthrough)
+            ParseInputs(cfg.schema, cfg.key, cfg.passthrough,
+                        (o.max_record_bytes, o.max_record_lines))
         ).with_outputs("rejects", runtime.COUNTS, main="batches")
         batches, parse_rejects = parsed.batches, parsed.rejects
         tallies = [read_counts, parsed[runtime.COUNTS]]

@@ -102,6 +102,7 @@ def parse_args(options: PipelineOptions) -> Args:
     except ValueError as e:
         raise runtime.JobError(JOB, str(e))
     runtime.check_image_options(JOB, o)
+    runtime.check_record_bounds(JOB, o)
     if o.format == "csv" and not o.schema_spec and not o.label_column:
         raise runtime.JobError(JOB, "give --schema_spec, or --label_column to infer the schema")
     if o.rows_per_batch < 1 or o.num_shards < 0 or o.sample_rows < 1:
@@ -231,7 +232,8 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
                       o.max_pixels, o.max_image_bytes)).with_outputs("rejects", *SPLITS))
     else:
         chunks, read_rejects, counts = p | "ReadCsv" >> reading.ReadChunks(
-            JOB, cfg.patterns, o.rows_per_batch, total_bytes=cfg.input_bytes)
+            JOB, cfg.patterns, o.rows_per_batch, total_bytes=cfg.input_bytes,
+            max_bytes=o.max_record_bytes, max_lines=o.max_record_lines)
         parsed = chunks | "ParseAndSplit" >> beam.ParDo(
             pp.ParseAndSplit(schema, cfg.fractions, o.delimiter)).with_outputs("rejects", *SPLITS)
     dead = (read_rejects, parsed.rejects) | "AllRejects" >> beam.Flatten()

@@ -51,6 +51,13 @@ class IOOptions(PipelineOptions):
                             "succeeds (never before).")
         parser.add_argument("--key_column", help="Column identifying a row (default: the "
                             "schema's key).")
+        parser.add_argument("--max_record_bytes", type=int, default=1 << 20,
+                            help="CSV/JSON lines: a longer line is rejected (record_too_large) "
+                                 "and a quoted field may span at most this many bytes.")
+        parser.add_argument("--max_record_lines", type=int, default=1000,
+                            help="CSV: a quoted field may span at most this many lines; past "
+                                 "that its first line is rejected (unterminated_quote) and "
+                                 "reading resumes on the next line.")
         parser.add_argument("--log_level", default="WARNING",
                             choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                             help="Log level (default WARNING: progress lines and the summary "
@@ -116,6 +123,11 @@ def typed_args(cls: type, options: PipelineOptions, option_classes, **overrides)
     values = {f.name: getattr(merged, f.name) for f in dataclasses.fields(cls)}
     values.update(overrides)
     return cls(**values)
+
+
+def check_record_bounds(job: str, o) -> None:
+    if o.max_record_bytes < 1 or o.max_record_lines < 1:
+        raise JobError(job, "need --max_record_bytes >= 1 and --max_record_lines >= 1")
 
 
 def merged_options(options: PipelineOptions, *classes):

@@ -27,7 +27,9 @@ JOB = "batch_predict"  # the metrics namespace
 class ParseInputs(beam.DoFn):
     """Chunks of CSV/JSON/tf.Example records -> (key, row) with typed raw values, or rejects."""
 
-    def __init__(self, schema: Schema, key: Optional[str], passthrough):
+    def __init__(self, schema: Schema, key: Optional[str], passthrough,
+                 record_bounds: tuple = (parsing.MAX_RECORD_BYTES, parsing.MAX_RECORD_LINES)):
+        self.record_bounds = tuple(record_bounds)  # (--max_record_bytes, --max_record_lines)
         self.schema = schema
         self.key_index = schema.names.index(key) if key in schema.names else None
         self.passthrough = list(passthrough)
@@ -72,11 +74,11 @@ class ParseInputs(beam.DoFn):
         parser = self._serving.parser(header)
         fast = None if self.passthrough else fast_csv.parse_block(parser, block.data)
         if fast is None:
-            decode_errors = []
-            records = block.records(decode_errors)
-            yield self.tally("rows_read", len(records) + len(decode_errors))
-            for line, raw, err in decode_errors:
-                yield self._reject(path, line, raw, "bad_encoding", err)
+            line_rejects = []
+            records = block.records(line_rejects, *self.record_bounds)
+            yield self.tally("rows_read", len(records) + len(line_rejects))
+            for line, raw, reason, detail in line_rejects:
+                yield self._reject(path, line, raw, reason, detail)
             if records:
                 yield from self.process((path, "csv", header, records))
             return

@@ -27,29 +27,64 @@ def parse_json(text):
         raise Reject("invalid_json", f"not JSON: {e}") from None
 
 
-def iter_csv_records(lines: Iterable[str], first_line_no: int = 1) -> Iterator[Tuple[int, str]]:
+MAX_RECORD_BYTES = 1 << 20  # defaults of --max_record_bytes / --max_record_lines
+MAX_RECORD_LINES = 1000
+RAW_HEAD = 2000  # characters of an oversized record kept in its dead letter
+
+
+def iter_csv_records(lines: Iterable[str], first_line_no: int = 1,
+                     rejects: Optional[list] = None, max_bytes: int = MAX_RECORD_BYTES,
+                     max_lines: int = MAX_RECORD_LINES) -> Iterator[Tuple[int, str]]:
     """Joins physical lines into CSV records (a quoted field may span lines).
 
-    Yields (line number where the record starts, record text without its line ending).
-    An unterminated quote at end of input yields the remainder as one record; the parser
-    then rejects it as malformed rather than swallowing the rest of the file.
+    Yields (line number where the record starts, record text without its line ending). A
+    record may span at most `max_lines` lines and `max_bytes` characters: past that (an
+    unterminated quote), its first line is rejected as `unterminated_quote` (appended to
+    `rejects` as (line, raw, reason, detail)) and reading resumes at the line after it, so
+    one stray quote costs one line, not the rest of the file. An unterminated quote at the
+    end of the input is rejected the same way.
     """
-    buf: List[str] = []
-    quotes = 0
-    start = first_line_no
-    line_no = first_line_no - 1
-    for line_no, line in enumerate(lines, first_line_no):
-        if not buf:
-            start = line_no
-        buf.append(line)
+    if rejects is None:
+        rejects = []
+    pending: List[Tuple[int, str]] = []  # lines to read again after a rejected record
+    source = iter(enumerate(lines, first_line_no))
+    buf: List[Tuple[int, str]] = []
+    size = quotes = 0
+
+    def next_line():
+        return pending.pop(0) if pending else next(source, None)
+
+    while True:
+        item = next_line()
+        if item is None:
+            break
+        line_no, line = item
+        buf.append(item)
+        size += len(line)
         quotes += line.count('"')
-        if quotes % 2 == 0:
-            text = "".join(buf).rstrip("\r\n")
-            buf, quotes = [], 0
+        if len(buf) == 1 and size > max_bytes:
+            rejects.append((line_no, line.rstrip("\r\n")[:RAW_HEAD], "record_too_large",
+                            f"a line of {size} characters, over --max_record_bytes {max_bytes}"))
+            buf, size, quotes = [], 0, 0
+        elif len(buf) > max_lines or size > max_bytes:
+            first, rest = buf[0], buf[1:]
+            rejects.append((first[0], first[1].rstrip("\r\n")[:RAW_HEAD], "unterminated_quote",
+                            f"a quote opened on this line is not closed within {max_lines} "
+                            f"lines / {max_bytes} bytes (--max_record_lines/bytes)"))
+            pending[:0] = rest
+            buf, size, quotes = [], 0, 0
+        elif quotes % 2 == 0:
+            text = "".join(t for _, t in buf).rstrip("\r\n")
+            start = buf[0][0]
+            buf, size, quotes = [], 0, 0
             if text:
                 yield start, text
-    if buf:
-        yield start, "".join(buf).rstrip("\r\n")
+    if buf:  # the input ended inside a quoted field
+        first, rest = buf[0], buf[1:]
+        rejects.append((first[0], first[1].rstrip("\r\n")[:RAW_HEAD], "unterminated_quote",
+                        "a quote opened on this line is not closed before the end of the file"))
+        yield from iter_csv_records([t for _, t in rest], rest[0][0] if rest else 0, rejects,
+                                    max_bytes, max_lines)
 
 
 BOM = "\ufeff"

@@ -11,11 +11,17 @@ import numpy as np
 from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics import Metrics
 
 from beam_jobs.runtime import COUNTS, Progress, Tally
-from preprocessing.parsing import header_names, iter_csv_records, split_fields
-from preprocessing.rejects import dead_letter
+from preprocessing.parsing import (
+    MAX_RECORD_BYTES,
+    MAX_RECORD_LINES,
+    RAW_HEAD,
+    header_names,
+    iter_csv_records,
+    split_fields,
+)
+from preprocessing.rejects import reject
 
 
 def resolve_uri(base: str, uri: str) -> str:
@@ -48,11 +54,14 @@ def detect_format(path: str) -> str:
     return "csv"
 
 
-def read_records(f, fmt: str, decode_errors: list, first_line: int = 1):
+def read_records(f, fmt: str, line_rejects: list, first_line: int = 1,
+                 max_bytes: int = MAX_RECORD_BYTES, max_lines: int = MAX_RECORD_LINES):
     """(line or record number, record) from an open binary file: CSV records (quoted fields
-    may span lines), non-empty JSON lines, or TFRecord records (numbered from 1). Lines that
-    are not UTF-8 are appended to `decode_errors` as (line number, raw bytes, error) and
-    skipped (their line numbers kept)."""
+    may span lines, within `max_lines` / `max_bytes`), non-empty JSON lines, or TFRecord
+    records (numbered from 1). Lines that cannot be records are appended to `line_rejects` as
+    (line number, raw, reason, detail) and skipped, their line numbers kept: not UTF-8
+    (`bad_encoding`), longer than `max_bytes` (`record_too_large`), or opening a quote that
+    does not close within the bounds (`unterminated_quote`; reading resumes on the next line)."""
     if fmt == "tfrecord":
         from apache_beam.io.tfrecordio import _TFRecordUtil
         index = 0
@@ -66,14 +75,20 @@ def read_records(f, fmt: str, decode_errors: list, first_line: int = 1):
     def lines():
         # CompressedFile (.gz/.bz2) has readline() but is not iterable.
         for line_no, raw in enumerate(iter(f.readline, b""), first_line):
+            if len(raw) > max_bytes:
+                line_rejects.append((line_no, raw[:RAW_HEAD].decode("utf-8", "replace"),
+                                     "record_too_large", f"a line of {len(raw)} bytes, over "
+                                     f"--max_record_bytes {max_bytes}"))
+                yield "\n"  # keeps line numbers; the line is dead-lettered instead
+                continue
             try:
                 yield raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                decode_errors.append((line_no, raw, str(e)))
-                yield "\n"  # keeps line numbers; the bad line is dead-lettered instead
+                line_rejects.append((line_no, raw, "bad_encoding", str(e)))
+                yield "\n"
 
     if fmt == "csv":
-        yield from iter_csv_records(lines(), first_line)
+        yield from iter_csv_records(lines(), first_line, line_rejects, max_bytes, max_lines)
     else:
         for line_no, text in enumerate(lines(), first_line):
             text = text.strip()
@@ -104,10 +119,12 @@ class CsvBlock:
             self._data = read_range(self.path, self.start, self.end)
         return self._data
 
-    def records(self, decode_errors: list):
+    def records(self, line_rejects: list, max_bytes: int = MAX_RECORD_BYTES,
+                max_lines: int = MAX_RECORD_LINES):
         """The block's records the row-by-row way (as `read_records` reads a file)."""
         import io
-        return list(read_records(io.BytesIO(self.data), "csv", decode_errors, self.first_line))
+        return list(read_records(io.BytesIO(self.data), "csv", line_rejects, self.first_line,
+                                 max_bytes, max_lines))
 
 
 def read_range(path: str, start: int, end: int) -> bytes:
@@ -187,21 +204,23 @@ class ReadFileChunks(beam.DoFn):
 
     def __init__(self, job: str, chunk_rows: int, fmt: str = "csv",
                  block_bytes: Optional[int] = None, total_bytes: Optional[int] = None,
-                 header: Optional[tuple] = None):
+                 header: Optional[tuple] = None, max_bytes: int = MAX_RECORD_BYTES,
+                 max_lines: int = MAX_RECORD_LINES):
         self.job = job
+        self.max_bytes, self.max_lines = max_bytes, max_lines
         self.fixed_header = tuple(header) if header else None  # headerless CSV: all is data
         self.chunk_rows = chunk_rows
         self.fmt = fmt
         self.block_bytes = block_bytes
         self.total_bytes = total_bytes
         self.tally = Tally(job)
-        self.bad_encoding = Metrics.counter(job, "rejected_bad_encoding")
+        self.reject_counters = {}
 
     def process(self, readable: fileio.ReadableFile):
         path = readable.metadata.path
         fmt = detect_format(path) if self.fmt == "auto" else self.fmt
         yield self.tally("files_read")
-        decode_errors = []
+        line_rejects = []
         header = self.fixed_header
         chunk, total = [], 0
         with readable.open() as f:
@@ -224,9 +243,12 @@ class ReadFileChunks(beam.DoFn):
                 else:
                     progress.add(rows)
 
-            for pos, record in read_records(counted or f, fmt, decode_errors):
-                while decode_errors:
-                    yield from self._encoding_reject(path, *decode_errors.pop())
+            for pos, record in read_records(counted or f, fmt, line_rejects, 1, self.max_bytes,
+                                            self.max_lines):
+                if fmt == "csv" and header is None and line_rejects:
+                    raise ValueError(_header_problem(path, line_rejects))
+                while line_rejects:
+                    yield from self._line_reject(path, *line_rejects.pop())
                 if fmt == "csv" and header is None:
                     header = header_names(split_fields([record])[0] or [], path)
                     continue
@@ -237,8 +259,10 @@ class ReadFileChunks(beam.DoFn):
                     yield Chunk(path, fmt, header, chunk)
                     advance(len(chunk))
                     chunk = []
-        while decode_errors:
-            yield from self._encoding_reject(path, *decode_errors.pop())
+        if fmt == "csv" and header is None and line_rejects:
+            raise ValueError(_header_problem(path, line_rejects))
+        while line_rejects:
+            yield from self._line_reject(path, *line_rejects.pop())
         if chunk:
             total += len(chunk)
             yield self.tally("rows_read", len(chunk))
@@ -251,12 +275,13 @@ class ReadFileChunks(beam.DoFn):
 
     def _blocks(self, path, f):
         """The header record, then CsvBlocks cut at record boundaries."""
-        counted, decode_errors, header = _LineCounter(f), [], None
-        for _, record in read_records(counted, "csv", decode_errors):
+        counted, line_rejects, header = _LineCounter(f), [], None
+        for _, record in read_records(counted, "csv", line_rejects, 1, self.max_bytes,
+                                      self.max_lines):
             header = header_names(split_fields([record])[0] or [], path)
             break
-        for err in decode_errors:
-            yield from self._encoding_reject(path, *err)
+        if line_rejects:
+            raise ValueError(_header_problem(path, line_rejects))
         if header is None:
             logging.warning("%s: %s is empty (no header row)", self.job, path)
             return
@@ -271,13 +296,36 @@ class ReadFileChunks(beam.DoFn):
                 return CsvBlock(line, None, path, start, start + cut)
             return CsvBlock(line, data[:cut])
 
-        line, carry = counted.lines + 1, b""
+        line, carry, skipping = counted.lines + 1, b"", False
+        limit = self.max_bytes + self.block_bytes
         while True:
             data = f.read(self.block_bytes)
             if not data:
                 break
+            if skipping:  # the rest of a line over the bound: passed over, never held
+                nl = data.find(b"\n")
+                skipped = len(data) if nl < 0 else nl + 1
+                start += skipped
+                progress.add(skipped)
+                if nl < 0:
+                    continue
+                data, line, skipping = data[skipped:], line + 1, False
+                if not data:
+                    continue
             data = carry + data if carry else data
             cut = block_cut(data)
+            if cut == 0 and len(data) > limit:
+                # A quote that never closes: cut at a line end all the same; parsing that
+                # block rejects the quote's line (unterminated_quote) and goes on after it.
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:  # one line over the bound: rejected here, its rest skipped
+                    yield from self._line_reject(
+                        path, line, data[:RAW_HEAD].decode("utf-8", "replace"),
+                        "record_too_large", f"a line over --max_record_bytes {self.max_bytes}")
+                    start += len(data)
+                    progress.add(len(data))
+                    carry, skipping = b"", True
+                    continue
             if cut == 0:
                 carry = data
                 continue
@@ -292,11 +340,14 @@ class ReadFileChunks(beam.DoFn):
         progress.show()
         logging.info("%s: finished reading %s: %d lines", self.job, path, line - 1)
 
-    def _encoding_reject(self, path, line_no, raw, err):
+    def _line_reject(self, path, line_no, raw, reason, detail):
         yield self.tally("rows_read")
-        self.bad_encoding.inc()
-        yield beam.pvalue.TaggedOutput(
-            "rejects", dead_letter(self.job, path, line_no, raw, "bad_encoding", err))
+        yield reject(self.job, self.reject_counters, path, line_no, raw, reason, detail)
+
+
+def _header_problem(path: str, line_rejects: list) -> str:
+    line, _, reason, detail = line_rejects[0]
+    return f"{path}: cannot read the header row (line {line}: {reason}: {detail})"
 
 
 class ReadChunks(beam.PTransform):
@@ -307,14 +358,17 @@ class ReadChunks(beam.PTransform):
     `fmt` is csv, jsonl, tfrecord, or auto (by each file's extension). With `block_bytes`,
     CSV records come as CsvBlocks (see ReadFileChunks). `total_bytes` (the inputs' size, when
     known) gives the progress lines a percentage and an ETA. `header`: CSV files without a
-    header row, whose columns are these (every record is data).
+    header row, whose columns are these (every record is data). `max_bytes` / `max_lines`:
+    the bounds of one record (see read_records).
     """
 
     def __init__(self, job: str, patterns: Sequence[str], chunk_rows: int = 2000,
                  fmt: str = "csv", block_bytes: Optional[int] = None,
-                 total_bytes: Optional[int] = None, header: Optional[tuple] = None):
+                 total_bytes: Optional[int] = None, header: Optional[tuple] = None,
+                 max_bytes: int = MAX_RECORD_BYTES, max_lines: int = MAX_RECORD_LINES):
         super().__init__()
         self.header = header
+        self.bounds = (max_bytes, max_lines)
         self.job = job
         self.patterns = list(patterns)
         self.chunk_rows = chunk_rows
@@ -330,7 +384,7 @@ class ReadChunks(beam.PTransform):
             | "Open" >> fileio.ReadMatches()
             | "ReadChunks" >> beam.ParDo(ReadFileChunks(self.job, self.chunk_rows, self.fmt,
                                                         self.block_bytes, self.total_bytes,
-                                                        self.header))
+                                                        self.header, *self.bounds))
             .with_outputs("rejects", COUNTS, main="chunks")
         )
         # Files are read whole; redistribute their chunks so parsing runs in parallel.

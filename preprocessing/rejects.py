@@ -19,6 +19,8 @@ REASONS = {
     # CSV / JSON / tf.Example records
     "bad_encoding": "a line that is not UTF-8",
     "malformed_csv": "a record that is not valid CSV",
+    "unterminated_quote": "a quote not closed within --max_record_lines / --max_record_bytes",
+    "record_too_large": "a line over --max_record_bytes",
     "wrong_column_count": "a record with another number of fields than the header",
     "missing_column": "the file's header lacks a required column",
     "missing_value": "an empty field without a default",

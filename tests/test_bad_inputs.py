@@ -115,3 +115,71 @@ def test_labels_csv_without_a_header_and_hostile_uris(tmp_path):
     assert s["rejected"]["by_reason"] == {"not_a_file": 2, "degenerate_image": 1}
     rejects = read_jsonl(str(out / "rejects" / "*.jsonl"))
     assert {r["line"] for r in rejects} == {len(good) + 1, len(good) + 2, len(good) + 3}
+
+
+def _with_stray_quote(src, dst, row=1):
+    lines = open(src).read().split("\n")
+    fields = lines[row].split(",")
+    fields[1] = '"' + fields[1]  # an opening quote that never closes
+    lines[row] = ",".join(fields)
+    open(dst, "w").write("\n".join(lines))
+    return dst
+
+
+def test_a_stray_quote_on_the_first_row_costs_that_row_only(small_csv, tmp_path):
+    bad = _with_stray_quote(small_csv, str(tmp_path / "quote.csv"))
+    s = preprocess.run(["--input", bad, "--output", str(tmp_path / "out"),
+                        "--schema_spec", TAXI_SPEC])
+    assert s["rows_read"] == 300 and s["reconciled"]
+    assert s["rejected"]["by_reason"] == {"unterminated_quote": 1}
+    assert sum(s["splits"].values()) == 299
+    (rej,) = read_jsonl(str(tmp_path / "out" / "rejects" / "*.jsonl"))
+    assert rej["line"] == 2 and rej["reason"] == "unterminated_quote"
+
+
+@pytest.mark.slow
+def test_batch_predict_blocks_and_rows_reject_a_stray_quote_alike(trained, small_csv, tmp_path):
+    from beam_jobs import batch_predict
+    bad = _with_stray_quote(small_csv, str(tmp_path / "quote.csv"), row=5)
+    model = os.path.join(trained[1], "export")
+    runs = {}
+    for mb in ("2", "0"):  # CSV blocks (Arrow), and record by record
+        out = str(tmp_path / f"out{mb}")
+        s = batch_predict.run(["--model_dir", model, "--input", bad, "--output", out,
+                               "--csv_block_mb", mb])
+        assert s["rows_read"] == 300 and s["reconciled"], s
+        assert s["rows_predicted"] == 299 and s["rejected"]["total"] == 1, s
+        runs[mb] = sorted(p["key"] for p in read_jsonl(os.path.join(out, "predictions-*.jsonl")))
+    assert runs["2"] == runs["0"]
+
+
+@pytest.mark.slow
+def test_one_huge_line_is_rejected_with_bounded_memory(small_csv, tmp_path):
+    import subprocess
+    import sys
+    lines = open(small_csv).read().split("\n")
+    huge = str(tmp_path / "huge.csv")
+    with open(huge, "w") as f:
+        f.write("\n".join(lines[:50]) + "\n")
+        f.write("x" * (200 << 20) + "\n")  # one 200 MB line
+        f.write("\n".join(lines[50:]))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def peak_rss_mb(path, out):
+        code = ("import json, resource, sys\n"
+                "from beam_jobs import preprocess\n"
+                f"s = preprocess.run(['--input', {path!r}, '--output', {out!r}, "
+                f"'--schema_spec', {TAXI_SPEC!r}])\n"
+                "print(json.dumps(s['rejected']['by_reason']))\n"
+                "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n")
+        r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        by_reason, rss = r.stdout.strip().splitlines()[-2:]
+        return json.loads(by_reason), int(rss)
+
+    base_reasons, base = peak_rss_mb(small_csv, str(tmp_path / "a"))
+    reasons, peak = peak_rss_mb(huge, str(tmp_path / "b"))
+    assert base_reasons == {} and reasons == {"record_too_large": 1}
+    # Without the bound, parsing that line took over 1 GB; now memory does not follow it.
+    assert peak - base < 600, (base, peak)

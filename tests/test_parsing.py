@@ -16,11 +16,32 @@ GOOD = ["k1", "2025-03-04 05:06:07 UTC", "-73.9", "40.7", "-73.95", "40.75", "2"
 
 def test_records_join_quoted_newlines_and_keep_start_line_numbers():
     lines = ['a,b\n', '1,"two\n', 'lines"\n', '\n', '3,"x, y"\r\n', '4,"unterminated\n']
-    recs = list(parsing.iter_csv_records(lines))
-    assert recs == [(1, "a,b"), (2, '1,"two\nlines"'), (5, '3,"x, y"'), (6, '4,"unterminated')]
+    rejects = []
+    recs = list(parsing.iter_csv_records(lines, 1, rejects))
+    assert recs == [(1, "a,b"), (2, '1,"two\nlines"'), (5, '3,"x, y"')]
     fields = parsing.split_fields([r for _, r in recs])
     assert fields[1] == ["1", "two\nlines"] and fields[2] == ["3", "x, y"]
-    assert fields[3] is None  # malformed, flagged rather than raising for the whole batch
+    # A quote still open at the end: its line is rejected, not joined with what follows.
+    assert [(r[0], r[1], r[2]) for r in rejects] == [(6, '4,"unterminated', "unterminated_quote")]
+    # A malformed record is flagged (None) rather than failing the whole batch.
+    assert parsing.split_fields(['1,"x', "2,y"]) == [None, ["2", "y"]]
+
+
+def test_a_stray_quote_costs_one_line_not_the_rest_of_the_file():
+    body = ["h,v\n", '1,"stray\n'] + [f"{i},ok\n" for i in range(2, 2002)]
+    rejects = []
+    recs = list(parsing.iter_csv_records(body, 1, rejects, max_lines=50))
+    assert rejects[0][:3] == (2, '1,"stray', "unterminated_quote") and len(rejects) == 1
+    assert [n for n, _ in recs] == [1] + list(range(3, 2003))  # every other line, in order
+    # Bytes bound too, and a single line over it is record_too_large.
+    rejects = []
+    recs = list(parsing.iter_csv_records(["h\n", "x" * 100 + "\n", '"a\n', "b" * 60 + "\n",
+                                          'c"\n', "2\n"], 1, rejects, max_bytes=50))
+    assert [(r[0], r[2]) for r in rejects] == [(2, "record_too_large"),
+                                               (3, "unterminated_quote"),
+                                               (4, "record_too_large"),
+                                               (5, "unterminated_quote")]
+    assert recs == [(1, "h"), (6, "2")]
 
 
 def test_good_row_parses_to_typed_values_in_schema_order():
