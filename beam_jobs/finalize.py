@@ -7,11 +7,15 @@ pattern), one element runs `finalize()`, which
 
 1. sums the job's tallies, counted in the graph from the data itself (rows read, rows in each
    output, dead letters by reason), into `summary.json`;
-2. fails the job (nothing is published) when input != outputs + rejects;
+2. fails the job (nothing is published) when input != outputs + rejects, or when an output
+   that must have rows has none (preprocess's train split);
 3. publishes the staged outputs (`OUTPUT/_staging-<run>/`) over the earlier ones: `_SUCCESS`
    is removed first and written last, so a reader that waits for it never sees a mix; files
    are moved following a manifest, so a retried step (Dataflow retries failed work) resumes;
-4. removes stale `_staging-*` folders that killed runs left behind.
+4. removes stale `_staging-*` folders that killed runs left behind;
+5. when an input file was cut short or corrupt (truncated_file / corrupt_file dead letters),
+   publishes what was read with `"complete": false` in the summary, writes no `_SUCCESS`,
+   and fails the job: a partial input never ends as a plain success.
 
 A failed or killed run never touches the previous output: until step 3 it writes only under
 its own staging folder.
@@ -29,6 +33,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs import runtime
+from preprocessing.rejects import FILE_REASONS
 
 STAGING_PREFIX = "_staging-"
 MANIFEST = "_MANIFEST"
@@ -38,6 +43,11 @@ SUMMARY = "summary.json"
 
 class NotReconciled(RuntimeError):
     """Rows read != rows written + rows rejected: the run is not published."""
+
+
+class PartialInput(RuntimeError):
+    """An input file was cut short or corrupt: what was read is published, without _SUCCESS,
+    and the job fails, so no schedule takes it for a complete run."""
 
 
 class EmptyOutput(RuntimeError):
@@ -166,6 +176,8 @@ def finalize(_, tallies, *written, job: str, staging: str, output: str,
         path = FileSystems.join(staging, name)
         if FileSystems.exists(path):
             summary[key] = json.loads(runtime.read_text(path))
+    partial = {r: n for r, n in summary["rejected"]["by_reason"].items() if r in FILE_REASONS}
+    summary["complete"] = not partial
     text = runtime.dumps_json(summary)
     if not summary["reconciled"]:
         runtime.write_text(FileSystems.join(staging, SUMMARY), text)
@@ -180,6 +192,11 @@ def finalize(_, tallies, *written, job: str, staging: str, output: str,
                           f"{summary['rejected']['by_reason']}); nothing was published")
     publish(staging, output, list(managed) + [SUMMARY])
     runtime.write_text(FileSystems.join(output, SUMMARY), text)
+    if partial:
+        remove_staging_dirs(output)
+        raise PartialInput(f"{job}: input files were cut short or corrupt {partial} (see "
+                           f"{output}/rejects/): what was read is published in {output}, "
+                           f"without {SUCCESS}")
     runtime.write_text(FileSystems.join(output, SUCCESS), "")
     remove_staging_dirs(output)
     runtime.emit(f"{job}: finished: {summary_line(summary, outputs_key)}")

@@ -324,10 +324,38 @@ def check_writable(job: str, output: str) -> None:
         raise JobError(job, f"output {output} is not writable: {str(e).splitlines()[0][:300]}")
 
 
+def open_input(path: str):
+    """A binary file object for an input file (any Beam filesystem), decompressed by its
+    extension (.gz, .bz2) with Python's streaming readers: reads are bounded by what is asked
+    (a decompression bomb never expands past it), and a cut or corrupt file raises (EOFError,
+    OSError) instead of ending early as if complete."""
+    import bz2
+    import gzip
+
+    from apache_beam.io.filesystem import CompressionTypes
+    raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    kind = CompressionTypes.detect_compression_type(path)
+    if kind == CompressionTypes.GZIP:
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if kind == CompressionTypes.BZIP2:
+        return bz2.BZ2File(raw, mode="rb")
+    return raw
+
+
 def read_head(path: str, max_bytes: int = 1 << 20) -> str:
     """The first ~max_bytes of a (possibly compressed) text file, cut at a line end."""
-    with FileSystems.open(path) as f:
-        data = f.read(max_bytes)
+    parts, size = [], 0
+    with open_input(path) as f:
+        try:
+            while size < max_bytes:
+                part = f.readline(max_bytes - size)  # by lines: a cut loses one only
+                if not part:
+                    break
+                parts.append(part)
+                size += len(part)
+        except EOFError:  # a cut compressed file: its head is still its head (the job
+            pass          # itself reports the cut)
+    data = b"".join(parts)
     text = data.decode("utf-8", errors="replace")
     if len(data) == max_bytes and "\n" in text:
         text = text[: text.rindex("\n") + 1]

@@ -3,7 +3,9 @@ whole files with exact line numbers, or CSV byte blocks parsed in parallel (see 
 from __future__ import annotations
 
 import functools
+import gzip
 import logging
+import zlib
 from typing import NamedTuple, Optional, Sequence
 
 import apache_beam as beam
@@ -12,6 +14,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from beam_jobs import runtime
 from beam_jobs.runtime import COUNTS, Progress, Tally
 from preprocessing.parsing import (
     MAX_RECORD_BYTES,
@@ -72,13 +75,28 @@ def read_records(f, fmt: str, line_rejects: list, first_line: int = 1,
             index += 1
             yield index, record
 
+    def raw_lines():
+        """Lines of at most max_bytes + 1 bytes: a longer one comes as its head and
+        `None` for the rest, which is read past in bounded pieces, never held whole."""
+        while True:
+            raw = f.readline(max_bytes + 1)
+            if not raw:
+                return
+            if len(raw) > max_bytes and not raw.endswith(b"\n"):
+                while True:  # the rest of the line
+                    more = f.readline(max_bytes + 1)
+                    if not more or more.endswith(b"\n"):
+                        break
+                yield raw, None
+            else:
+                yield raw, raw
+
     def lines():
-        # CompressedFile (.gz/.bz2) has readline() but is not iterable.
-        for line_no, raw in enumerate(iter(f.readline, b""), first_line):
-            if len(raw) > max_bytes:
-                line_rejects.append((line_no, raw[:RAW_HEAD].decode("utf-8", "replace"),
-                                     "record_too_large", f"a line of {len(raw)} bytes, over "
-                                     f"--max_record_bytes {max_bytes}"))
+        for line_no, (head, raw) in enumerate(raw_lines(), first_line):
+            if raw is None or len(raw.rstrip(b"\r\n")) > max_bytes:
+                line_rejects.append((line_no, head[:RAW_HEAD].decode("utf-8", "replace"),
+                                     "record_too_large", f"a line over --max_record_bytes "
+                                     f"{max_bytes}"))
                 yield "\n"  # keeps line numbers; the line is dead-lettered instead
                 continue
             try:
@@ -177,14 +195,14 @@ def count_byte(data: bytes, byte: bytes, end: int) -> int:
 
 
 class _LineCounter:
-    """A binary file's readline(), counting the lines and bytes read."""
+    """A binary file's readline(size), counting the lines and bytes read."""
 
     def __init__(self, f):
         self.f, self.lines, self.bytes = f, 0, 0
 
-    def readline(self):
-        line = self.f.readline()
-        self.lines += bool(line)
+    def readline(self, size: int = -1):
+        line = self.f.readline(size)
+        self.lines += line.endswith(b"\n") or (bool(line) and len(line) != size)
         self.bytes += len(line)
         return line
 
@@ -223,9 +241,17 @@ class ReadFileChunks(beam.DoFn):
         line_rejects = []
         header = self.fixed_header
         chunk, total = [], 0
-        with readable.open() as f:
+        cut = None  # a compressed file that ends early or is corrupt
+        compressed = (CompressionTypes.detect_compression_type(path)
+                      != CompressionTypes.UNCOMPRESSED)
+        with runtime.open_input(path) as f:
             if fmt == "csv" and self.block_bytes:
-                yield from self._blocks(path, f)
+                try:
+                    yield from self._blocks(path, f)
+                except _CUT_ERRORS as e:
+                    if not compressed:  # an I/O error: the runner retries
+                        raise
+                    yield from self._file_reject(path, e, None)
                 return
             # Progress in MB of the inputs' size where that is what is read (uncompressed
             # text), else in rows.
@@ -243,22 +269,27 @@ class ReadFileChunks(beam.DoFn):
                 else:
                     progress.add(rows)
 
-            for pos, record in read_records(counted or f, fmt, line_rejects, 1, self.max_bytes,
-                                            self.max_lines):
-                if fmt == "csv" and header is None and line_rejects:
-                    raise ValueError(_header_problem(path, line_rejects))
-                while line_rejects:
-                    yield from self._line_reject(path, *line_rejects.pop())
-                if fmt == "csv" and header is None:
-                    header = header_names(split_fields([record])[0] or [], path)
-                    continue
-                chunk.append((pos, record))
-                if len(chunk) >= self.chunk_rows:
-                    total += len(chunk)
-                    yield self.tally("rows_read", len(chunk))
-                    yield Chunk(path, fmt, header, chunk)
-                    advance(len(chunk))
-                    chunk = []
+            try:
+                for pos, record in read_records(counted or f, fmt, line_rejects, 1,
+                                                self.max_bytes, self.max_lines):
+                    if fmt == "csv" and header is None and line_rejects:
+                        raise ValueError(_header_problem(path, line_rejects))
+                    while line_rejects:
+                        yield from self._line_reject(path, *line_rejects.pop())
+                    if fmt == "csv" and header is None:
+                        header = header_names(split_fields([record])[0] or [], path)
+                        continue
+                    chunk.append((pos, record))
+                    if len(chunk) >= self.chunk_rows:
+                        total += len(chunk)
+                        yield self.tally("rows_read", len(chunk))
+                        yield Chunk(path, fmt, header, chunk)
+                        advance(len(chunk))
+                        chunk = []
+            except _CUT_ERRORS as e:
+                if not compressed:
+                    raise
+                cut = e
         if fmt == "csv" and header is None and line_rejects:
             raise ValueError(_header_problem(path, line_rejects))
         while line_rejects:
@@ -268,6 +299,8 @@ class ReadFileChunks(beam.DoFn):
             yield self.tally("rows_read", len(chunk))
             yield Chunk(path, fmt, header, chunk)
             advance(len(chunk))
+        if cut is not None:  # the rows before the cut are kept; the file is reported
+            yield from self._file_reject(path, cut, total)
         progress.show()
         if fmt == "csv" and header is None:
             logging.warning("%s: %s is empty (no header row)", self.job, path)
@@ -299,7 +332,12 @@ class ReadFileChunks(beam.DoFn):
         line, carry, skipping = counted.lines + 1, b"", False
         limit = self.max_bytes + self.block_bytes
         while True:
-            data = f.read(self.block_bytes)
+            try:
+                data = f.read(self.block_bytes)
+            except _CUT_ERRORS:
+                if carry:  # what was read before the cut still counts
+                    yield Chunk(path, "csv", header, block(line, carry, len(carry)))
+                raise
             if not data:
                 break
             if skipping:  # the rest of a line over the bound: passed over, never held
@@ -340,9 +378,23 @@ class ReadFileChunks(beam.DoFn):
         progress.show()
         logging.info("%s: finished reading %s: %d lines", self.job, path, line - 1)
 
+    def _file_reject(self, path, error, rows):
+        """A compressed file that ends early (truncated_file) or is not what its extension
+        says (corrupt_file): one file-level dead letter; the run then does not end in plain
+        success (beam_jobs/finalize.py)."""
+        reason = "truncated_file" if isinstance(error, EOFError) else "corrupt_file"
+        before = "" if rows is None else f" after {rows} rows"
+        yield from self._line_reject(path, None, "", reason,
+                                     f"{type(error).__name__}: {error}{before}")
+
     def _line_reject(self, path, line_no, raw, reason, detail):
         yield self.tally("rows_read")
         yield reject(self.job, self.reject_counters, path, line_no, raw, reason, detail)
+
+
+# What a cut or corrupt compressed input raises while it is read (gzip: EOFError, BadGzipFile,
+# zlib.error; bz2: OSError "Invalid data stream").
+_CUT_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, OSError)
 
 
 def _header_problem(path: str, line_rejects: list) -> str:

@@ -18,6 +18,9 @@ from apache_beam.metrics import Metrics
 REASONS = {
     # CSV / JSON / tf.Example records
     "bad_encoding": "a line that is not UTF-8",
+    "truncated_file": "a compressed file that ends before its end marker (rows before the cut "
+                      "are kept; the run is not marked complete)",
+    "corrupt_file": "a file whose compression (.gz, .bz2) is not what its extension says",
     "malformed_csv": "a record that is not valid CSV",
     "unterminated_quote": "a quote not closed within --max_record_lines / --max_record_bytes",
     "record_too_large": "a line over --max_record_bytes",
@@ -44,6 +47,10 @@ REASONS = {
     # the model
     "model_rejected": "a row the model could not score",
 }
+
+
+# File-level reasons: a run with one of them publishes what it read but is not complete.
+FILE_REASONS = ("truncated_file", "corrupt_file")
 
 
 class Reject(Exception):

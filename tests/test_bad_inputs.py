@@ -183,3 +183,74 @@ def test_one_huge_line_is_rejected_with_bounded_memory(small_csv, tmp_path):
     assert base_reasons == {} and reasons == {"record_too_large": 1}
     # Without the bound, parsing that line took over 1 GB; now memory does not follow it.
     assert peak - base < 600, (base, peak)
+
+
+def _gzip_bytes(text: str) -> bytes:
+    import gzip
+    return gzip.compress(text.encode())
+
+
+@pytest.mark.parametrize("case", ["truncated", "not_gzip"])
+def test_a_cut_or_corrupt_gz_is_reported_and_the_run_is_not_complete(small_csv, tmp_path,
+                                                                         case):
+    text = open(small_csv).read()
+    data = _gzip_bytes(text)
+    (tmp_path / "a.csv").write_text(text)  # a good file first (the launch reads its head)
+    bad = tmp_path / "b.csv.gz"
+    bad.write_bytes(data[: len(data) // 2] if case == "truncated" else text.encode())
+    out = tmp_path / "out"
+    with pytest.raises(Exception, match="cut short or corrupt"):
+        preprocess.run(["--input", f"{tmp_path}/a.csv,{bad}", "--output", str(out),
+                        "--schema_spec", TAXI_SPEC])
+    summary = json.load(open(out / "summary.json"))
+    assert summary["complete"] is False and summary["reconciled"]
+    assert not (out / "_SUCCESS").exists()
+    (rej,) = [r for r in read_jsonl(str(out / "rejects" / "*.jsonl"))
+              if r["reason"] in ("truncated_file", "corrupt_file")]
+    assert rej["reason"] == ("truncated_file" if case == "truncated" else "corrupt_file")
+    assert rej["source"] == str(bad)
+    rows = sum(summary["splits"].values())
+    if case == "truncated":  # the rows before the cut are kept
+        assert 300 < rows < 600
+    else:
+        assert rows == 300
+
+
+def test_a_first_file_that_is_not_gzip_fails_at_launch_in_one_line(small_csv, tmp_path):
+    bad = tmp_path / "in.csv.gz"
+    bad.write_text(open(small_csv).read())
+    with pytest.raises(SystemExit) as e:
+        preprocess.run(["--input", str(bad), "--output", str(tmp_path / "o"),
+                        "--schema_spec", TAXI_SPEC])
+    assert "Not a gzipped file" in str(e.value.code) and "\n" not in str(e.value.code)
+
+
+@pytest.mark.slow
+def test_a_gzip_bomb_is_read_with_bounded_memory(small_csv, tmp_path):
+    """3 GB of one line compresses to 3 MB: it is rejected while memory stays flat."""
+    import gzip
+    import subprocess
+    import sys
+    bomb = tmp_path / "bomb.csv.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as f:
+        f.write(open(small_csv, "rb").readline())
+        zeros = b"0" * (64 << 20)
+        for _ in range(3 * 16):  # 3 GB of '0' without a line end
+            f.write(zeros)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = ("import json, resource\n"
+            "from beam_jobs import preprocess\n"
+            "try:\n"
+            f"    preprocess.run(['--input', {str(bomb)!r}, '--output', {str(tmp_path / 'o')!r},"
+            f" '--schema_spec', {TAXI_SPEC!r}])\n"
+            "except BaseException as e:\n"
+            "    print('ERROR', str(e)[:300])\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    *_, error, rss = r.stdout.strip().splitlines()
+    assert "no rows reached train" in error  # the one line was rejected, nothing else there
+    assert int(rss) < 1500, rss  # (reading the line whole took over 3 GB)
+    staged = read_jsonl(str(tmp_path / "o" / "_staging-*" / "rejects" / "*.jsonl"))
+    assert [r["reason"] for r in staged] == ["record_too_large"]  # (not published)
