@@ -121,8 +121,16 @@ def resolve_model_dir(model_dir: str) -> str:
     return versions[-1]
 
 
+def is_complete(version_dir: str) -> bool:
+    """Whether an export is whole: the export writes the raw schema asset last (after the
+    graph and the variables), so a version being written, or one cut short, lacks it."""
+    return all(FileSystems.exists(FileSystems.join(version_dir, name))
+               for name in ("saved_model.pb", "variables/variables.index", RAW_SCHEMA_ASSET))
+
+
 def list_versions(base: str):
-    """Numeric version dirs under `base` that hold a SavedModel, oldest first."""
+    """Numeric version dirs under `base` that hold a complete SavedModel, oldest first;
+    incomplete ones are skipped with a warning (a newer half-written export is not used)."""
     try:
         matches = FileSystems.match([FileSystems.join(base, "*", "saved_model.pb")])[0].metadata_list
     except Exception:
@@ -131,8 +139,13 @@ def list_versions(base: str):
     for m in matches:
         version_dir = m.path[: -len("/saved_model.pb")]
         name = version_dir.rstrip("/").split("/")[-1]
-        if name.isdigit():
-            found.append((int(name), version_dir))
+        if not name.isdigit():
+            continue
+        if not is_complete(version_dir):
+            logging.warning("skipping model version %s: incomplete (no variables or no %s)",
+                            version_dir, RAW_SCHEMA_ASSET)
+            continue
+        found.append((int(name), version_dir))
     return [d for _, d in sorted(found)]
 
 

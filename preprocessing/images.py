@@ -82,6 +82,8 @@ def normalize_image(data: bytes, name: str = "", max_side: int = 256, quality: i
         img = Image.open(io.BytesIO(data))
         fmt = img.format or "?"
     except Exception as e:  # PIL raises UnidentifiedImageError and friends
+        if "too large" in str(e).lower():  # e.g. a PNG text chunk over PIL's bound
+            raise Reject("oversized_metadata", str(e)[:200]) from None
         if data.startswith(_SIGNATURES):  # a real image's start, cut short before its header ends
             raise Reject("truncated", f"image header incomplete ({type(e).__name__})") from None
         raise Reject("not_an_image", f"not a decodable image ({type(e).__name__})") from None

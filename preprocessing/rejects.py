@@ -41,6 +41,8 @@ REASONS = {
     "unreadable_uri": "an image uri that cannot be read",
     "not_a_file": "an image uri that is not a regular file (a device, a folder, a pipe)",
     "image_too_large": "an image file over --max_image_bytes",
+    "oversized_metadata": "an image whose embedded metadata (a PNG text chunk, ICC profile) "
+                          "is over the decoder's safety bound",
     "degenerate_image": "an image with a side under 8 px or sides more than 32:1 apart",
     "unknown_label": "an image label outside --classes, or none",
     "missing_image": "an image instance without uri or bytes",

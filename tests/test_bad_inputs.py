@@ -254,3 +254,29 @@ def test_a_gzip_bomb_is_read_with_bounded_memory(small_csv, tmp_path):
     assert int(rss) < 1500, rss  # (reading the line whole took over 3 GB)
     staged = read_jsonl(str(tmp_path / "o" / "_staging-*" / "rejects" / "*.jsonl"))
     assert [r["reason"] for r in staged] == ["record_too_large"]  # (not published)
+
+
+def test_an_incomplete_newer_model_version_is_skipped(tmp_path, caplog):
+    from inference.model_handler import RAW_SCHEMA_ASSET, list_versions, resolve_model_dir
+    for version, files in ((100, ["saved_model.pb", "variables/variables.index",
+                                  RAW_SCHEMA_ASSET]),
+                           (200, ["saved_model.pb"]),                       # no variables
+                           (300, ["saved_model.pb", "variables/variables.index"])):  # cut
+        for name in files:
+            path = tmp_path / str(version) / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"x")
+    assert resolve_model_dir(str(tmp_path)) == str(tmp_path / "100")
+    assert list_versions(str(tmp_path)) == [str(tmp_path / "100")]
+    assert "skipping model version" in caplog.text and "300" in caplog.text
+
+
+def test_a_png_with_a_huge_text_chunk_says_so():
+    from PIL import PngImagePlugin
+    info = PngImagePlugin.PngInfo()
+    info.add_text("comment", "x" * (PngImagePlugin.MAX_TEXT_CHUNK + 10), zip=True)
+    buf = io.BytesIO()
+    Image.new("RGB", (20, 20), "red").save(buf, format="PNG", pnginfo=info)
+    with pytest.raises(Reject) as e:
+        normalize_image(buf.getvalue(), "x.png")
+    assert e.value.reason == "oversized_metadata" and "MAX_TEXT_CHUNK" in e.value.detail

@@ -119,6 +119,8 @@ def export_model(model, data_dir: str, info: FeatureInfo, export_dir: str) -> st
         module = ServingModule(model, tft.TFTransformOutput(data_dir), info, info.raw_schema)
     tf.saved_model.save(module, export_dir, signatures={
         "serving_default": module.serve_examples, "predict_raw": module.predict_raw})
+    # Written last: readers take a version as complete once this file exists
+    # (inference.model_handler.is_complete).
     tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
     with tf.io.gfile.GFile(os.path.join(export_dir, RAW_SCHEMA_ASSET), "w") as f:
         f.write(info.raw_schema.dumps())
