@@ -251,7 +251,9 @@ def test_a_gzip_bomb_is_read_with_bounded_memory(small_csv, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     *_, error, rss = r.stdout.strip().splitlines()
     assert "no rows reached train" in error  # the one line was rejected, nothing else there
-    assert int(rss) < 1500, rss  # (reading the line whole took over 3 GB)
+    # Reading that line whole takes over 3 GB on top of the job (~0.8 GB); streamed, the
+    # job stays near its own size (0.8-1.5 GB seen).
+    assert int(rss) < 2500, rss
     staged = read_jsonl(str(tmp_path / "o" / "_staging-*" / "rejects" / "*.jsonl"))
     assert [r["reason"] for r in staged] == ["record_too_large"]  # (not published)
 

@@ -96,7 +96,9 @@ def test_labels_csv_relative_uris_and_bad_lines(shapes, tmp_path):
 
 @pytest.mark.parametrize("make, message", [
     (lambda d: d, "no <class>/<image> files"),
-    (lambda d: (d / "l.csv").write_text("path,class\nx,y\n") and d / "l.csv", "needs a header"),
+    # Three columns, none named uri/label: neither a header nor `path,label` lines.
+    (lambda d: (d / "l.csv").write_text("path,class,x\nx,y,z\n") and d / "l.csv",
+     "a labels CSV is `uri,label` lines"),
 ])
 def test_image_inputs_fail_fast(tmp_path, make, message):
     target = make(tmp_path)

@@ -1,0 +1,201 @@
+"""The reliability figure: run preprocess over a corpus of bad inputs, each in a fresh process,
+and count the outcomes.
+
+Each case is generated here (nothing to download). An outcome is one of
+  handled      the run ended with every physical data line in an output or a dead letter
+               (summary reconciled, rows read == the lines given), or it failed as designed:
+               a one-line argument error, or a partial/empty input reported by the pipeline
+  crash        anything else (a traceback the job did not mean, a timeout)
+  silent loss  exit 0 but fewer rows read than the input holds
+and the peak RSS of each run is measured in its process.
+
+    python -m tools.reliability            # prints one line per case, then the figure
+    python -m tools.reliability --quick    # skips the multi-GB gzip bomb
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from PIL import Image, PngImagePlugin
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPEC = os.path.join(ROOT, "preprocessing", "specs", "taxi.yaml")
+
+RUNNER = """
+import json, resource, sys, traceback
+from beam_jobs import preprocess
+out = {"rc": 0}
+try:
+    preprocess.run(json.loads(sys.argv[1]))
+except SystemExit as e:
+    out = {"rc": 2, "error": str(e.code)}
+except Exception as e:
+    out = {"rc": 1, "error": f"{type(e).__name__}: {e}"[:2000],
+           "trace": traceback.format_exc()[-2000:]}
+out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+print("RESULT " + json.dumps(out))
+"""
+# Failures the jobs raise on purpose, with their message (beam_jobs/finalize.py).
+DESIGNED = ("cut short or corrupt", "no rows reached", "error:")
+
+
+def _taxi_lines(rows: int = 200):
+    from tools.datagen import write_csv
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "t.csv")
+        write_csv(path, rows, seed=31, dirty_fraction=0.0)
+        return open(path).read().rstrip("\n").split("\n")
+
+
+def _png(size, text_chunk: int = 0) -> bytes:
+    buf = io.BytesIO()
+    info = PngImagePlugin.PngInfo()
+    if text_chunk:
+        info.add_text("comment", "x" * text_chunk, zip=True)
+    Image.new("RGB", size, "red").save(buf, format="PNG", pnginfo=info)
+    return buf.getvalue()
+
+
+def cases(work: str, quick: bool):
+    """(name, preprocess args, data lines the input holds or None) for each bad input."""
+    lines = _taxi_lines()
+    header, body = lines[0], lines[1:]
+
+    def csv(name, text, mode="w"):
+        path = os.path.join(work, name)
+        with open(path, mode) as f:
+            f.write(text)
+        return path
+
+    def taxi(path):
+        return ["--input", path, "--schema_spec", SPEC]
+
+    def quote(row):
+        b = list(body)
+        f = b[row].split(",")
+        f[1] = '"' + f[1]
+        b[row] = ",".join(f)
+        return "\n".join([header] + b) + "\n"
+
+    n = len(body)
+    yield "clean", taxi(csv("clean.csv", "\n".join(lines) + "\n")), n
+    yield "stray quote, first row", taxi(csv("q1.csv", quote(0))), n
+    yield "stray quote, middle row", taxi(csv("q2.csv", quote(n // 2))), n
+    yield "CRLF line ends", taxi(csv("crlf.csv", "\r\n".join(lines) + "\r\n")), n
+    yield "UTF-8 BOM", taxi(csv("bom.csv", "\ufeff" + "\n".join(lines) + "\n")), n
+    yield "no final newline", taxi(csv("nonl.csv", "\n".join(lines))), n
+    bad_utf8 = ("\n".join(lines[:20]) + "\n").encode() + b"\xff\xfe,bad\n" + \
+        ("\n".join(lines[20:]) + "\n").encode()
+    yield "a line that is not UTF-8", taxi(csv("utf8.csv", bad_utf8, "wb")), n + 1
+    nul = list(body)
+    nul[3] = nul[3].replace(",", ",\x00\x07", 1)
+    yield "control characters in a field", taxi(csv("ctl.csv", "\n".join([header] + nul))), n
+    yield "blank lines", taxi(csv("blank.csv", "\n\n".join(lines) + "\n")), n
+    huge = "\n".join(lines[:50]) + "\n" + "x" * (50 << 20) + "\n" + "\n".join(lines[50:]) + "\n"
+    yield "one 50 MB line", taxi(csv("huge.csv", huge)), n + 1
+    yield "header only", taxi(csv("header.csv", header + "\n")), 0
+    yield "empty file", taxi(csv("empty.csv", "")), 0
+    yield "duplicate header name", ["--input", csv("dup.csv", "\n".join(
+        [header.replace("fare_amount", "company")] + body)), "--label_column", "key"], None
+    data = gzip.compress(("\n".join(lines) + "\n").encode())
+    good = csv("a_good.csv", "\n".join(lines) + "\n")
+    yield "truncated .gz", taxi(good + "," + csv("b_cut.csv.gz", data[: len(data) // 2],
+                                                 "wb")), None
+    yield ".gz that is not gzip", taxi(good + "," + csv("c_plain.csv.gz", "\n".join(lines),
+                                                        "w")), None
+    yield ".gz that is not gzip, first file", taxi(csv("plain.csv.gz", "\n".join(lines))), None
+    os.makedirs(os.path.join(work, "dir.csv"), exist_ok=True)
+    yield "a folder named .csv", taxi(os.path.join(work, "dir.csv")), None
+    bomb = os.path.join(work, "bomb.csv.gz")
+    size_gb = 1 if quick else 4
+    with gzip.open(bomb, "wb", compresslevel=9) as f:
+        f.write((header + "\n").encode())
+        zeros = b"0" * (64 << 20)
+        for _ in range(16 * size_gb):
+            f.write(zeros)
+    yield f"gzip bomb ({size_gb} GB line in {os.path.getsize(bomb) / 1e6:.1f} MB)", taxi(bomb), 1
+    # Images.
+    img = os.path.join(work, "img")
+    os.makedirs(img, exist_ok=True)
+    from tools import shapes
+    shapes.generate(img, per_class=3, seed=5)
+    good_imgs = sorted(os.path.join(r, f) for r, _, fs in os.walk(img) for f in fs
+                       if f.endswith(".jpg"))
+    for name, data in (("line.png", _png((30000, 1))),
+                       ("text.png", _png((20, 20), PngImagePlugin.MAX_TEXT_CHUNK + 10)),
+                       ("empty.jpg", b""), ("cut.jpg", open(good_imgs[0], "rb").read()[:200])):
+        with open(os.path.join(work, name), "wb") as f:
+            f.write(data)
+    rows = [f"{p},{os.path.basename(os.path.dirname(p))}" for p in good_imgs]
+    rows += [f"{work}/line.png,circle", f"{work}/text.png,circle", f"{work}/empty.jpg,square",
+             f"{work}/cut.jpg,square", "/dev/zero,circle", f"{work},circle",
+             f"{work}/missing.jpg,cross", "just-one-field"]
+    yield ("hostile image list, no header", ["--format", "images", "--input",
+                                             csv("labels.csv", "\n".join(rows) + "\n")],
+           len(rows))
+
+
+def run_case(args, out, timeout):
+    t = time.time()
+    try:
+        r = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(args + ["--output", out])],
+                           cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"rc": -1, "error": f"timeout after {timeout} s"}, time.time() - t
+    found = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
+    if not found:
+        return {"rc": r.returncode, "error": r.stderr[-1500:], "rss_mb": None}, time.time() - t
+    return json.loads(found[-1][len("RESULT "):]), time.time() - t
+
+
+def classify(result, out, expected):
+    summary_path = os.path.join(out, "summary.json")
+    summary = json.load(open(summary_path)) if os.path.exists(summary_path) else None
+    if result["rc"] == 0:
+        if not summary or not summary["reconciled"]:
+            return "crash", "exit 0 without a reconciled summary"
+        if expected is not None and summary["rows_read"] < expected:
+            return "silent loss", f"{summary['rows_read']} rows read of {expected}"
+        return "handled", (f"{summary['rows_read']} read, rejected "
+                           f"{summary['rejected']['by_reason']}")
+    error = result.get("error", "")
+    if result["rc"] == 2 and "\n" not in error.strip() and "error:" in error:
+        return "handled", "one-line error: " + error.split("error:", 1)[1].strip()[:90]
+    if any(k in error for k in DESIGNED):
+        detail = error.split(":", 1)[-1].strip()[:90]
+        return "handled", "reported: " + detail
+    return "crash", error.strip().splitlines()[-1][:150] if error.strip() else "no output"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="a 1 GB gzip bomb instead of 4 GB")
+    ap.add_argument("--timeout", type=int, default=600)
+    a = ap.parse_args(argv)
+    counts = {"handled": 0, "crash": 0, "silent loss": 0}
+    peak = 0
+    with tempfile.TemporaryDirectory(prefix="reliability_") as work:
+        for i, (name, args, expected) in enumerate(cases(work, a.quick)):
+            out = os.path.join(work, f"out{i}")
+            result, secs = run_case(args, out, a.timeout)
+            outcome, detail = classify(result, out, expected)
+            counts[outcome] += 1
+            peak = max(peak, result.get("rss_mb") or 0)
+            print(f"{outcome:12s} {name:38s} {result.get('rss_mb') or '?':>6} MB {secs:5.1f} s"
+                  f"  {detail}", flush=True)
+    total = sum(counts.values())
+    print(f"{total} bad inputs tried, {counts['crash']} crashes, {counts['silent loss']} "
+          f"silent losses, peak RSS {peak} MB")
+    return 0 if counts["crash"] == 0 and counts["silent loss"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
