@@ -156,7 +156,7 @@ class JobConfig:
         self.files = sorted({f for files in per_pattern for f in files})
         if not self.files:
             raise runtime.JobError(JOB, f"no files match --input {self.input}")
-        self.input_bytes = runtime.total_size(self.files)
+        self.input_bytes = runtime.total_size(self.patterns)
         self.image = next((c.name for c in self.schema.columns if c.transform == "image"), None)
         if self.image:
             self._init_images(o, per_pattern)

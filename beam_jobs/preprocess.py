@@ -127,7 +127,7 @@ class JobConfig:
             return
         self.patterns = runtime.split_patterns(o.input)
         self.files = self._match(o.input, f"no files match --input {o.input}")
-        self.input_bytes = runtime.total_size(self.files)
+        self.input_bytes = runtime.total_size(self.patterns)
         try:
             header, sample = parse_csv_sample(runtime.read_head(self.files[0]), o.delimiter,
                                               o.sample_rows)

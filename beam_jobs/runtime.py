@@ -302,11 +302,13 @@ def match_files(patterns: Sequence[str]) -> List[str]:
     return sorted({f for files in match_by_pattern(patterns) for f in files})
 
 
-def total_size(files: Sequence[str]) -> Optional[int]:
-    """Bytes in `files` (for progress ETAs); None when a size cannot be read."""
+def total_size(patterns: Sequence[str]) -> Optional[int]:
+    """Bytes in the files the patterns match (for progress ETAs), one listing per pattern
+    (not one request per file); None when sizes cannot be read."""
     try:
-        return sum(m.size_in_bytes for r in FileSystems.match(list(files))
-                   for m in r.metadata_list)
+        sizes = {m.path: m.size_in_bytes for r in FileSystems.match(list(patterns))
+                 for m in r.metadata_list}
+        return sum(sizes.values())
     except Exception:
         return None
 
