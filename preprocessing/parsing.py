@@ -20,11 +20,14 @@ from preprocessing.schema import DTYPE_TABLE, Schema, coerce_value, looks_like_d
 
 
 def parse_json(text):
-    """A JSON document (str or bytes), or Reject("invalid_json") saying why it is not one."""
+    """A JSON document (str or bytes), or Reject("invalid_json") saying why it is not one
+    (nesting past the parser's recursion limit included: one line must not stop a job)."""
     try:
         return json.loads(text)
     except ValueError as e:
         raise Reject("invalid_json", f"not JSON: {e}") from None
+    except RecursionError:
+        raise Reject("invalid_json", "nested too deeply") from None
 
 
 MAX_RECORD_BYTES = 1 << 20  # defaults of --max_record_bytes / --max_record_lines

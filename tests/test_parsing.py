@@ -179,3 +179,11 @@ def test_one_registry_of_reject_reasons():
     rec = json.loads(rejects.dead_letter("job", "f.csv", 3, b"a,b", "wrong_column_count", "d"))
     assert rec == {"job": "job", "source": "f.csv", "line": 3, "raw": "a,b",
                    "reason": "wrong_column_count", "detail": "d"}
+
+
+def test_json_nested_100000_deep_is_a_reject_not_a_crash():
+    with pytest.raises(rejects.Reject) as e:
+        parsing.parse_json("[" * 100_000 + "]" * 100_000)
+    assert e.value.reason == "invalid_json" and "nested too deeply" in e.value.detail
+    with pytest.raises(rejects.Reject, match="not JSON"):
+        parsing.parse_json("{broken")
