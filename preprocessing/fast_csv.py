@@ -30,14 +30,16 @@ import pyarrow.csv as pacsv
 
 from preprocessing.parsing import RowParser, append_rows, split_fields
 from preprocessing.rejects import Reject
+from preprocessing.schema import FLOAT32_MAX, NUMBER_PATTERN
 
 # Every character str.strip() removes (str.isspace), so utf8_trim is exactly .strip().
 PY_WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
 # One CSV field as Python's csv module (strict) and Arrow read it identically: unquoted
 # without quotes, or quoted with doubled inner quotes and nothing after the closing quote.
 _FIELD = r'(?:[^",]*|"(?:[^"]|"")*")'
-_FLOAT = r'^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$'
-_INT = r'^-?\d{1,18}$'  # what int() reads and int64 holds; others go row by row
+_FLOAT = f"^{NUMBER_PATTERN}$"
+_INT = r'^-?[0-9]{1,18}$'  # what int() reads and int64 holds; others go row by row
+_NONZERO_MANTISSA = r'^[^eE]*[1-9]'  # '1e-400' casts to 0.0
 # Byte ranges per position of YYYY-MM-DD?HH:MM:SS (position 10, ' ' or 'T', checked apart).
 _LOW = np.frombuffer(b"0000-00-00 00:00:00", dtype=np.uint8)
 _HIGH = np.frombuffer(b"9999-99-99T99:99:99", dtype=np.uint8)
@@ -184,9 +186,16 @@ def _convert(parser: RowParser, table, n: int):
             bad |= ~ok
             values = pc.cast(pc.if_else(pa.array(ok), filled, "0"), pa.float64())
         values = values.to_numpy()
-        finite = np.isfinite(values)
-        if not finite.all():
-            bad |= ~finite
+        # Arrow's cast reads the number grammar plus nan/inf; what float32 cannot hold (and
+        # NaN) goes to the row path for its reason.
+        with np.errstate(over="ignore"):
+            ok = np.abs(values) <= FLOAT32_MAX
+            ok &= (values.astype(np.float32) != 0) | (values == 0)
+        zeros = np.flatnonzero(values == 0)
+        if len(zeros):
+            ok[zeros] &= ~_mask(pc.match_substring_regex(s.take(zeros), _NONZERO_MANTISSA))
+        if not ok.all():
+            bad |= ~ok
         columns.append(("values", values))
     return columns, bad
 

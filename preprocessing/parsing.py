@@ -9,21 +9,45 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import math
+import re
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
 
 from preprocessing.rejects import Reject
-from preprocessing.schema import DTYPE_TABLE, Schema, coerce_value, looks_like_datetime
+from preprocessing.schema import (
+    DTYPE_TABLE,
+    FLOAT32_MAX,
+    INT64_MAX,
+    INT64_MIN,
+    NONZERO_MANTISSA_RE,
+    NumberError,
+    Schema,
+    coerce_value,
+    looks_like_datetime,
+)
+
+
+class JsonNumber(float):
+    """A JSON number with a fraction or exponent that keeps its text: `str()` gives the text,
+    so values read from JSON follow the same number grammar as CSV fields (JSON's `1e-400`
+    would otherwise be 0.0 and `1e400` infinity before the grammar sees them)."""
+
+    def __new__(cls, text: str):
+        obj = super().__new__(cls, text)
+        obj.text = text
+        return obj
+
+    def __str__(self) -> str:
+        return self.text
 
 
 def parse_json(text):
     """A JSON document (str or bytes), or Reject("invalid_json") saying why it is not one
     (nesting past the parser's recursion limit included: one line must not stop a job)."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_float=JsonNumber)
     except ValueError as e:
         raise Reject("invalid_json", f"not JSON: {e}") from None
     except RecursionError:
@@ -126,13 +150,6 @@ def split_fields(records: Sequence[str], delimiter: str = ",") -> List[Optional[
     return result
 
 
-def _is_non_finite(text: str) -> bool:
-    try:
-        return not math.isfinite(float(text))
-    except ValueError:
-        return False
-
-
 @dataclasses.dataclass(frozen=True)
 class ColumnPlan:
     """How one schema column is read from a file with a given header: the one description
@@ -191,10 +208,9 @@ class RowParser:
                                f"column '{c.name}': {text!r} is not YYYY-MM-DD HH:MM:SS")
             try:
                 values.append(coerce_value(text, c.dtype))
-            except ValueError:
-                reason = "non_finite_number" if _is_non_finite(text) else "unparsable_number"
-                raise Reject(reason, f"column '{c.name}': cannot read {text!r} as "
-                                       f"{c.dtype}") from None
+            except NumberError as e:
+                raise Reject(e.reason, f"column '{c.name}': cannot read {text!r} as "
+                                       f"{c.dtype} ({e.reason})") from None
         return tuple(values)
 
     def parse_many(self, fields_list: Sequence[Optional[Sequence[str]]]) -> "ColumnBlock":
@@ -259,7 +275,6 @@ class RowParser:
         return self.parse(fields)
 
 
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class ColumnBlock:
@@ -299,12 +314,19 @@ def append_rows(columns: list, rows: Sequence[tuple]) -> None:
                       base.tolist() if isinstance(base, np.ndarray) else list(base)) + list(col)
 
 
+# Characters a field of the number grammar (schema.NUMBER_PATTERN) is made of, surrounding
+# whitespace included: a block without others needs no per-field grammar check.
+_NUMBER_CHARS = re.compile(r"[^0-9eE+\-.\s]")
+_INT_CHARS = re.compile(r"[^0-9+\-\s]")
+
+
 def _convert_column(texts: List[str], dtype: str, is_datetime: bool):
     """(values, positions the fast pass cannot take) for one column's field texts.
 
     The conversions are the ones `coerce_value` applies (float()/int() accept surrounding
-    whitespace, as `parse`'s strip does); anything else (empty, non-finite, '3.0' for an int,
-    a bad datetime) is left to the row-by-row path.
+    whitespace, as `parse`'s strip does); anything else (empty, outside the number grammar,
+    non-finite or out of range, '3.0' for an int, a bad datetime) is left to the row-by-row
+    path, which gives its exact reason.
     """
     bad = []
     if is_datetime:
@@ -315,6 +337,11 @@ def _convert_column(texts: List[str], dtype: str, is_datetime: bool):
             bad += [j for j, v in enumerate(values) if v == ""]
         return values, bad
     conv = float if dtype == "float" else int
+    # float()/int() also read '1_000' and non-ASCII digits: one scan of the whole column
+    # finds whether any field has a character outside the grammar's.
+    if (_NUMBER_CHARS if dtype == "float" else _INT_CHARS).search("".join(texts)):
+        outside = _NUMBER_CHARS if dtype == "float" else _INT_CHARS
+        bad += [j for j, t in enumerate(texts) if outside.search(t)]
     try:
         values = list(map(conv, texts))
     except ValueError:
@@ -326,11 +353,17 @@ def _convert_column(texts: List[str], dtype: str, is_datetime: bool):
                 values.append(0)
                 bad.append(j)
     if dtype == "float":
-        finite = np.isfinite(np.asarray(values, dtype=np.float64))
-        if not finite.all():
-            bad += np.flatnonzero(~finite).tolist()
-    else:  # beyond int64: the row-by-row path keeps Python's int (the model then rejects it)
-        for j in [j for j, v in enumerate(values) if not _INT64_MIN <= v <= _INT64_MAX]:
+        arr = np.asarray(values, dtype=np.float64)
+        with np.errstate(over="ignore"):
+            ok = np.abs(arr) <= FLOAT32_MAX  # False for NaN and inf too
+            ok &= (arr.astype(np.float32) != 0) | (arr == 0)
+        if not ok.all():
+            bad += np.flatnonzero(~ok).tolist()
+        for j in np.flatnonzero(arr == 0).tolist():  # '1e-400' reads as 0.0
+            if NONZERO_MANTISSA_RE.match(texts[j].strip()):
+                bad.append(j)
+    else:
+        for j in [j for j, v in enumerate(values) if not INT64_MIN <= v <= INT64_MAX]:
             values[j] = 0
             bad.append(j)
     return values, bad

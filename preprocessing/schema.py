@@ -341,23 +341,65 @@ class Schema:
 
 
 # ---- value coercion (shared by the CSV parser, JSON inputs and inference) ------------------
+# The one number grammar of every reader (the CSV row, column and Arrow paths, JSON values,
+# tf.Example text): after surrounding whitespace is stripped, an ASCII decimal with an
+# optional sign, fraction and exponent: `7`, `-3`, `+.5`, `5.`, `1.5e-3`. Not numbers: `1_000`,
+# `0x10`, non-ASCII digits, `nan`/`inf` (non_finite_number). Float columns are stored as
+# float32, so a value beyond it, or a non-zero one that would be stored as 0 (`1e-400`), is
+# number_out_of_range. An int column takes an integer literal within int64, or a decimal
+# with an integral value within +-2**53 (`3.0`, `2e3`).
+NUMBER_PATTERN = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+INTEGER_PATTERN = r"[+-]?[0-9]+"
+NUMBER_RE = re.compile(NUMBER_PATTERN)
+INTEGER_RE = re.compile(INTEGER_PATTERN)
+NONZERO_MANTISSA_RE = re.compile(r"[^eE]*[1-9]")
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+EXACT_FLOAT_INT = 1 << 53
+
+
+class NumberError(ValueError):
+    """A field that is not a number of its column's type; `reason` is the reject reason."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def float32_out_of_range(value: float, text: str) -> bool:
+    """True when a finite float64 `value` read from `text` does not survive float32
+    storage: beyond float32's range, or non-zero (in value or in text) but stored as 0."""
+    if abs(value) > FLOAT32_MAX:
+        return True
+    if value == 0:
+        return NONZERO_MANTISSA_RE.match(text) is not None
+    return np.float32(value) == 0
+
+
 def coerce_value(text: str, dtype: str):
-    """Parses one field as the column's type; raises ValueError with a short reason."""
+    """Parses one stripped field as the column's type (the grammar above); raises
+    NumberError with the reject reason and a short message."""
     if dtype == "string":
         return text
-    if dtype == "float":
-        v = float(text)
-        if not math.isfinite(v):
-            raise ValueError(f"non-finite number {text!r}")
+    if dtype == "int" and INTEGER_RE.fullmatch(text):
+        v = int(text)
+        if not INT64_MIN <= v <= INT64_MAX:
+            raise NumberError("number_out_of_range", f"{text!r} is beyond int64")
         return v
-    # int: '3' and '3.0' are fine, '3.5' is not.
-    try:
-        return int(text)
-    except ValueError:
-        v = float(text)
-        if not v.is_integer():
-            raise ValueError(f"{text!r} is not an integer") from None
-        return int(v)
+    if not NUMBER_RE.fullmatch(text):
+        if text.lstrip("+-").lower() in ("nan", "inf", "infinity"):
+            raise NumberError("non_finite_number", f"non-finite number {text!r}")
+        raise NumberError("unparsable_number", f"{text!r} is not a decimal number")
+    v = float(text)
+    if dtype == "float":
+        if not math.isfinite(v) or float32_out_of_range(v, text):
+            raise NumberError("number_out_of_range", f"{text!r} is beyond float32")
+        return v
+    if not v.is_integer():
+        raise NumberError("unparsable_number", f"{text!r} is not an integer")
+    if abs(v) > EXACT_FLOAT_INT:
+        raise NumberError("number_out_of_range", f"{text!r} is not an exact integer")
+    return int(v)
 
 
 def looks_like_datetime(text: str) -> bool:

@@ -65,6 +65,18 @@ def test_default_fills_empty_optional_column():
     ("pickup_longitude", "n/a", "unparsable_number"),
     ("pickup_longitude", "inf", "non_finite_number"),
     ("passenger_count", "2.5", "unparsable_number"),
+    # the number grammar (schema.NUMBER_PATTERN) and float32 / int64 storage
+    ("pickup_longitude", "1_000", "unparsable_number"),
+    ("pickup_longitude", "0x10", "unparsable_number"),
+    ("pickup_longitude", "\u0661\u0662", "unparsable_number"),
+    ("pickup_longitude", "-Infinity", "non_finite_number"),
+    ("pickup_longitude", "1e-400", "number_out_of_range"),
+    ("pickup_longitude", "1e-50", "number_out_of_range"),
+    ("pickup_longitude", "1e39", "number_out_of_range"),
+    ("pickup_longitude", "1e400", "number_out_of_range"),
+    ("passenger_count", "1_000", "unparsable_number"),
+    ("passenger_count", "9223372036854775808", "number_out_of_range"),
+    ("passenger_count", "1e300", "number_out_of_range"),
     ("pickup_datetime", "2025-13-45 99:00:00", "unparsable_datetime"),
     ("pickup_datetime", "yesterday", "unparsable_datetime"),
 ])
@@ -74,6 +86,18 @@ def test_bad_values_get_their_reason(column, value, reason):
     with pytest.raises(rejects.Reject) as e:
         parsing.RowParser(SCHEMA, HEADER).parse(row)
     assert e.value.reason == reason and column in e.value.detail
+
+
+@pytest.mark.parametrize("column, value, parsed", [
+    ("pickup_longitude", " +.5e1 ", 5.0), ("pickup_longitude", "5.", 5.0),
+    ("pickup_longitude", "0e-400", 0.0), ("pickup_longitude", "-3.4e38", -3.4e38),
+    ("passenger_count", "007", 7), ("passenger_count", "3.0", 3), ("passenger_count", "2e3", 2000),
+    ("passenger_count", "-9223372036854775808", -(1 << 63)),
+])
+def test_numbers_the_grammar_accepts(column, value, parsed):
+    row = list(GOOD)
+    row[HEADER.index(column)] = value
+    assert parsing.RowParser(SCHEMA, HEADER).parse(row)[HEADER.index(column)] == parsed
 
 
 def test_structural_errors():
@@ -135,7 +159,9 @@ def test_column_wise_parse_matches_row_by_row(optional):
     mutations = [
         (pc, ""), (pc, "3.0"), (pc, "3.5"), (pc, " 4 "), (pc, "99999999999999999999"),
         (pc, "x"), (fare, "nan"), (fare, "-inf"), (fare, "1e400"), (fare, ""), (fare, " 7.25 "),
-        (fare, "1_0"), (dt, "2025-13-01 00:00:00"), (dt, "yesterday"), (dt, ""),
+        (fare, "1_0"), (fare, "1e-400"), (fare, "1e39"), (fare, "0e-9"), (pc, "1_0"),
+        (pc, "\u0663"), (pc, "9223372036854775808"), (pc, "2e3"),
+        (dt, "2025-13-01 00:00:00"), (dt, "yesterday"), (dt, ""),
         (0, ""), (HEADER.index("company"), "  "),
     ]
     fields_list = []
@@ -187,3 +213,19 @@ def test_json_nested_100000_deep_is_a_reject_not_a_crash():
     assert e.value.reason == "invalid_json" and "nested too deeply" in e.value.detail
     with pytest.raises(rejects.Reject, match="not JSON"):
         parsing.parse_json("{broken")
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("1e-400", "number_out_of_range"), ("1e400", "number_out_of_range"),
+    ("NaN", "non_finite_number"), ('"1_000"', "unparsable_number"), ("1.5", None),
+])
+def test_json_numbers_follow_the_csv_number_grammar(text, reason):
+    obj = dict(zip(HEADER, GOOD))
+    doc = json.dumps(obj).replace(json.dumps(obj["pickup_longitude"]), text, 1)
+    parser = parsing.RowParser(SCHEMA, HEADER)
+    if reason is None:
+        assert parser.parse_dict(parsing.parse_json(doc))[HEADER.index("pickup_longitude")] == 1.5
+        return
+    with pytest.raises(rejects.Reject) as e:
+        parser.parse_dict(parsing.parse_json(doc))
+    assert e.value.reason == reason
