@@ -34,7 +34,6 @@ import dataclasses
 import datetime
 import json
 import logging
-import uuid
 from typing import Optional
 
 import apache_beam as beam
@@ -42,8 +41,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
-from beam_jobs import runtime
-from beam_jobs.finalize import STAGING_PREFIX, Finalize
+from beam_jobs import finalize, runtime
+from beam_jobs.finalize import Finalize
 from inference import model_handler as mh
 from inference import sinks
 from inference.batch import JOB, EvalMetrics, FormatPredictions, ParseInputs
@@ -237,7 +236,8 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, staging: str):
     all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
     _ = (all_tallies, dead) | "Finalize" >> Finalize(
         JOB, staging, cfg.output, written, OUTPUT_NAMES, info,
-        outputs={"rows_predicted": "rows_predicted"}, attach={"metrics": "metrics.json"})
+        outputs={"rows_predicted": "rows_predicted"}, attach={"metrics": "metrics.json"},
+        stale_staging_hours=o.stale_staging_hours)
     return p
 
 
@@ -263,7 +263,8 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
     options.view_as(SetupOptions).save_main_session = save_main_session
     cfg = JobConfig(options)
     template = getattr(options.view_as(GoogleCloudOptions), "template_location", None)
-    staging = FileSystems.join(cfg.output, STAGING_PREFIX + uuid.uuid4().hex[:12])
+    finalize.warn_if_shared(JOB, cfg.output, cfg.options.stale_staging_hours)
+    staging = finalize.new_staging(cfg.output)
     p = test_pipeline or beam.Pipeline(options=options)
     build_pipeline(p, cfg, staging)
     result = p.run()

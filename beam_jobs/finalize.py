@@ -9,11 +9,20 @@ pattern), one element runs `finalize()`, which
    output, dead letters by reason), into `summary.json`;
 2. fails the job (nothing is published) when input != outputs + rejects, or when an output
    that must have rows has none (preprocess's train split);
-3. publishes the staged outputs (`OUTPUT/_staging-<run>/`) over the earlier ones: `_SUCCESS`
-   is removed first and written last, so a reader that waits for it never sees a mix; files
-   are moved following a manifest, so a retried step (Dataflow retries failed work) resumes;
-4. removes stale `_staging-*` folders that killed runs left behind;
-5. when an input file was cut short or corrupt (truncated_file / corrupt_file dead letters),
+3. publishes the staged outputs (`OUTPUT/_staging-<started>-<run>/`) over the earlier ones:
+   `_SUCCESS` is removed first and written last, so a reader that waits for it never sees a
+   mix; files are moved following a manifest, so a retried step (Dataflow retries failed
+   work) resumes;
+4. removes `_staging-*` folders older than --stale_staging_hours (what killed runs left).
+
+Two runs into one output: each writes only its own staging folder, and a publish holds
+`OUTPUT/_PUBLISH_LOCK` (created exclusively: O_EXCL locally, a generation-0 precondition on
+Cloud Storage), so publishes happen one at a time and the output is always exactly one
+run's files; the run that finishes last wins. A lock older than LOCK_STALE_SECS belongs to
+a killed publish and is taken over. A staging folder younger than --stale_staging_hours may
+be a live run's and is left alone.
+5. when an input file was cut short, corrupt or unreadable (truncated_file / corrupt_file /
+   unreadable_file dead letters),
    publishes what was read with `"complete": false` in the summary, writes no `_SUCCESS`,
    and fails the job: a partial input never ends as a plain success.
 
@@ -25,8 +34,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import time
+import uuid
 from typing import Dict, Iterable, List, Optional, Sequence
 
 import apache_beam as beam
@@ -36,7 +47,11 @@ from beam_jobs import runtime
 from preprocessing.rejects import FILE_REASONS
 
 STAGING_PREFIX = "_staging-"
+STAGING_RE = re.compile(re.escape(STAGING_PREFIX) + r"(\d+)-")
 MANIFEST = "_MANIFEST"
+LOCK = "_PUBLISH_LOCK"
+LOCK_STALE_SECS = 1800  # a publish moves files for seconds or minutes; older is a dead one
+STALE_STAGING_HOURS = 24.0  # default of --stale_staging_hours
 SUCCESS = "_SUCCESS"
 SUMMARY = "summary.json"
 
@@ -46,7 +61,7 @@ class NotReconciled(RuntimeError):
 
 
 class PartialInput(RuntimeError):
-    """An input file was cut short or corrupt: what was read is published, without _SUCCESS,
+    """An input file was cut short, corrupt or unreadable: what was read is published, without _SUCCESS,
     and the job fails, so no schedule takes it for a complete run."""
 
 
@@ -105,6 +120,8 @@ def publish(staging: str, output: str, managed: Sequence[str]) -> None:
         staged = json.loads(runtime.read_text(manifest_path))
     else:
         staged = [_relative(staging, p) for p in _list(FileSystems.join(staging, "**"))]
+        if not staged:  # a retry after an attempt that published and removed the staging
+            return
         runtime.write_text(manifest_path, json.dumps(staged))
     keep = set(staged)
     success = FileSystems.join(output, SUCCESS)
@@ -142,9 +159,30 @@ def _remove_empty_folders(path: str) -> None:
             pass
 
 
-def remove_staging_dirs(output: str, keep: Iterable[str] = ()) -> List[str]:
-    """Deletes `_staging-*` folders under `output` (what killed runs left), except `keep`."""
-    keep = {k.rstrip("/") for k in keep}
+def new_staging(output: str) -> str:
+    """This run's staging folder under `output`; its name carries the start time, which is
+    how a later run tells a live run's folder from one a killed run left."""
+    return FileSystems.join(output, f"{STAGING_PREFIX}{int(time.time())}-{uuid.uuid4().hex[:8]}")
+
+
+def staging_age_secs(path: str, now: Optional[float] = None) -> float:
+    """Seconds since the run of a staging folder started (infinite for names without a
+    start time, which earlier versions wrote)."""
+    m = STAGING_RE.match(path.rstrip("/").rsplit("/", 1)[-1])
+    return float("inf") if not m else (now or time.time()) - int(m.group(1))
+
+
+def warn_if_shared(job: str, output: str, hours: float = STALE_STAGING_HOURS) -> None:
+    """Launch-time: says so when another run may be writing into `output` now."""
+    live = [t for t in staging_dirs(output) if staging_age_secs(t) < hours * 3600]
+    if live:
+        runtime.emit(f"{job}: warning: {len(live)} other run(s) started in the last {hours:g} h "
+                     f"may be writing into {output} ({live[0]}); runs publish one at a time "
+                     f"and the one that finishes last wins")
+
+
+def staging_dirs(output: str) -> List[str]:
+    """The `_staging-*` folders under `output`."""
     tops = {FileSystems.join(output, _relative(output, p).split("/")[0])
             for p in _list(FileSystems.join(output, STAGING_PREFIX + "*", "**"))}
     if not runtime.is_remote_path(output):  # local folders may hold only empty folders
@@ -153,22 +191,116 @@ def remove_staging_dirs(output: str, keep: Iterable[str] = ()) -> List[str]:
                      if n.startswith(STAGING_PREFIX)}
         except OSError:
             pass
-    removed = sorted(t for t in tops if t.rstrip("/") not in keep)
+    return sorted(t.rstrip("/") for t in tops)
+
+
+def remove_staging_dirs(output: str, keep: Iterable[str] = (),
+                        older_than_hours: float = STALE_STAGING_HOURS) -> List[str]:
+    """Deletes `_staging-*` folders under `output` whose run started more than
+    `older_than_hours` ago (what killed runs left; a younger one may be a live run's),
+    except `keep`."""
+    keep = {k.rstrip("/") for k in keep}
+    removed = [t for t in staging_dirs(output)
+               if t not in keep and staging_age_secs(t) >= older_than_hours * 3600]
     for top in removed:
-        try:
-            if runtime.is_remote_path(top):  # a trailing slash: the whole prefix
-                FileSystems.delete([top.rstrip("/") + "/"])
-            else:
-                shutil.rmtree(top)
-        except Exception as e:  # another writer removed it, or a permission: not fatal
-            logging.warning("could not remove stale %s: %s", top, e)
+        remove_tree(top)
     return removed
+
+
+def remove_tree(top: str) -> None:
+    try:
+        if runtime.is_remote_path(top):  # a trailing slash: the whole prefix
+            FileSystems.delete([top.rstrip("/") + "/"])
+        elif os.path.isdir(top):
+            shutil.rmtree(top)
+        else:
+            os.remove(top)
+    except FileNotFoundError:
+        pass
+    except Exception as e:  # a permission: not fatal
+        logging.warning("could not remove %s: %s", top, e)
+
+
+def _create_exclusive(path: str, text: str) -> bool:
+    """Creates `path` holding `text` only if it does not exist; False if it does."""
+    if path.startswith("gs://"):
+        from apache_beam.io.gcp.gcsio import GcsIO
+        from google.api_core.exceptions import PreconditionFailed
+        bucket, name = path[len("gs://"):].split("/", 1)
+        try:
+            GcsIO().client.bucket(bucket).blob(name).upload_from_string(
+                text, if_generation_match=0)
+            return True
+        except PreconditionFailed:
+            return False
+    if runtime.is_remote_path(path):  # other stores: no atomic create in Beam's API
+        if FileSystems.exists(path):
+            return False
+        runtime.write_text(path, text)
+        return True
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return True
+
+
+def _read_lock(path: str) -> Optional[dict]:
+    try:
+        return json.loads(runtime.read_text(path))
+    except Exception:  # released meanwhile, or half written: look again
+        return None
+
+
+class PublishLock:
+    """`with PublishLock(output, owner, job):` holds OUTPUT/_PUBLISH_LOCK (see the module
+    docstring); waits while another run publishes, takes over a lock older than
+    `stale_secs`, and is re-entrant for the same owner (a retried step)."""
+
+    def __init__(self, output: str, owner: str, job: str, stale_secs: float = LOCK_STALE_SECS,
+                 poll_secs: float = 1.0):
+        self.path = FileSystems.join(output, LOCK)
+        self.owner, self.job, self.stale, self.poll = owner, job, stale_secs, poll_secs
+
+    def __enter__(self):
+        told = False
+        while not _create_exclusive(self.path, json.dumps({"owner": self.owner,
+                                                             "since": time.time()})):
+            held = _read_lock(self.path)
+            if held is None:
+                time.sleep(self.poll / 10)
+                continue
+            if held.get("owner") == self.owner:
+                break
+            if time.time() - float(held.get("since", 0)) > self.stale:
+                logging.warning("%s: taking over a publish lock of %s held since %s (a killed "
+                                "run's)", self.job, held.get("owner"), held.get("since"))
+                try:
+                    FileSystems.delete([self.path])
+                except Exception:  # another waiter took it over first
+                    pass
+                continue
+            if not told:
+                runtime.emit(f"{self.job}: waiting for run {held.get('owner')} to finish "
+                             f"publishing into the same output")
+                told = True
+            time.sleep(self.poll)
+        return self
+
+    def __exit__(self, *exc):
+        held = _read_lock(self.path)
+        if held is not None and held.get("owner") == self.owner:
+            FileSystems.delete([self.path])
+        return False
 
 
 def finalize(_, tallies, *written, job: str, staging: str, output: str,
              managed: Sequence[str], info: dict, outputs: Dict[str, str],
              outputs_key: Optional[str], started: float, attach: Dict[str, str],
-             require: Sequence[str] = ()):
+             require: Sequence[str] = (), stale_staging_hours: float = STALE_STAGING_HOURS):
     """The body of the Finalize step (see the module docstring). Returns the summary."""
     del written  # side inputs only so that this runs after every sink has finished
     summary = summarize(info, dict(tallies), outputs, outputs_key, time.time() - started)
@@ -190,15 +322,17 @@ def finalize(_, tallies, *written, job: str, staging: str, output: str,
         raise EmptyOutput(f"{job}: no rows reached {', '.join(empty)} ({summary['rows_read']} "
                           f"rows read, {summary['rejected']['total']} rejected "
                           f"{summary['rejected']['by_reason']}); nothing was published")
-    publish(staging, output, list(managed) + [SUMMARY])
-    runtime.write_text(FileSystems.join(output, SUMMARY), text)
+    with PublishLock(output, staging.rstrip("/").rsplit("/", 1)[-1], job):
+        publish(staging, output, list(managed) + [SUMMARY])
+        runtime.write_text(FileSystems.join(output, SUMMARY), text)
+        if not partial:
+            runtime.write_text(FileSystems.join(output, SUCCESS), "")
+    remove_tree(staging)
+    remove_staging_dirs(output, older_than_hours=stale_staging_hours)
     if partial:
-        remove_staging_dirs(output)
-        raise PartialInput(f"{job}: input files were cut short or corrupt {partial} (see "
+        raise PartialInput(f"{job}: input files were cut short, corrupt or unreadable {partial} (see "
                            f"{output}/rejects/): what was read is published in {output}, "
                            f"without {SUCCESS}")
-    runtime.write_text(FileSystems.join(output, SUCCESS), "")
-    remove_staging_dirs(output)
     runtime.emit(f"{job}: finished: {summary_line(summary, outputs_key)}")
     return summary
 
@@ -258,13 +392,15 @@ class Finalize(beam.PTransform):
     def __init__(self, job: str, staging: str, output: str, written: Sequence,
                  managed: Sequence[str], info: dict, outputs: Dict[str, str],
                  outputs_key: Optional[str] = None, attach: Optional[Dict[str, str]] = None,
-                 started: Optional[float] = None, require: Sequence[str] = ()):
+                 started: Optional[float] = None, require: Sequence[str] = (),
+                 stale_staging_hours: float = STALE_STAGING_HOURS):
         super().__init__()
         self.written = list(written)
         self.kw = dict(job=job, staging=staging, output=output, managed=tuple(managed),
                        info=dict(info), outputs=dict(outputs), outputs_key=outputs_key,
                        started=time.time() if started is None else started,
-                       attach=dict(attach or {}), require=tuple(require))
+                       attach=dict(attach or {}), require=tuple(require),
+                       stale_staging_hours=stale_staging_hours)
 
     def expand(self, inputs):
         counts, rejects = inputs

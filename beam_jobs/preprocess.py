@@ -29,15 +29,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import uuid
 from typing import Optional
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
-from beam_jobs import runtime
-from beam_jobs.finalize import STAGING_PREFIX, Finalize
+from beam_jobs import finalize, runtime
+from beam_jobs.finalize import Finalize
 from preprocessing import parsing, reading
 from preprocessing import pipeline as pp
 from preprocessing.infer import image_schema, infer_schema, parse_csv_sample
@@ -128,13 +127,16 @@ class JobConfig:
         self.patterns = runtime.split_patterns(o.input)
         self.files = self._match(o.input, f"no files match --input {o.input}")
         self.input_bytes = runtime.total_size(self.patterns)
+        # The header and sample come from the first readable file (a device or FIFO in the
+        # glob is the pipeline's unreadable_file dead letter, not a launch failure).
+        first = next((f for f in self.files if runtime.is_readable_input(f)), self.files[0])
         try:
-            header, sample = parse_csv_sample(runtime.read_head(self.files[0]), o.delimiter,
+            header, sample = parse_csv_sample(runtime.read_head(first), o.delimiter,
                                               o.sample_rows)
         except SchemaError as e:
-            raise runtime.JobError(JOB, f"{self.files[0]}: {e}")
+            raise runtime.JobError(JOB, f"{first}: {e}")
         except Exception as e:
-            raise runtime.JobError(JOB, f"cannot read {self.files[0]}: {str(e).splitlines()[0]}")
+            raise runtime.JobError(JOB, f"cannot read {first}: {str(e).splitlines()[0]}")
         self.schema = self._resolve_schema(o, header, sample)
         self.preprocessing_fn = self._resolve_preprocessing_fn(o)
         runtime.check_writable(JOB, self.output)
@@ -266,7 +268,8 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
     all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
     _ = (all_tallies, dead) | "Finalize" >> Finalize(
         JOB, staging, cfg.output, written, OUTPUT_NAMES, info,
-        outputs={s: f"rows_{s}" for s in SPLITS}, outputs_key="splits", require=("train",))
+        outputs={s: f"rows_{s}" for s in SPLITS}, outputs_key="splits", require=("train",),
+        stale_staging_hours=o.stale_staging_hours)
     return p
 
 
@@ -289,7 +292,8 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
             raise runtime.JobError(JOB, "--temp_location is required on remote runners")
         tft_temp = FileSystems.join(temp_location, "tft_tmp")
     stage_locally = local and runtime.is_remote_path(cfg.output)
-    staging = FileSystems.join(cfg.output, STAGING_PREFIX + uuid.uuid4().hex[:12])
+    finalize.warn_if_shared(JOB, cfg.output, cfg.options.stale_staging_hours)
+    staging = finalize.new_staging(cfg.output)
     p = test_pipeline or beam.Pipeline(options=options)
     build_pipeline(p, cfg, tft_temp, stage_locally, staging)
     result = p.run()

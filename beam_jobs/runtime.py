@@ -58,6 +58,10 @@ class IOOptions(PipelineOptions):
                             help="CSV: a quoted field may span at most this many lines; past "
                                  "that its first line is rejected (unterminated_quote) and "
                                  "reading resumes on the next line.")
+        parser.add_argument("--stale_staging_hours", type=float, default=24.0,
+                            help="Batch jobs: a `_staging-*` folder under --output whose run "
+                                 "started longer ago than this is a killed run's and is removed "
+                                 "when a run finishes; a younger one may be a live run's.")
         parser.add_argument("--log_level", default="WARNING",
                             choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                             help="Log level (default WARNING: progress lines and the summary "
@@ -128,6 +132,8 @@ def typed_args(cls: type, options: PipelineOptions, option_classes, **overrides)
 def check_record_bounds(job: str, o) -> None:
     if o.max_record_bytes < 1 or o.max_record_lines < 1:
         raise JobError(job, "need --max_record_bytes >= 1 and --max_record_lines >= 1")
+    if o.stale_staging_hours < 0:
+        raise JobError(job, "need --stale_staging_hours >= 0")
 
 
 def merged_options(options: PipelineOptions, *classes):
@@ -326,16 +332,43 @@ def check_writable(job: str, output: str) -> None:
         raise JobError(job, f"output {output} is not writable: {str(e).splitlines()[0][:300]}")
 
 
+class UnreadableInput(OSError):
+    """An input that is not a regular file (a device, a pipe, a folder) or that this process
+    may not read: reading it could block or never end, and a retry cannot help."""
+
+
+def is_readable_input(path: str) -> bool:
+    """False for a local path `open_input` refuses (UnreadableInput); remote paths: True."""
+    try:
+        open_input(path).close()
+        return True
+    except UnreadableInput:
+        return False
+    except Exception:  # the read itself reports other problems
+        return True
+
+
 def open_input(path: str):
     """A binary file object for an input file (any Beam filesystem), decompressed by its
     extension (.gz, .bz2) with Python's streaming readers: reads are bounded by what is asked
     (a decompression bomb never expands past it), and a cut or corrupt file raises (EOFError,
-    OSError) instead of ending early as if complete."""
+    OSError) instead of ending early as if complete. Raises UnreadableInput for a local path
+    that is not a regular file (`/dev/zero` never ends, a FIFO blocks) or is not readable."""
     import bz2
     import gzip
+    import stat
 
     from apache_beam.io.filesystem import CompressionTypes
-    raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    if not is_remote_path(path):
+        try:
+            if not stat.S_ISREG(os.stat(path).st_mode):  # follows symlinks
+                raise UnreadableInput(f"{path} is not a regular file")
+        except (PermissionError, FileNotFoundError) as e:
+            raise UnreadableInput(f"{path}: {e.strerror}") from None
+    try:
+        raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    except PermissionError as e:
+        raise UnreadableInput(f"{path}: {e.strerror}") from None
     kind = CompressionTypes.detect_compression_type(path)
     if kind == CompressionTypes.GZIP:
         return gzip.GzipFile(fileobj=raw, mode="rb")

@@ -244,7 +244,12 @@ class ReadFileChunks(beam.DoFn):
         cut = None  # a compressed file that ends early or is corrupt
         compressed = (CompressionTypes.detect_compression_type(path)
                       != CompressionTypes.UNCOMPRESSED)
-        with runtime.open_input(path) as f:
+        try:
+            opened = runtime.open_input(path)
+        except runtime.UnreadableInput as e:  # one file-level dead letter; the run is partial
+            yield from self._line_reject(path, None, "", "unreadable_file", str(e))
+            return
+        with opened as f:
             if fmt == "csv" and self.block_bytes:
                 try:
                     yield from self._blocks(path, f)

@@ -21,6 +21,8 @@ REASONS = {
     "truncated_file": "a compressed file that ends before its end marker (rows before the cut "
                       "are kept; the run is not marked complete)",
     "corrupt_file": "a file whose compression (.gz, .bz2) is not what its extension says",
+    "unreadable_file": "an input that is not a regular file (a device, a pipe, a folder) or "
+                       "that the job may not read",
     "malformed_csv": "a record that is not valid CSV",
     "unterminated_quote": "a quote not closed within --max_record_lines / --max_record_bytes",
     "record_too_large": "a line over --max_record_bytes",
@@ -29,6 +31,8 @@ REASONS = {
     "missing_value": "an empty field without a default",
     "unparsable_number": "a field that is not a number of the column's type",
     "non_finite_number": "NaN or infinity in a numeric column",
+    "number_out_of_range": "a number beyond its column's storage (float32, int64), or a "
+                           "non-zero float that would be stored as 0",
     "unparsable_datetime": "a datetime field not in YYYY-MM-DD HH:MM:SS",
     "invalid_json": "a line or message that is not the JSON expected",
     "bad_example": "a record that is not a serialized tf.Example",
@@ -52,7 +56,7 @@ REASONS = {
 
 
 # File-level reasons: a run with one of them publishes what it read but is not complete.
-FILE_REASONS = ("truncated_file", "corrupt_file")
+FILE_REASONS = ("truncated_file", "corrupt_file", "unreadable_file")
 
 
 class Reject(Exception):

@@ -7,7 +7,7 @@ import os
 import pytest
 from PIL import Image
 
-from beam_jobs import preprocess
+from beam_jobs import preprocess, runtime
 from preprocessing import TAXI_SPEC
 from preprocessing.images import MIN_SIDE, normalize_image, read_image
 from preprocessing.rejects import Reject
@@ -199,7 +199,7 @@ def test_a_cut_or_corrupt_gz_is_reported_and_the_run_is_not_complete(small_csv, 
     bad = tmp_path / "b.csv.gz"
     bad.write_bytes(data[: len(data) // 2] if case == "truncated" else text.encode())
     out = tmp_path / "out"
-    with pytest.raises(Exception, match="cut short or corrupt"):
+    with pytest.raises(Exception, match="cut short, corrupt or unreadable"):
         preprocess.run(["--input", f"{tmp_path}/a.csv,{bad}", "--output", str(out),
                         "--schema_spec", TAXI_SPEC])
     summary = json.load(open(out / "summary.json"))
@@ -214,6 +214,38 @@ def test_a_cut_or_corrupt_gz_is_reported_and_the_run_is_not_complete(small_csv, 
         assert 300 < rows < 600
     else:
         assert rows == 300
+
+
+def test_devices_fifos_and_unreadable_inputs_are_file_level_dead_letters(small_csv, tmp_path):
+    """/dev/zero never ends and a FIFO blocks: only regular files are read; each other
+    input is one unreadable_file dead letter and the run is partial, not a plain success."""
+    os.symlink("/dev/zero", tmp_path / "zero.csv")
+    os.mkfifo(tmp_path / "fifo.csv")
+    (tmp_path / "good.csv").write_text(open(small_csv).read())
+    out = tmp_path / "out"
+    with pytest.raises(Exception, match="cut short, corrupt or unreadable"):
+        preprocess.run(["--input", f"{tmp_path}/*.csv", "--output", str(out),
+                        "--schema_spec", TAXI_SPEC])
+    summary = json.load(open(out / "summary.json"))
+    assert summary["complete"] is False and summary["reconciled"]
+    assert summary["rows_read"] == 302 and not (out / "_SUCCESS").exists()
+    bad = {r["source"]: r["reason"] for r in read_jsonl(str(out / "rejects" / "*.jsonl"))
+           if r["line"] is None}
+    assert bad == {str(tmp_path / "zero.csv"): "unreadable_file",
+                   str(tmp_path / "fifo.csv"): "unreadable_file"}
+
+
+def test_only_readable_regular_files_are_opened(tmp_path):
+    os.mkfifo(tmp_path / "fifo.csv")
+    for path in ("/dev/zero", str(tmp_path / "fifo.csv"), str(tmp_path), "/no/such.csv"):
+        with pytest.raises(runtime.UnreadableInput):
+            runtime.open_input(path)
+    if os.geteuid() != 0:  # root reads any file: the permission case needs another user
+        locked = tmp_path / "locked.csv"
+        locked.write_text("a,b\n")
+        locked.chmod(0)
+        with pytest.raises(runtime.UnreadableInput, match="Permission denied"):
+            runtime.open_input(str(locked))
 
 
 def test_a_first_file_that_is_not_gzip_fails_at_launch_in_one_line(small_csv, tmp_path):

@@ -184,5 +184,79 @@ def test_killed_preprocess_leaves_the_previous_output(preprocessed, tmp_path):
     from beam_jobs import preprocess
     small = str(tmp_path / "small.csv")
     write_csv(small, 100, seed=4)
-    preprocess.run(["--input", small, "--output", out, "--schema_spec", TAXI_SPEC])
+    preprocess.run(["--input", small, "--output", out, "--schema_spec", TAXI_SPEC,
+                    "--stale_staging_hours", "0"])
     assert not glob.glob(os.path.join(out, "_staging-*"))
+
+
+def test_only_stale_staging_folders_are_removed(tmp_path):
+    out = str(tmp_path / "out")
+    live = finalize.new_staging(out)  # a run that started now: maybe still writing
+    old = os.path.join(out, f"{finalize.STAGING_PREFIX}{int(time.time()) - 25 * 3600}-abc")
+    legacy = os.path.join(out, finalize.STAGING_PREFIX + "0123456789ab")  # no start time
+    for d in (live, old, legacy):
+        os.makedirs(os.path.join(d, "train"))
+        open(os.path.join(d, "train", "f"), "w").close()
+    removed = finalize.remove_staging_dirs(out, older_than_hours=24)
+    assert sorted(removed) == sorted([old, legacy])
+    assert os.path.exists(os.path.join(live, "train", "f"))
+    assert finalize.remove_staging_dirs(out, older_than_hours=0) == [live]
+
+
+def test_publishes_into_one_output_happen_one_at_a_time(tmp_path, monkeypatch):
+    """Two runs finishing together: the lock serialises the moves, and the output ends as
+    exactly one run's files (never a mix)."""
+    import threading
+    out = tmp_path / "out"
+    stagings = []
+    for run, names in (("a", ["part-0", "part-1", "part-2"]), ("b", ["part-0", "part-9"])):
+        st = out / f"{finalize.STAGING_PREFIX}{int(time.time())}-{run}"
+        (st / "pred").mkdir(parents=True)
+        for n in names:
+            (st / "pred" / n).write_text(run)
+        stagings.append(st)
+    rename = finalize.FileSystems.rename
+    inside, overlaps = [], []
+
+    def slow_rename(src, dst):  # widen the window in which publishes could interleave
+        time.sleep(0.05)
+        return rename(src, dst)
+    monkeypatch.setattr(finalize.FileSystems, "rename", slow_rename)
+
+    def run(st):
+        with finalize.PublishLock(str(out), st.name, "job", poll_secs=0.01):
+            inside.append(st.name)
+            if len(inside) > 1:
+                overlaps.append(list(inside))
+            finalize.publish(str(st), str(out), ["pred"])
+            inside.remove(st.name)
+
+    threads = [threading.Thread(target=run, args=(st,)) for st in stagings]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not overlaps
+    files = {n: (out / "pred" / n).read_text() for n in os.listdir(out / "pred")}
+    assert set(files.values()) in ({"a"}, {"b"})
+    assert sorted(files) in (["part-0", "part-1", "part-2"], ["part-0", "part-9"])
+    assert not (out / finalize.LOCK).exists()
+
+
+def test_a_killed_publishs_lock_is_taken_over(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / finalize.LOCK).write_text(json.dumps({"owner": "dead", "since": time.time() - 7200}))
+    with finalize.PublishLock(str(out), "me", "job"):
+        assert json.loads((out / finalize.LOCK).read_text())["owner"] == "me"
+    assert not (out / finalize.LOCK).exists()
+    # A live lock is waited for, not taken.
+    (out / finalize.LOCK).write_text(json.dumps({"owner": "live", "since": time.time()}))
+    import threading
+    timer = threading.Timer(0.5, (out / finalize.LOCK).unlink)
+    timer.start()
+    t0 = time.time()
+    with finalize.PublishLock(str(out), "me", "job", poll_secs=0.05):
+        waited = time.time() - t0
+    timer.join()
+    assert waited >= 0.45

@@ -44,7 +44,7 @@ out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 print("RESULT " + json.dumps(out))
 """
 # Failures the jobs raise on purpose, with their message (beam_jobs/finalize.py).
-DESIGNED = ("cut short or corrupt", "no rows reached", "error:")
+DESIGNED = ("cut short, corrupt or unreadable", "no rows reached", "error:")
 
 
 def _taxi_lines(rows: int = 200):
@@ -101,6 +101,22 @@ def cases(work: str, quick: bool):
     yield "blank lines", taxi(csv("blank.csv", "\n\n".join(lines) + "\n")), n
     huge = "\n".join(lines[:50]) + "\n" + "x" * (50 << 20) + "\n" + "\n".join(lines[50:]) + "\n"
     yield "one 50 MB line", taxi(csv("huge.csv", huge)), n + 1
+    odd = list(body)
+    for i, v in enumerate(["1_000", "1e-400", "1e39", "nan", "0x10", "\u0661\u0662", "+.5e1"]):
+        f = odd[10 + i].split(",")
+        f[-1] = v  # fare_amount, the label
+        odd[10 + i] = ",".join(f)
+    yield "numbers outside the grammar", taxi(csv("num.csv", "\n".join([header] + odd))), n
+    latin1 = "\n".join([header] + [r.replace("Cab", "Caf\u00e9") for r in body]) + "\n"
+    yield "a Latin-1 file", taxi(csv("latin1.csv", latin1.encode("latin-1"), "wb")), n
+    yield "CR-only line ends (old Mac)", taxi(csv("cr.csv", "\r".join(lines) + "\r")), None
+    devs = os.path.join(work, "devs")
+    os.makedirs(devs, exist_ok=True)
+    os.symlink("/dev/zero", os.path.join(devs, "b_zero.csv"))
+    os.mkfifo(os.path.join(devs, "c_fifo.csv"))
+    with open(os.path.join(devs, "a.csv"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    yield "/dev/zero and a FIFO among the inputs", taxi(os.path.join(devs, "*.csv")), n + 2
     yield "header only", taxi(csv("header.csv", header + "\n")), 0
     yield "empty file", taxi(csv("empty.csv", "")), 0
     yield "duplicate header name", ["--input", csv("dup.csv", "\n".join(
