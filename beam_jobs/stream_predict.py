@@ -48,8 +48,16 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, 
 from beam_jobs import runtime
 from inference import model_handler as mh
 from inference import sinks
+from inference.images import normalize_prefixes
 from inference.replay import Pace, load_replay, replay_stream
-from inference.streaming import JOB, FormatResults, Monitor, ParseMessages, WriteJson
+from inference.streaming import (
+    JOB,
+    MAX_MESSAGE_BYTES,
+    FormatResults,
+    Monitor,
+    ParseMessages,
+    WriteJson,
+)
 
 
 class StreamPredictOptions(PipelineOptions):
@@ -72,7 +80,19 @@ class StreamPredictOptions(PipelineOptions):
         a("--allowed_lateness_secs", type=float, default=0.0,
           help="Late data still counted in its monitoring window (later: a late pane).")
         a("--max_batch_duration_secs", type=float, default=None,
-          help="Longest a row waits for its batch to fill (streaming batching needs it).")
+          help="Accepted for compatibility and ignored: batches never span bundles (Beam's "
+               "cross-bundle batching lost the rows it held at the end of input or a drain).")
+        a("--max_message_bytes", type=int, default=MAX_MESSAGE_BYTES,
+          help="A larger message is a message_too_large dead letter before any parsing "
+               "(default 10 MiB).")
+        a("--allowed_uri_prefixes", default="",
+          help="Image models: comma-separated folders a message's uri may name, e.g. "
+               "gs://B/images/ (Cloud Storage notifications included). Default none: every uri "
+               "message is a uri_not_allowed dead letter, so whoever can publish cannot make "
+               "workers read their disks or buckets.")
+        a("--uri_read_timeout_secs", type=float, default=30.0,
+          help="Image models: the longest one read of a uri may take; 3 attempts, then a "
+               "uri_read_timeout dead letter.")
         a("--model_refresh_secs", type=float, default=60.0,
           help="How often to look for a newer model version under --model_dir; -1: never.")
         a("--id_attribute", default="id", help="Message attribute holding the message id.")
@@ -103,6 +123,14 @@ def parse_args(options: PipelineOptions) -> Args:
                                     "--allowed_lateness_secs >= 0")
     if o.min_batch_size < 1 or o.max_batch_size < o.min_batch_size:
         raise runtime.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size")
+    if o.max_message_bytes < 1 or o.uri_read_timeout_secs <= 0:
+        raise runtime.JobError(JOB, "need --max_message_bytes >= 1 and --uri_read_timeout_secs > 0")
+    for prefix in normalize_prefixes(o.allowed_uri_prefixes):
+        if "://" in prefix and not prefix.startswith("gs://"):
+            raise runtime.JobError(JOB, f"--allowed_uri_prefixes: {prefix} is neither gs:// nor "
+                                        "a local folder")
+        if prefix.startswith("gs://") and len(prefix.rstrip("/")) <= len("gs://"):
+            raise runtime.JobError(JOB, "--allowed_uri_prefixes: name a bucket (gs://B/...)")
     if not options.view_as(StandardOptions).streaming:
         raise runtime.JobError(JOB, "this is a streaming job: add --streaming")
     if o.replay and not runtime.is_local_runner(options):
@@ -129,7 +157,13 @@ class JobConfig:
                                         f"{str(e).splitlines()[0][:300]}")
         self.image_kw = None
         if any(c.transform == "image" for c in self.schema.columns):
-            self.image_kw = (o.max_side, o.jpeg_quality, o.max_pixels, o.max_image_bytes)
+            self.image_kw = dict(max_side=o.max_side, quality=o.jpeg_quality,
+                                 max_pixels=o.max_pixels, max_image_bytes=o.max_image_bytes,
+                                 allowed_prefixes=normalize_prefixes(o.allowed_uri_prefixes),
+                                 read_timeout_secs=o.uri_read_timeout_secs)
+        if o.max_batch_duration_secs is not None:
+            logging.warning("%s: --max_batch_duration_secs is ignored: batches never span "
+                            "bundles", JOB)
         self.dead_letter_dir = o.dead_letter_dir or (
             FileSystems.join(o.output_dir, "rejects") if o.output_dir else None)
         self.monitoring_dir = o.monitoring_dir or (
@@ -149,17 +183,24 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, source=None):
             source = (p | "Replay" >> replay_stream(cfg.events, o.replay_rate)
                       | "Pace" >> beam.ParDo(Pace(o.replay_rate)))
         else:
+            # On Dataflow, Pub/Sub redeliveries and republished messages with the same
+            # --id_attribute value are dropped (id_label); the DirectRunner has no id_label.
+            local = runtime.is_local_runner(p.options)
             source = p | "ReadPubSub" >> beam.io.ReadFromPubSub(
                 topic=o.input_topic, subscription=o.input_subscription, with_attributes=True,
-                timestamp_attribute=o.timestamp_attribute)
+                timestamp_attribute=o.timestamp_attribute,
+                id_label=None if local else o.id_attribute)
     origin = o.replay or o.input_subscription or o.input_topic  # dead letters name it
     parsed = source | "Parse" >> beam.ParDo(
-        ParseMessages(cfg.schema, o.id_attribute, cfg.image_kw, origin)).with_outputs(
+        ParseMessages(cfg.schema, o.id_attribute, cfg.image_kw, origin,
+                      o.max_message_bytes)).with_outputs(
             "rejects", main="rows")
+    # Batches are made within a bundle (no max_batch_duration_secs): Beam's stateful
+    # cross-bundle batching flushes what it holds by a timer at the end of the global window,
+    # after the watermark has passed those rows, so every window downstream dropped them.
     handler = mh.SavedModelHandler(
         cfg.model_path, min_batch_size=o.min_batch_size, max_batch_size=o.max_batch_size,
-        max_batch_duration_secs=o.max_batch_duration_secs, watch_base=o.model_dir,
-        refresh_secs=o.model_refresh_secs)
+        watch_base=o.model_dir, refresh_secs=o.model_refresh_secs)
     results = parsed.rows | "RunInference" >> RunInference(handler)
     formatted = results | "Format" >> beam.ParDo(FormatResults(origin)).with_outputs(
         "rejects", main="predictions")

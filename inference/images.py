@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
+import time
 from typing import Optional, Tuple
 
 from preprocessing.images import DEFAULT_MAX_IMAGE_BYTES, normalize_image, read_image
@@ -21,20 +23,89 @@ IMAGE_INPUT = "image_bytes"  # the image export's predict_raw input
 LIST_EXTENSIONS = (".csv", ".json", ".jsonl", ".ndjson", ".txt")
 
 
+def normalize_prefixes(text: Optional[str]) -> Tuple[str, ...]:
+    """--allowed_uri_prefixes ("gs://b/images/,/srv/images") as folder prefixes ending in
+    '/'; local ones made absolute and real (symlinks resolved), as uris are before the check."""
+    out = []
+    for p in (text or "").split(","):
+        p = p.strip()
+        if not p:
+            continue
+        if "://" not in p:
+            p = os.path.realpath(p)
+        out.append(p if p.endswith("/") else p + "/")
+    return tuple(out)
+
+
+def uri_allowed(uri: str, prefixes: Tuple[str, ...]) -> bool:
+    """True when `uri` lies under one of `prefixes` (normalize_prefixes). A local uri is
+    compared by its real path ('..' and symlinks resolved); a remote one must not contain
+    '.' or '..' segments."""
+    if not prefixes or not isinstance(uri, str) or "\x00" in uri:
+        return False
+    if "://" in uri:
+        scheme, rest = uri.split("://", 1)
+        if any(seg in (".", "..") for seg in rest.split("/")):
+            return False
+        target = uri
+    else:
+        if not os.path.isabs(uri):
+            return False
+        target = os.path.realpath(uri)
+    return any(target.startswith(p) for p in prefixes)
+
+
 class ImageInputs:
-    """Turns any image input into normalised bytes for the model (or raises Reject)."""
+    """Turns any image input into normalised bytes for the model (or raises Reject).
+
+    `allowed_prefixes` (None: any uri, as in batch jobs where the operator lists the inputs):
+    the only places a uri may point to; anything else is `uri_not_allowed` before any I/O.
+    `read_timeout_secs`: the longest one read of a uri may take, tried `read_attempts` times,
+    then `uri_read_timeout` (a stuck read keeps its thread, never the message's worker)."""
 
     def __init__(self, max_side: int = 256, quality: int = 90, max_pixels: int = 50_000_000,
-                 max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES):
+                 max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
+                 allowed_prefixes: Optional[Tuple[str, ...]] = None,
+                 read_timeout_secs: Optional[float] = None, read_attempts: int = 3):
         self.kw = {"max_side": max_side, "quality": quality, "max_pixels": max_pixels,
                    "keep_conforming": True}
         self.max_image_bytes = max_image_bytes
+        self.allowed = allowed_prefixes
+        self.timeout = read_timeout_secs
+        self.attempts = max(1, read_attempts)
 
     def from_bytes(self, data: bytes, name: str = "") -> bytes:
         return normalize_image(data, name, **self.kw).jpeg
 
     def from_uri(self, uri: str) -> bytes:
-        return self.from_bytes(read_image(uri, self.max_image_bytes), uri)
+        if self.allowed is not None and not uri_allowed(uri, self.allowed):
+            raise Reject("uri_not_allowed", "the uri is not under --allowed_uri_prefixes")
+        return self.from_bytes(self._read(uri), uri)
+
+    def _read(self, uri: str) -> bytes:
+        if not self.timeout:
+            return read_image(uri, self.max_image_bytes)
+        import threading
+        for attempt in range(self.attempts):
+            box, done = {}, threading.Event()
+
+            def work():
+                try:
+                    box["data"] = read_image(uri, self.max_image_bytes)
+                except BaseException as e:  # handed to the caller
+                    box["error"] = e
+                finally:
+                    done.set()
+            # A daemon thread: a read that never returns neither blocks this message nor
+            # the worker's exit (it ends when the storage client's own deadline passes).
+            threading.Thread(target=work, daemon=True, name="uri-read").start()
+            if done.wait(self.timeout):
+                if "error" in box:
+                    raise box["error"]
+                return box["data"]
+            time.sleep(min(1.0, 0.1 * 2 ** attempt))
+        raise Reject("uri_read_timeout", f"no read within {self.timeout:g} s, "
+                                         f"{self.attempts} attempts")
 
     def from_object(self, obj, attributes: Optional[dict] = None) -> Tuple[bytes, Optional[str]]:
         """A JSON object (or a GCS notification's attributes) -> (bytes, uri or None)."""

@@ -166,6 +166,7 @@ class _Version:
         self.path = path
         self.version = model_version(path)
         self.module = tf.saved_model.load(path)
+        LOADS[path] = LOADS.get(path, 0) + 1
         self.fn = self.module.signatures[SIGNATURE]
         self.inputs = {name: spec.dtype for name, spec in
                        self.fn.structured_input_signature[1].items()}
@@ -173,12 +174,15 @@ class _Version:
 
 
 class _Loaded:
-    """The model RunInference shares across a worker process's threads.
+    """The model a worker process serves: one per process and model (`shared_model`), so
+    DoFn instances and bundles that come and go (the DirectRunner makes them per bundle)
+    neither reload it nor restart its refresh clock.
 
     With a watched base directory it looks for a newer complete version at most every
-    `refresh_secs` seconds (0: before every batch) and swaps it in between batches. A batch
-    takes one snapshot (`current`) and is predicted wholly by that version, so a switch never
-    loses or repeats a row, and every prediction names the version that made it.
+    `refresh_secs` seconds of wall time (0: before every batch), loads each new version once
+    and swaps it in between batches. A batch takes one snapshot (`current`) and is predicted
+    wholly by that version, so a switch never loses or repeats a row, and every prediction
+    names the version that made it.
     """
 
     def __init__(self, path: str, watch_base: Optional[str] = None,
@@ -212,6 +216,22 @@ class _Loaded:
                 logging.info("New model version %s found; switching from %s",
                              model_version(newest), self._current.version)
                 self._current = _Version(newest)  # one assignment: readers see old or new
+
+
+_SHARED: dict = {}
+_SHARED_LOCK = threading.Lock()
+LOADS: dict = {}  # version path -> times loaded in this process (tests and the soak read it)
+
+
+def shared_model(path: str, watch_base: Optional[str] = None,
+                 refresh_secs: Optional[float] = None) -> _Loaded:
+    """The process's one `_Loaded` for this model and refresh policy."""
+    key = (path, watch_base, refresh_secs)
+    with _SHARED_LOCK:
+        model = _SHARED.get(key)
+        if model is None:
+            model = _SHARED[key] = _Loaded(path, watch_base, refresh_secs)
+        return model
 
 
 def _is_newer(candidate: str, current: str) -> bool:
@@ -248,7 +268,9 @@ class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
                 if tf.config.threading.get_intra_op_parallelism_threads() != self._threads:
                     logging.warning("TensorFlow already started in this process: %d threads "
                                     "per op not applied", self._threads)
-        return _Loaded(self._path, self._watch_base, self._refresh_secs)
+        if self._watch_base:  # streaming: shared by the process
+            return shared_model(self._path, self._watch_base, self._refresh_secs)
+        return _Loaded(self._path)
 
     def update_model_path(self, model_path: Optional[str] = None):
         # Side-input updates (ModelMetadata) may name the saved_model.pb file itself.

@@ -21,6 +21,8 @@ from apache_beam.utils.timestamp import Timestamp
 
 from beam_jobs import runtime
 from inference.streaming import PUBLISHED_AT
+from preprocessing.parsing import parse_json
+from preprocessing.rejects import Reject
 
 
 def _epoch(value) -> Optional[float]:
@@ -46,19 +48,25 @@ def load_replay(path: str) -> List[tuple]:
     for i, line in enumerate(runtime.read_text(path).splitlines(), 1):
         if not line.strip():
             continue
-        attrs, when = {}, None
+        attrs, when, data = {}, None, None
         try:
-            ev = json.loads(line)
-        except ValueError:
+            ev = parse_json(line)
+        except Reject:  # not JSON, or nested past the parser's limit
             ev = None
         if isinstance(ev, dict) and ("data" in ev or "data_b64" in ev):
-            attrs = {str(k): str(v) for k, v in (ev.get("attributes") or {}).items()}
-            if ev.get("id") is not None:
-                attrs.setdefault("id", str(ev["id"]))
-            data = base64.b64decode(ev["data_b64"]) if "data_b64" in ev else \
-                json.dumps(ev["data"]).encode()
-            when = _epoch(ev.get("event_time"))
-        else:
+            try:
+                raw_attrs = ev.get("attributes") or {}
+                attrs = {str(k): str(v) for k, v in dict(raw_attrs).items()}
+                if ev.get("id") is not None:
+                    attrs.setdefault("id", str(ev["id"]))
+                data = base64.b64decode(ev["data_b64"], validate=True) if "data_b64" in ev \
+                    else json.dumps(ev["data"]).encode()
+                when = _epoch(ev.get("event_time"))
+            except (ValueError, TypeError, RecursionError):
+                # Bad base64, attributes or event time: the line itself becomes the message,
+                # which the job dead-letters: a replay line never stops the replay.
+                attrs, when, data = {}, None, None
+        if data is None:
             data = line.encode()
         attrs.setdefault("id", f"replay-{i}")
         when = last_time if when is None else when  # no time of its own: the previous one's

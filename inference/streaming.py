@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import logging
 import math
 import time
 from typing import Optional
@@ -24,12 +25,17 @@ from preprocessing.parsing import parse_json
 
 JOB = "stream_predict"  # the metrics namespace
 PUBLISHED_AT = "_published_at"  # attribute the replay source stamps (epoch seconds)
+MAX_MESSAGE_BYTES = 10 << 20  # default of --max_message_bytes (Pub/Sub's own limit is 10 MB)
+DEAD_LETTER_HEAD = 4096  # bytes of an oversized message its dead letter keeps
 
 
 def publish_time(msg: PubsubMessage) -> float:
     attrs = msg.attributes or {}
     if PUBLISHED_AT in attrs:
-        return float(attrs[PUBLISHED_AT])
+        try:
+            return float(attrs[PUBLISHED_AT])
+        except ValueError:  # a message's own attribute: never trusted to parse
+            pass
     pt = getattr(msg, "publish_time", None)
     if pt is not None:
         return pt.timestamp() if hasattr(pt, "timestamp") else float(pt)
@@ -46,12 +52,13 @@ class ParseMessages(beam.DoFn):
     image is normalised as preprocess does (inference.images). A uri is the message's id
     unless --id_attribute gives one."""
 
-    def __init__(self, schema, id_attribute: str, image_kw: Optional[tuple] = None,
-                 source: str = "pubsub"):
+    def __init__(self, schema, id_attribute: str, image_kw: Optional[dict] = None,
+                 source: str = "pubsub", max_message_bytes: int = MAX_MESSAGE_BYTES):
         self.schema = schema
         self.source = source
         self.id_attribute = id_attribute
-        self.image_kw = image_kw
+        self.image_kw = image_kw  # ImageInputs' keyword arguments, for an image model
+        self.max_bytes = max_message_bytes
         self.received = Metrics.counter(JOB, "messages_read")
         self.rejects = {r: Metrics.counter(JOB, f"rejected_{r}") for r in rejects.REASONS}
 
@@ -59,7 +66,7 @@ class ParseMessages(beam.DoFn):
         self._serving = ServingParser(self.schema)
         if self.image_kw is not None:
             from inference.images import ImageInputs
-            self._images = ImageInputs(*self.image_kw)
+            self._images = ImageInputs(**self.image_kw)
 
     def process(self, msg: PubsubMessage, ts=beam.DoFn.TimestampParam):
         from preprocessing.rejects import Reject
@@ -68,6 +75,11 @@ class ParseMessages(beam.DoFn):
         mid = attrs.get(self.id_attribute) or getattr(msg, "message_id", None) or \
             f"sha-{hash(msg.data) & 0xffffffffffff:x}"
         data = msg.data or b""
+        if len(data) > self.max_bytes:  # checked before any parsing; the dead letter keeps a head
+            yield from self._reject(mid, data[:DEAD_LETTER_HEAD], "message_too_large",
+                                    f"{len(data)} bytes, over --max_message_bytes "
+                                    f"{self.max_bytes}", msg, ts)
+            return
         fmt = attrs.get("format") or ("json" if data.lstrip()[:1] == b"{" else "tfexample")
         # Dead letters keep what came in; binary image data as base64, so it can be replayed.
         raw = base64.b64encode(data).decode("ascii") \
@@ -84,15 +96,24 @@ class ParseMessages(beam.DoFn):
                 values, _ = self._serving.parse_example(data)
                 row = dict(zip(self.schema.names, values))
         except (rejects.Reject, Reject) as e:
-            self.rejects.setdefault(e.reason, Metrics.counter(JOB, f"rejected_{e.reason}")).inc()
-            yield beam.pvalue.TaggedOutput("rejects", reject_record(
-                self.source, mid, raw, e.reason, e.detail, publish_time(msg), ts))
+            yield from self._reject(mid, raw, e.reason, e.detail, msg, ts)
+            return
+        except Exception as e:  # one message must never stop (or, on Dataflow, wedge) the stream
+            logging.warning("%s: message %s: unexpected %s", JOB, mid, type(e).__name__,
+                            exc_info=True)
+            yield from self._reject(mid, raw, "bad_message",
+                                    f"{type(e).__name__}: {str(e)[:300]}", msg, ts)
             return
         row["__id"] = mid
         row["__ts"] = float(ts)  # RunInference's batching re-stamps elements; restored below
         row["__published"] = publish_time(msg)
         row["__raw"] = raw
         yield row
+
+    def _reject(self, mid, raw, reason, detail, msg, ts):
+        self.rejects.setdefault(reason, Metrics.counter(JOB, f"rejected_{reason}")).inc()
+        yield beam.pvalue.TaggedOutput("rejects", reject_record(
+            self.source, mid, raw, reason, detail, publish_time(msg), ts))
 
 
 def _parse_image_message(images, data: bytes, fmt: str, attrs: dict):

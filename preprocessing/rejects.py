@@ -50,6 +50,13 @@ REASONS = {
     "degenerate_image": "an image with a side under 8 px or sides more than 32:1 apart",
     "unknown_label": "an image label outside --classes, or none",
     "missing_image": "an image instance without uri or bytes",
+    "uri_not_allowed": "an image uri outside --allowed_uri_prefixes (streaming: none allowed "
+                       "until the operator names some); said before any read, so it does not "
+                       "tell whether the file exists",
+    "uri_read_timeout": "an image uri whose read did not finish within --uri_read_timeout_secs "
+                        "(after the retries)",
+    "message_too_large": "a message over --max_message_bytes",
+    "bad_message": "a message the parser failed on unexpectedly (the error is in the detail)",
     # the model
     "model_rejected": "a row the model could not score",
 }

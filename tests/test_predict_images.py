@@ -130,16 +130,23 @@ def test_stream_predict_image_messages(trained_images, tmp_path, gcs_emulator):
                     "data": {"bucket": "test-bucket", "name": "incoming/none.jpg"}}),
         json.dumps({"id": "junk", "event_time": 1_700_000_005,
                     "data_b64": base64.b64encode(b"\x00junk").decode()}),
+        json.dumps({"id": "local-secret", "event_time": 1_700_000_006,
+                    "data": {"uri": "/etc/passwd"}}),
+        json.dumps({"id": "other-bucket", "event_time": 1_700_000_007,
+                    "data": {"bucket": "other-bucket", "name": "incoming/shape.jpg"}}),
     ]
     src = tmp_path / "events.jsonl"
     src.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out"
+    allowed = f"{os.path.dirname(files[1])},gs://test-bucket/incoming/"
     stream_predict.run(["--streaming", "--model_dir", m["export_dir"], "--replay", str(src),
-                        "--replay_rate", "50", "--output_dir", str(out), "--window_secs", "5"])
+                        "--replay_rate", "50", "--output_dir", str(out), "--window_secs", "5",
+                        "--allowed_uri_prefixes", allowed])
     preds = {p["id"]: p for p in read_jsonl(str(out / "predictions-*.jsonl"))}
     rejects = {r["id"]: r["reason"] for r in read_jsonl(str(out / "rejects" / "*.jsonl"))}
     assert set(preds) == {"by-uri", "by-b64", "raw-bytes", "gcs"}
-    assert rejects == {"gone": "unreadable_uri", "junk": "not_an_image"}
+    assert rejects == {"gone": "unreadable_uri", "junk": "not_an_image",
+                       "local-secret": "uri_not_allowed", "other-bucket": "uri_not_allowed"}
     want_probs, want_classes = _signature(m["export_dir"], [raw[1], raw[2], raw[3], raw[0]])
     for i, mid in enumerate(["by-uri", "by-b64", "raw-bytes", "gcs"]):
         assert preds[mid]["class"] == want_classes[i]

@@ -119,6 +119,19 @@ def build_spec(job: str, args: List[str], spec_path: str, setup_file: str) -> No
     mod.run(argv, save_main_session=False)
 
 
+def _check_pubsub_dedup(proto, problems: list) -> None:
+    """The Pub/Sub read de-duplicates by the message id attribute (id_label) on Dataflow."""
+    from apache_beam.portability.api import beam_runner_api_pb2 as rapi
+    reads = [t for t in proto.components.transforms.values()
+             if t.spec.urn == "beam:transform:pubsub_read:v1"]
+    if not reads:
+        problems.append("no Pub/Sub read in the streaming graph")
+        return
+    payload = rapi.PubSubReadPayload.FromString(reads[0].spec.payload)
+    if payload.id_attribute != "id":
+        problems.append(f"the Pub/Sub read de-duplicates by {payload.id_attribute!r}, not 'id'")
+
+
 def verify(job: str, spec_path: str) -> dict:
     """Reads the spec and the staged pipeline proto; raises CheckFailed listing what is wrong."""
     from apache_beam.io.filesystems import FileSystems
@@ -137,6 +150,8 @@ def verify(job: str, spec_path: str) -> dict:
         with FileSystems.open(url) as f:
             proto = beam_runner_api_pb2.Pipeline.FromString(f.read())
         names = {t.unique_name for t in proto.components.transforms.values()}
+        if job == "stream_predict":
+            _check_pubsub_dedup(proto, problems)
     except Exception as e:
         problems.append(f"cannot read the staged pipeline {url}: {e}")
     tops = {n.split("/")[0] for n in names}
