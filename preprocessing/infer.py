@@ -6,7 +6,7 @@ import csv
 import io
 from typing import Iterable, Optional, Sequence
 
-from preprocessing.parsing import BOM, header_names
+from preprocessing.parsing import BOM, check_line_ends, header_names
 from preprocessing.schema import ColumnSpec, Schema, SchemaError, coerce_value, looks_like_datetime
 
 KEY_NAMES = ("key", "id", "uuid", "unique_key", "trip_id", "example_id")
@@ -117,6 +117,10 @@ def parse_csv_sample(text: str, delimiter: str = ",", max_rows: int = 10_000):
     """Header and up to max_rows rows from the start of a CSV text."""
     if text.startswith(BOM):  # a UTF-8 byte-order mark (spreadsheet exports)
         text = text[len(BOM):]
+    try:
+        check_line_ends(text.split("\n", 1)[0], "the input file")
+    except ValueError as e:
+        raise SchemaError(str(e)) from None
     reader = csv.reader(io.StringIO(text), delimiter=delimiter)
     header = next(reader, None)
     if header is None:

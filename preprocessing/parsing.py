@@ -117,6 +117,14 @@ def iter_csv_records(lines: Iterable[str], first_line_no: int = 1,
 BOM = "\ufeff"
 
 
+def check_line_ends(first_line: str, source: str = "the file") -> None:
+    """ValueError when the first line holds a bare CR: the file's line ends are CR only
+    (classic Mac), so it reads as one line and its rows would silently be its header."""
+    if "\r" in first_line.rstrip("\r\n"):
+        raise ValueError(f"{source} has CR-only line ends (classic Mac): convert them to LF "
+                         f"or CRLF")
+
+
 def header_names(fields: Sequence[str], source: str = "the file") -> Tuple[str, ...]:
     """A CSV header's column names: stripped, a UTF-8 byte-order mark dropped (spreadsheet
     exports start with one), and no name twice (ValueError naming it: with two columns of

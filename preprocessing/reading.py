@@ -20,6 +20,7 @@ from preprocessing.parsing import (
     MAX_RECORD_BYTES,
     MAX_RECORD_LINES,
     RAW_HEAD,
+    check_line_ends,
     header_names,
     iter_csv_records,
     split_fields,
@@ -235,6 +236,12 @@ class ReadFileChunks(beam.DoFn):
         self.reject_counters = {}
 
     def process(self, readable: fileio.ReadableFile):
+        try:
+            yield from self._read(readable)
+        except BadHeader as e:  # the file's other lines are not read: the run is partial
+            yield from self._line_reject(readable.metadata.path, 1, "", "bad_header", str(e))
+
+    def _read(self, readable: fileio.ReadableFile):
         path = readable.metadata.path
         fmt = detect_format(path) if self.fmt == "auto" else self.fmt
         yield self.tally("files_read")
@@ -278,11 +285,11 @@ class ReadFileChunks(beam.DoFn):
                 for pos, record in read_records(counted or f, fmt, line_rejects, 1,
                                                 self.max_bytes, self.max_lines):
                     if fmt == "csv" and header is None and line_rejects:
-                        raise ValueError(_header_problem(path, line_rejects))
+                        raise BadHeader(_header_problem(path, line_rejects))
                     while line_rejects:
                         yield from self._line_reject(path, *line_rejects.pop())
                     if fmt == "csv" and header is None:
-                        header = header_names(split_fields([record])[0] or [], path)
+                        header = _header(record, path)
                         continue
                     chunk.append((pos, record))
                     if len(chunk) >= self.chunk_rows:
@@ -296,7 +303,7 @@ class ReadFileChunks(beam.DoFn):
                     raise
                 cut = e
         if fmt == "csv" and header is None and line_rejects:
-            raise ValueError(_header_problem(path, line_rejects))
+            raise BadHeader(_header_problem(path, line_rejects))
         while line_rejects:
             yield from self._line_reject(path, *line_rejects.pop())
         if chunk:
@@ -316,10 +323,10 @@ class ReadFileChunks(beam.DoFn):
         counted, line_rejects, header = _LineCounter(f), [], None
         for _, record in read_records(counted, "csv", line_rejects, 1, self.max_bytes,
                                       self.max_lines):
-            header = header_names(split_fields([record])[0] or [], path)
+            header = _header(record, path)
             break
         if line_rejects:
-            raise ValueError(_header_problem(path, line_rejects))
+            raise BadHeader(_header_problem(path, line_rejects))
         if header is None:
             logging.warning("%s: %s is empty (no header row)", self.job, path)
             return
@@ -400,6 +407,19 @@ class ReadFileChunks(beam.DoFn):
 # What a cut or corrupt compressed input raises while it is read (gzip: EOFError, BadGzipFile,
 # zlib.error; bz2: OSError "Invalid data stream").
 _CUT_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, OSError)
+
+
+class BadHeader(ValueError):
+    """A file whose header row cannot be read: the file is one bad_header dead letter (the
+    run is partial), not a failure of the whole job."""
+
+
+def _header(record: str, path: str) -> tuple:
+    try:
+        check_line_ends(record, path)
+        return header_names(split_fields([record])[0] or [], path)
+    except ValueError as e:
+        raise BadHeader(str(e)) from None
 
 
 def _header_problem(path: str, line_rejects: list) -> str:

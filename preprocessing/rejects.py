@@ -21,6 +21,8 @@ REASONS = {
     "truncated_file": "a compressed file that ends before its end marker (rows before the cut "
                       "are kept; the run is not marked complete)",
     "corrupt_file": "a file whose compression (.gz, .bz2) is not what its extension says",
+    "bad_header": "a CSV file whose header row cannot be read (not UTF-8, CR-only line ends, "
+                  "a name twice, over the record bounds); its rows are not read",
     "unreadable_file": "an input that is not a regular file (a device, a pipe, a folder) or "
                        "that the job may not read",
     "malformed_csv": "a record that is not valid CSV",
@@ -63,7 +65,7 @@ REASONS = {
 
 
 # File-level reasons: a run with one of them publishes what it read but is not complete.
-FILE_REASONS = ("truncated_file", "corrupt_file", "unreadable_file")
+FILE_REASONS = ("truncated_file", "corrupt_file", "unreadable_file", "bad_header")
 
 
 class Reject(Exception):

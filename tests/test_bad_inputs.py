@@ -235,6 +235,60 @@ def test_devices_fifos_and_unreadable_inputs_are_file_level_dead_letters(small_c
                    str(tmp_path / "fifo.csv"): "unreadable_file"}
 
 
+def test_encodings_line_ends_control_characters_and_numbers_in_one_run(small_csv, tmp_path):
+    """A folder of the same 300 rows written the ways users' files come: every physical line
+    is in a split or a dead letter with its reason; a file whose header cannot be read (UTF-16,
+    CR-only line ends) is one bad_header dead letter and makes the run partial, not a crash."""
+    text = open(small_csv).read()
+    header, *body = text.rstrip("\n").split("\n")
+    d = tmp_path / "in"
+    d.mkdir()
+
+    def put(name, data):
+        (d / name).write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+
+    put("a_lf.csv", text)
+    put("b_crlf.csv", text.replace("\n", "\r\n"))
+    put("c_latin1.csv", text.replace("Cab", "Caf\u00e9").encode("latin-1"))
+    ctl = list(body)
+    ctl[3] = ctl[3].replace(",", ",\x00\x07", 1)  # into the datetime field
+    put("d_control.csv", "\n".join([header] + ctl) + "\n")
+    put("e_blank_lines.csv", "\n\n".join([header] + body) + "\n\n")
+    put("f_no_final_newline.csv", text.rstrip("\n"))
+    odd = list(body)
+    grammar = ["1_000", "1e-400", "1e39", "nan", "0x10", "\u0661\u0662", "+.5e1"]
+    for i, v in enumerate(grammar):
+        f = odd[10 + i].split(",")
+        f[-1] = v  # fare_amount, the label
+        odd[10 + i] = ",".join(f)
+    put("g_numbers.csv", "\n".join([header] + odd) + "\n")
+    put("h_utf16.csv", text.encode("utf-16"))
+    put("i_cr_only.csv", text.replace("\n", "\r"))
+    put("j_empty.csv", "")
+    out = tmp_path / "out"
+    with pytest.raises(Exception, match="unreadable {'bad_header': 2}"):
+        preprocess.run(["--input", str(d / "*.csv"), "--output", str(out),
+                        "--schema_spec", TAXI_SPEC])
+    s = json.load(open(out / "summary.json"))
+    latin1 = sum("Cab" in r for r in body)
+    assert latin1 > 0
+    assert s["rejected"]["by_reason"] == {
+        "bad_encoding": latin1, "unparsable_datetime": 1, "non_finite_number": 1,
+        "number_out_of_range": 2, "unparsable_number": 3, "bad_header": 2}
+    assert s["rows_read"] == 7 * len(body) + 2 and s["reconciled"] and not s["complete"]
+    bad = {r["source"].rsplit("/", 1)[-1]: r["detail"]
+           for r in read_jsonl(str(out / "rejects" / "*.jsonl")) if r["reason"] == "bad_header"}
+    assert "CR-only line ends" in bad["i_cr_only.csv"] and "bad_encoding" in bad["h_utf16.csv"]
+
+
+def test_a_first_file_with_cr_only_line_ends_fails_at_launch_saying_so(small_csv, tmp_path):
+    (tmp_path / "mac.csv").write_text(open(small_csv).read().replace("\n", "\r"))
+    with pytest.raises(SystemExit) as e:
+        preprocess.run(["--input", str(tmp_path / "mac.csv"), "--output", str(tmp_path / "o"),
+                        "--schema_spec", TAXI_SPEC])
+    assert "CR-only line ends" in str(e.value.code) and "\n" not in str(e.value.code)
+
+
 def test_only_readable_regular_files_are_opened(tmp_path):
     os.mkfifo(tmp_path / "fifo.csv")
     for path in ("/dev/zero", str(tmp_path / "fifo.csv"), str(tmp_path), "/no/such.csv"):

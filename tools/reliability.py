@@ -117,6 +117,14 @@ def cases(work: str, quick: bool):
     with open(os.path.join(devs, "a.csv"), "w") as f:
         f.write("\n".join(lines) + "\n")
     yield "/dev/zero and a FIFO among the inputs", taxi(os.path.join(devs, "*.csv")), n + 2
+    mixed = os.path.join(work, "mixed")
+    os.makedirs(mixed, exist_ok=True)
+    for name, data in (("a.csv", ("\n".join(lines) + "\n").encode()),
+                       ("b_utf16.csv", ("\n".join(lines) + "\n").encode("utf-16")),
+                       ("c_cr.csv", ("\r".join(lines) + "\r").encode())):
+        with open(os.path.join(mixed, name), "wb") as f:
+            f.write(data)
+    yield "UTF-16 and CR-only files among the inputs", taxi(os.path.join(mixed, "*.csv")), n + 2
     yield "header only", taxi(csv("header.csv", header + "\n")), 0
     yield "empty file", taxi(csv("empty.csv", "")), 0
     yield "duplicate header name", ["--input", csv("dup.csv", "\n".join(
