@@ -18,11 +18,6 @@ Transformed feature names:
 """
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
-import tempfile
-
 import tensorflow as tf
 import tensorflow_transform as tft
 
@@ -114,21 +109,5 @@ def load_module_preprocessing_fn(path: str):
     The function is traced once, when the pipeline is built, so the module is needed only
     where the job is launched, not on the workers.
     """
-    from apache_beam.io.filesystems import FileSystems
-
-    local = path
-    if "://" in path:
-        tmp = tempfile.mkdtemp(prefix="module_file_")
-        local = os.path.join(tmp, os.path.basename(path))
-        with FileSystems.open(path) as src, open(local, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-    if not os.path.isfile(local):
-        raise FileNotFoundError(f"module file {path} does not exist")
-    spec = importlib.util.spec_from_file_location(
-        "user_module_" + os.path.splitext(os.path.basename(local))[0], local)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    fn = getattr(module, "preprocessing_fn", None)
-    if not callable(fn):
-        raise AttributeError(f"module file {path} has no callable preprocessing_fn")
-    return fn
+    from preprocessing.modules import load_module_function
+    return load_module_function(path, "preprocessing_fn")

@@ -13,7 +13,7 @@ import tensorflow as tf
 import yaml
 
 from preprocessing import parsing, rejects
-from tests.conftest import ROOT, read_examples
+from tests.conftest import ROOT, read_examples, read_jsonl
 from tests.conftest import small_train_config as _cfg
 from training.config import ConfigError
 
@@ -56,7 +56,10 @@ def test_training_converges_and_writes_outputs(trained):
     assert on_disk["eval"] == m["eval"] and on_disk["resumed_from_step"] == 0
     assert os.path.getsize(os.path.join(job_dir, "curves.png")) > 1000
     assert glob.glob(os.path.join(job_dir, "logs", "train", "events.out.tfevents.*"))
-    assert len(glob.glob(os.path.join(job_dir, "checkpoints", "epoch-*.index"))) == 4
+    # 4 epochs, the last 3 checkpoints kept (--keep_checkpoints)
+    assert sorted(os.path.basename(p) for p in glob.glob(
+        os.path.join(job_dir, "checkpoints", "epoch-*.index"))) == [
+        "epoch-002.index", "epoch-003.index", "epoch-004.index"]
     export = m["export_dir"]
     assert os.path.dirname(export) == os.path.join(job_dir, "export")
     assert os.path.basename(export).isdigit()
@@ -298,3 +301,136 @@ def test_missing_data_dir_is_a_clear_error(tmp_path):
                         "--job_dir", str(tmp_path / "j")], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode != 0 and "error" in r.stderr.splitlines()[-1].lower()
+
+
+@pytest.mark.parametrize("rows, want", [
+    (1_000_000, (512, 10, "constant")),   # the tabular demo: as before
+    (100_000, (512, 10, "constant")),
+    (10_000, (128, 13, "cosine")),        # 79 steps per epoch -> at least 1,000 steps
+    (1_440, (32, 23, "cosine")),          # ~1,800 images, 80% train
+    (400, (32, 77, "cosine")),
+])
+def test_defaults_follow_the_train_split_size(rows, want):
+    from training import defaults
+    batch, epochs, schedule, why = defaults.choose(rows, None, None, None)
+    assert (batch, epochs, schedule) == want
+    assert set(why) == {"batch_size", "epochs", "lr_schedule"}
+    assert epochs == 10 or epochs * -(-rows // batch) >= 1000  # the step floor
+
+
+def test_explicit_flags_win_over_the_defaults():
+    from training import defaults
+    assert defaults.choose(400, 64, 3, "constant")[:3] == (64, 3, "constant")
+    batch, epochs, schedule, why = defaults.choose(400, 64, None, None, train_steps=50)
+    assert (batch, epochs, schedule, set(why)) == (64, 10, "constant", {"epochs", "lr_schedule"})
+
+
+def test_collapse_check_names_chance_and_the_gap_to_train():
+    from training import defaults
+    hist = {"accuracy": [0.5, 0.98], "loss": [1.0, 0.05], "val_loss": [1.1, 3.0]}
+    w = defaults.collapse_warnings("classification", 10, {"accuracy": 0.08}, hist)
+    assert "near chance" in w[0] and "far below train accuracy 0.980" in w[1]
+    assert "--batch_size 32" in w[-1]
+    assert defaults.collapse_warnings("classification", 10, {"accuracy": 0.97}, hist) == []
+    assert "3x the train loss" in defaults.collapse_warnings(
+        "regression", 1, {"rmse": 2.0}, hist)[0]
+
+
+def test_only_the_last_checkpoints_are_kept(tmp_path):
+    from training.trainer import prune_checkpoints
+    for e in range(1, 6):
+        (tmp_path / f"epoch-{e:03d}.index").write_text("i")
+        (tmp_path / f"epoch-{e:03d}.data-00000-of-00001").write_text("d")
+    (tmp_path / "checkpoint").write_text("latest")
+    assert prune_checkpoints(str(tmp_path), 3) == [1, 2]
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint"] + sorted(
+        f"epoch-{e:03d}.{s}" for e in (3, 4, 5) for s in ("data-00000-of-00001", "index"))
+
+
+def test_default_flags_on_a_small_dataset_take_enough_steps_and_learn(preprocessed, tmp_path):
+    """No batch size, epochs or schedule given on ~2,300 train rows: the trainer chooses batch
+    32, at least 1,000 optimizer steps and a cosine decay, records why in metrics.json, and
+    learns (the old batch-512 defaults gave 5 steps per epoch)."""
+    from training import train_and_evaluate
+    from training.config import TrainConfig
+    m = train_and_evaluate(TrainConfig(data_dir=preprocessed[0], job_dir=str(tmp_path / "job"),
+                                       hidden_units=[32, 16], verbose=0))
+    d = m["defaults"]
+    assert (d["batch_size"]["value"], d["lr_schedule"]["value"]) == (32, "cosine")
+    rows = json.load(open(os.path.join(preprocessed[0], "summary.json")))["splits"]["train"]
+    assert f"{rows:,} train rows" in d["batch_size"]["why"]
+    assert m["final_step"] >= 1000 and m["config"]["batch_size"] == 32
+    assert m["eval"]["rmse"] < 3.0 and m["warnings"] == []  # noise sigma is 1.5
+    on_disk = json.load(open(tmp_path / "job" / "metrics.json"))
+    assert on_disk["defaults"] == d
+    assert len(glob.glob(str(tmp_path / "job" / "checkpoints" / "epoch-*.index"))) == 3
+
+
+def test_a_user_model_module_trains_and_exports_with_the_transform(preprocessed, tmp_path):
+    """--model_module: the example module's build_model is trained, and the export serves it
+    through the embedded transform (raw features in)."""
+    module = os.path.join(ROOT, "training", "examples", "custom_model.py")
+    from training import train_and_evaluate
+    m = train_and_evaluate(_cfg(preprocessed[0], str(tmp_path / "job"), epochs=1,
+                                hidden_units=[16], model_module=module, verbose=0))
+    assert m["config"]["model_module"] == module and m["eval"]["rmse"] > 0
+    loaded = tf.saved_model.load(m["export_dir"])
+    sig = loaded.signatures["predict_raw"]
+    raw = {"pickup_datetime": tf.constant(["2025-06-02 08:15:00"]),
+           "pickup_longitude": tf.constant([-73.95]), "pickup_latitude": tf.constant([40.75]),
+           "dropoff_longitude": tf.constant([-73.9]), "dropoff_latitude": tf.constant([40.8]),
+           "passenger_count": tf.constant([1], tf.int64), "payment_type": tf.constant(["Cash"]),
+           "company": tf.constant(["Sun Taxi"])}
+    out = sig(**{k: v for k, v in raw.items() if k in sig.structured_input_signature[1]})
+    assert np.isfinite(out["predictions"].numpy()).all()
+    # The trained layers are the module's: batch normalisation (moving statistics), which the
+    # built-in model lacks.
+    keys = [k for k, _ in tf.train.list_variables(os.path.join(m["export_dir"], "variables",
+                                                                "variables"))]
+    assert any("moving_mean" in k for k in keys)
+
+
+def test_a_model_module_without_build_model_is_a_one_line_error(preprocessed, tmp_path):
+    bad = tmp_path / "m.py"
+    bad.write_text("def other(): pass\n")
+    r = subprocess.run([sys.executable, "-m", "training.task", "--data_dir", preprocessed[0],
+                        "--job_dir", str(tmp_path / "j"), "--model_module", str(bad)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"training.task: error: module file {bad} has no callable build_model")
+
+
+@pytest.mark.slow
+def test_label_key_trains_on_a_transformed_label_and_the_jobs_serve_its_classes(taxi_csv,
+                                                                                tmp_path):
+    """TFX's convention: the label is a transformed output (here a binary one derived from the
+    raw fare); --label_key names it; the export classifies, and batch_predict writes classes
+    from raw rows that have no label."""
+    from beam_jobs import batch_predict, preprocess
+    from preprocessing import TAXI_SPEC
+    from training import train_and_evaluate
+    module = tmp_path / "tfx_module.py"
+    module.write_text(
+        "import tensorflow as tf\nimport tensorflow_transform as tft\n"
+        "def preprocessing_fn(inputs):\n"
+        "    lat = inputs['pickup_latitude'] - inputs['dropoff_latitude']\n"
+        "    lon = inputs['pickup_longitude'] - inputs['dropoff_longitude']\n"
+        "    return {'dist_xf': tft.scale_to_z_score(tf.sqrt(lat * lat + lon * lon)),\n"
+        "            'big_fare_xf': tf.cast(inputs['fare_amount'] > 15.0, tf.int64)}\n")
+    data = str(tmp_path / "prep")
+    preprocess.run(["--input", taxi_csv[0], "--output", data, "--schema_spec", TAXI_SPEC,
+                    "--module_file", str(module)])
+    with pytest.raises(Exception, match="is not a transformed feature"):
+        train_and_evaluate(_cfg(data, str(tmp_path / "bad"), label_key="no_such", epochs=1))
+    m = train_and_evaluate(_cfg(data, str(tmp_path / "job"), label_key="big_fare_xf",
+                                epochs=3, verbose=0))
+    assert (m["task"], m["label"]) == ("classification", "big_fare_xf")
+    assert m["eval"]["accuracy"] > 0.7
+    out = tmp_path / "pred"
+    rows = open(taxi_csv[0]).read().splitlines()[:201]
+    (tmp_path / "in.csv").write_text("\n".join(rows) + "\n")
+    s = batch_predict.run(["--model_dir", m["export_dir"], "--input", str(tmp_path / "in.csv"),
+                           "--output", str(out)])
+    preds = read_jsonl(str(out / "predictions-*.jsonl"))
+    assert s["reconciled"] and preds and {p["class"] for p in preds} <= {"0", "1"}

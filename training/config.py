@@ -20,13 +20,15 @@ class ConfigError(ValueError):
 class TrainConfig:
     data_dir: str
     job_dir: str
-    epochs: int = 10
+    epochs: Optional[int] = None             # None: from the data (training/defaults.py)
     train_steps: Optional[int] = None       # total steps; overrides epochs when set
     steps_per_epoch: Optional[int] = None   # default: train rows / batch size
-    batch_size: int = 512                   # global batch size
+    batch_size: Optional[int] = None        # global batch size; None: from the data
     learning_rate: float = 3e-3
-    lr_schedule: str = "constant"            # or cosine: decays to 0 over the training steps
+    lr_schedule: Optional[str] = None       # constant or cosine (decays to 0); None: auto
     model: str = "wide_deep"
+    label_key: Optional[str] = None          # a transformed feature as the label (TFX _xf)
+    model_module: Optional[str] = None       # a file with build_model(feature_info, config)
     hidden_units: List[int] = field(default_factory=lambda: [128, 64, 32])
     embedding_dim: int = 8
     dropout: float = 0.0
@@ -37,6 +39,7 @@ class TrainConfig:
     eval_steps: Optional[int] = None         # default: the whole eval split
     early_stopping_patience: int = 0         # 0 = off
     checkpoint_steps: int = 200              # BackupAndRestore frequency
+    keep_checkpoints: int = 3                # per-epoch weight checkpoints kept (the last N)
     distribution: str = "auto"
     seed: int = 42
     model_dir: Optional[str] = None          # export base (default job_dir/export)
@@ -57,8 +60,12 @@ class TrainConfig:
     def validate(self):
         if not self.data_dir or not self.job_dir:
             raise ConfigError("--data_dir and --job_dir are required")
-        for name in ("epochs", "batch_size", "embedding_dim", "checkpoint_steps", "shuffle_buffer"):
+        for name in ("embedding_dim", "checkpoint_steps", "shuffle_buffer", "keep_checkpoints"):
             if getattr(self, name) < 1:
+                raise ConfigError(f"--{name} must be >= 1")
+        for name in ("epochs", "batch_size"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
                 raise ConfigError(f"--{name} must be >= 1")
         for name in ("train_steps", "steps_per_epoch", "eval_steps"):
             v = getattr(self, name)
@@ -72,7 +79,7 @@ class TrainConfig:
             raise ConfigError("--learning_rate must be > 0")
         if self.model not in MODELS:
             raise ConfigError(f"--model must be one of {MODELS}")
-        if self.lr_schedule not in ("constant", "cosine"):
+        if self.lr_schedule not in (None, "constant", "cosine"):
             raise ConfigError("--lr_schedule must be constant or cosine")
         if self.backbone not in BACKBONES:
             raise ConfigError(f"--backbone must be one of {BACKBONES}")
@@ -84,14 +91,22 @@ class TrainConfig:
         a = parser.add_argument
         a("--data_dir", required=True, help="The preprocess job's output directory.")
         a("--job_dir", required=True, help="Where checkpoints, logs, metrics and the export go.")
-        a("--epochs", type=int, default=10)
+        a("--epochs", type=int, help="Default: 10, or more for small data so that training "
+          "takes at least 1000 optimizer steps (training/defaults.py).")
         a("--train_steps", type=int, help="Total training steps (overrides --epochs).")
         a("--steps_per_epoch", type=int, help="Default: train rows / batch size.")
-        a("--batch_size", type=int, default=512, help="Global batch size.")
+        a("--batch_size", type=int, help="Global batch size. Default: train rows / 50 as a "
+          "power of two within [32, 512].")
         a("--learning_rate", type=float, default=3e-3)
-        a("--lr_schedule", choices=("constant", "cosine"), default="constant",
-          help="cosine: decay the learning rate to 0 over the training steps.")
+        a("--lr_schedule", choices=("constant", "cosine"),
+          help="cosine: decay the learning rate to 0 over the training steps. Default: cosine "
+               "when small data needed extra epochs, else constant.")
         a("--model", choices=MODELS, default="wide_deep")
+        a("--label_key", help="Train on this transformed feature instead of the schema's raw "
+          "label (TFX's <name>_xf convention): float -> regression, int -> classification.")
+        a("--model_module", help="A Python file (local or gs://) defining build_model("
+          "feature_info, config) -> tf_keras.Model; replaces --model (see "
+          "training/examples/custom_model.py).")
         a("--hidden_units", default="128,64,32", help="Comma-separated layer sizes.")
         a("--embedding_dim", type=int, default=8)
         a("--dropout", type=float, default=0.0)
@@ -105,6 +120,8 @@ class TrainConfig:
         a("--eval_steps", type=int, help="Default: the whole eval split.")
         a("--early_stopping_patience", type=int, default=0, help="Epochs; 0 turns it off.")
         a("--checkpoint_steps", type=int, default=200, help="Backup (resume) frequency in steps.")
+        a("--keep_checkpoints", type=int, default=3,
+          help="Per-epoch weight checkpoints to keep (older ones are deleted).")
         a("--distribution", choices=DISTRIBUTIONS, default="auto",
           help="auto: from TF_CONFIG (ps -> parameter_server, several workers -> "
                "multi_worker), else mirrored with several GPUs, else single.")

@@ -44,6 +44,22 @@ class FeatureInfo:
         return self.numeric + list(self.categorical)
 
 
+def _max_int_label(data_dir: str, name: str, limit: int = 1_000_000) -> int:
+    """The largest id of an int label over (up to `limit` records of) the train split;
+    LabelKeyError for a negative one."""
+    files = split_files(data_dir, "train")
+    ds = tf.data.TFRecordDataset(files, compression_type="GZIP").take(limit).batch(10_000)
+    spec = {name: tf.io.FixedLenFeature([], tf.int64)}
+    low, high = 0, 0
+    for batch in ds:
+        v = tf.io.parse_example(batch, spec)[name]
+        low, high = min(low, int(tf.reduce_min(v))), max(high, int(tf.reduce_max(v)))
+    if low < 0:
+        raise LabelKeyError(f"--label_key {name} has negative ids ({low}): class ids must be "
+                            "0, 1, ...")
+    return high
+
+
 class EmptySplitError(ValueError):
     """The preprocess output has no train or no eval rows: nothing to train on or measure."""
 
@@ -62,8 +78,16 @@ def check_splits(data_dir: str) -> None:
                 f"preprocess more rows, or give --split a larger {name} fraction")
 
 
-def load_feature_info(data_dir: str) -> FeatureInfo:
-    """Reads the preprocess output: raw schema, transform output and run summary."""
+class LabelKeyError(ValueError):
+    """--label_key names no usable transformed feature."""
+
+
+def load_feature_info(data_dir: str, label_key: Optional[str] = None) -> FeatureInfo:
+    """Reads the preprocess output: raw schema, transform output and run summary.
+
+    `label_key`: a transformed feature to train on instead of the schema's raw label (TFX's
+    `<name>_xf` convention): float -> regression; int -> classification over the ids
+    0..max (an int label with two values is binary)."""
     import tensorflow_transform as tft
 
     for needed in ("transform_fn", RAW_SCHEMA_FILE):
@@ -76,9 +100,22 @@ def load_feature_info(data_dir: str) -> FeatureInfo:
     known_cat = schema.categorical_outputs()
     domains = {f.name: f.int_domain for f in tft_out.transformed_metadata.schema.feature
                if f.HasField("int_domain")}
+    label, task = schema.label, schema.task
+    if label_key:
+        if label_key not in spec:
+            raise LabelKeyError(f"--label_key {label_key} is not a transformed feature "
+                                f"(have: {sorted(spec)})")
+        label = label_key
+        if spec[label_key].dtype == tf.float32:
+            task = "regression"
+        elif spec[label_key].dtype == tf.int64:
+            task = "classification"
+        else:
+            raise LabelKeyError(f"--label_key {label_key} is a string: map it to int ids in "
+                                "the preprocessing_fn (tft.compute_and_apply_vocabulary)")
     numeric, categorical = [], {}
     for name, s in sorted(spec.items()):
-        if name in (schema.label, schema.key):
+        if name in (label, schema.label, schema.key):
             continue
         if s.dtype == tf.string:
             continue  # passthrough strings are not model inputs
@@ -98,7 +135,12 @@ def load_feature_info(data_dir: str) -> FeatureInfo:
     if image:  # image data: the model reads the decoded image only
         numeric, categorical = [], {}
     n_classes, class_names = 1, []
-    if schema.task == "classification":
+    if label_key and task == "classification":
+        top = int(domains[label_key].max) if label_key in domains else \
+            _max_int_label(data_dir, label_key)
+        n_classes = max(2, top + 1)
+        class_names = [str(i) for i in range(n_classes)]
+    elif task == "classification":
         class_names = [v.decode() if isinstance(v, bytes) else str(v)
                        for v in tft_out.vocabulary_by_name("label")]
         n_classes = len(class_names)
@@ -107,7 +149,7 @@ def load_feature_info(data_dir: str) -> FeatureInfo:
     if tf.io.gfile.exists(summary):
         with tf.io.gfile.GFile(summary) as f:
             split_rows = json.load(f).get("splits", {})
-    return FeatureInfo(label=schema.label, task=schema.task, numeric=numeric,
+    return FeatureInfo(label=label, task=task, numeric=numeric,
                        categorical=categorical, feature_spec=spec, n_classes=n_classes,
                        class_names=class_names, split_rows=split_rows, raw_schema=schema,
                        image=image)

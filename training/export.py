@@ -10,6 +10,7 @@ Outputs: regression -> `predictions` [batch]; classification -> `probabilities` 
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -122,6 +123,9 @@ def export_model(model, data_dir: str, info: FeatureInfo, export_dir: str) -> st
     # Written last: readers take a version as complete once this file exists
     # (inference.model_handler.is_complete).
     tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
+    schema = info.raw_schema
+    if schema.task != info.task:  # --label_key: the jobs serve the task that was trained
+        schema = dataclasses.replace(schema, task=info.task)
     with tf.io.gfile.GFile(os.path.join(export_dir, RAW_SCHEMA_ASSET), "w") as f:
-        f.write(info.raw_schema.dumps())
+        f.write(schema.dumps())
     return export_dir

@@ -26,11 +26,12 @@ def main(argv=None) -> int:
         cfg = TrainConfig.from_args(args)
     except ConfigError as e:
         parser.error(str(e))
-    from training.data import EmptySplitError
+    from training.data import EmptySplitError, LabelKeyError
     from training.trainer import train_and_evaluate
     try:
         metrics = train_and_evaluate(cfg)
-    except (FileNotFoundError, EmptySplitError) as e:
+    except (FileNotFoundError, EmptySplitError, LabelKeyError, AttributeError, TypeError) as e:
+        # Includes a --model_module without build_model, or returning no tf_keras Model.
         print(f"training.task: error: {e}", file=sys.stderr)
         return 2
     if metrics.get("chief", True):

@@ -10,6 +10,7 @@ Only the chief writes the export, metrics.json and the curves PNG.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -24,6 +25,7 @@ import tf_keras as keras
 
 from preprocessing.evaluation import EvalSums
 from training import data as data_lib
+from training import defaults
 from training.config import TrainConfig
 from training.export import export_model, next_version_dir
 from training.model import build_model, compile_model
@@ -118,6 +120,39 @@ class StepProgressLogger(ProgressLogger):
 
 
 # ---- evaluation ---------------------------------------------------------------------------------
+class PruneCheckpoints(keras.callbacks.Callback):
+    """Keeps the per-epoch weight checkpoints of the last `keep` epochs (local or gs://)."""
+
+    def __init__(self, directory: str, keep: int):
+        super().__init__()
+        self.directory, self.keep = directory, keep
+
+    def on_epoch_end(self, epoch, logs=None):
+        prune_checkpoints(self.directory, self.keep)
+
+
+def prune_checkpoints(directory: str, keep: int) -> list:
+    """Deletes the files of all but the newest `keep` `epoch-NNN` checkpoints; returns the
+    epochs removed."""
+    import re
+    try:
+        names = tf.io.gfile.listdir(directory)
+    except tf.errors.NotFoundError:
+        return []
+    epochs = sorted({int(m.group(1)) for n in names
+                     if (m := re.match(r"epoch-(\d+)(?:\.|$)", n.rstrip("/")))})
+    old = epochs[:-keep] if keep else epochs
+    for n in names:
+        m = re.match(r"epoch-(\d+)(?:\.|$)", n.rstrip("/"))
+        if m and int(m.group(1)) in old:
+            path = os.path.join(directory, n.rstrip("/"))
+            if tf.io.gfile.isdir(path):
+                tf.io.gfile.rmtree(path)
+            else:
+                tf.io.gfile.remove(path)
+    return old
+
+
 def exact_eval(model, files, info, batch_size: int) -> dict:
     """Metrics over the whole eval split exactly once, on this process (no sharding).
 
@@ -166,11 +201,18 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
     kind = resolve_distribution(cfg)
     strategy = make_strategy(kind)
     chief = is_chief()
-    info = data_lib.load_feature_info(cfg.data_dir)
+    info = data_lib.load_feature_info(cfg.data_dir, cfg.label_key)
     train_files = data_lib.split_files(cfg.data_dir, "train")
     eval_files = data_lib.split_files(cfg.data_dir, "eval")
     train_rows = info.split_rows.get("train") or 10_000
     eval_rows = info.split_rows.get("eval") or 1_000
+    batch_size, auto_epochs, schedule, chosen = defaults.choose(
+        train_rows, cfg.batch_size, cfg.epochs, cfg.lr_schedule, cfg.train_steps,
+        cfg.steps_per_epoch)
+    for name, c in chosen.items():
+        log.info("%s=%s (%s)", name, c["value"], c["why"])
+    cfg = dataclasses.replace(cfg, batch_size=batch_size, epochs=auto_epochs,
+                              lr_schedule=schedule)
     steps_per_epoch = cfg.steps_per_epoch or data_lib.steps_for(train_rows, cfg.batch_size)
     epochs = cfg.epochs
     if cfg.train_steps:
@@ -185,8 +227,16 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
     eval_steps = cfg.eval_steps or data_lib.steps_for(eval_rows, cfg.batch_size)
     eval_fn = data_lib.make_dataset_fn(eval_files, info, cfg.batch_size, training=False,
                                        repeat=True)
+    builder = build_model
+    if cfg.model_module:
+        from preprocessing.modules import load_module_function
+        builder = load_module_function(cfg.model_module, "build_model")
     with strategy.scope():
-        model = build_model(info, cfg)
+        model = builder(info, cfg)
+        if not isinstance(model, keras.Model):
+            raise TypeError(f"build_model in {cfg.model_module} returned "
+                            f"{type(model).__name__}, not a tf_keras Model (Keras 2: "
+                            "`import tf_keras as keras`)")
         compile_model(model, info, cfg, total_steps=epochs * steps_per_epoch,
                       **({"steps_per_execution": 1} if kind == "parameter_server" else {}))
     if kind == "parameter_server":
@@ -215,6 +265,7 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
         progress,
         keras.callbacks.ModelCheckpoint(os.path.join(ckpt_dir, "epoch-{epoch:03d}"),
                                         save_weights_only=True),
+        PruneCheckpoints(ckpt_dir, cfg.keep_checkpoints),
         keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch"),
     ]
     if cfg.early_stopping_patience and val_kwargs:
@@ -232,6 +283,9 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
         return {"chief": False}
     final = exact_eval(model, eval_files, info, cfg.batch_size)
     hist = {k: [float(v) for v in vs] for k, vs in history.history.items()}
+    warnings = defaults.collapse_warnings(info.task, info.n_classes, final, hist)
+    for w in warnings:
+        log.warning("training: %s", w)
     metrics = {
         "task": info.task, "label": info.label, "distribution": kind,
         "replicas": strategy.num_replicas_in_sync, "eval": final, "history": hist,
@@ -242,7 +296,8 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
         "examples_per_second": round(
             (int(model.optimizer.iterations.numpy()) - progress.resumed_from_step)
             * cfg.batch_size / max(train_seconds, 1e-9), 1),
-        "export_dir": export_dir, "config": cfg.to_dict(),
+        "export_dir": export_dir, "config": cfg.to_dict(), "defaults": chosen,
+        "warnings": warnings,
     }
     tf.io.gfile.makedirs(cfg.job_dir)
     with tf.io.gfile.GFile(os.path.join(cfg.job_dir, "metrics.json"), "w") as f:

@@ -1,0 +1,84 @@
+"""Training defaults chosen from the data, and the end-of-training collapse check.
+
+Defaults tuned for a million tabular rows (batch 512, 10 epochs) give a 1,800-image set 30
+optimizer steps: batch-norm statistics never converge and eval accuracy sits at chance while
+train accuracy climbs. So, for each flag the user left unset:
+
+- batch size: a power of two near train rows / 50, within [32, 512] (1M rows: 512; 1,800: 32);
+- epochs: 10, or more so that training takes at least MIN_STEPS optimizer steps (at most
+  MAX_EPOCHS);
+- learning-rate schedule: cosine when the step floor raised the epochs (small data: many
+  passes, a decaying rate settles them), else constant.
+
+Every choice and its reason is logged and written to metrics.json ("defaults"). Explicit
+flags always win.
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional, Tuple
+
+MIN_BATCH, MAX_BATCH = 32, 512
+ROWS_PER_BATCH = 50  # train rows per batch-size unit: at least ~50 steps per epoch
+BASE_EPOCHS = 10
+MIN_STEPS = 1000
+MAX_EPOCHS = 200
+
+
+def choose(train_rows: int, batch_size: Optional[int], epochs: Optional[int],
+           lr_schedule: Optional[str], train_steps: Optional[int] = None,
+           steps_per_epoch: Optional[int] = None) -> Tuple[int, int, str, Dict[str, dict]]:
+    """(batch_size, epochs, lr_schedule, {flag: {"value", "why"}}) for the unset flags."""
+    why: Dict[str, dict] = {}
+    if batch_size is None:
+        raw = max(1, train_rows // ROWS_PER_BATCH)
+        batch_size = min(MAX_BATCH, max(MIN_BATCH, 2 ** int(math.log2(raw))))
+        why["batch_size"] = {"value": batch_size, "why": (
+            f"auto: {train_rows:,} train rows / {ROWS_PER_BATCH} as a power of two within "
+            f"[{MIN_BATCH}, {MAX_BATCH}]")}
+    per_epoch = steps_per_epoch or max(1, math.ceil(train_rows / batch_size))
+    floor_raised = False
+    if epochs is None:
+        epochs = BASE_EPOCHS
+        if not train_steps and per_epoch * epochs < MIN_STEPS:
+            epochs = min(MAX_EPOCHS, math.ceil(MIN_STEPS / per_epoch))
+            floor_raised = True
+        why["epochs"] = {"value": epochs, "why": (
+            f"auto: at least {MIN_STEPS} optimizer steps ({per_epoch} steps per epoch)"
+            if floor_raised else f"auto: {BASE_EPOCHS} ({per_epoch} steps per epoch)")}
+    if lr_schedule is None:
+        lr_schedule = "cosine" if floor_raised else "constant"
+        why["lr_schedule"] = {"value": lr_schedule, "why": (
+            "auto: cosine decay over the many passes small data needs" if floor_raised else
+            "auto: constant (enough steps per epoch)")}
+    return batch_size, epochs, lr_schedule, why
+
+
+def collapse_warnings(task: str, n_classes: int, final: dict, history: dict) -> List[str]:
+    """What went wrong when eval is near chance or far below train, with the flags to try."""
+    out = []
+    if task == "classification":
+        acc = final.get("accuracy")
+        train = _last(history, ("accuracy", "sparse_categorical_accuracy", "binary_accuracy"))
+        chance = 1.0 / max(n_classes, 2)
+        if acc is not None and acc <= chance + 0.1 * (1 - chance):
+            out.append(f"eval accuracy {acc:.3f} is near chance ({chance:.3f} for {n_classes} "
+                       f"classes)")
+        if acc is not None and train is not None and train - acc > 0.3:
+            out.append(f"eval accuracy {acc:.3f} is far below train accuracy {train:.3f}")
+    else:
+        loss, val = _last(history, ("loss",)), _last(history, ("val_loss",))
+        if loss and val and val > 3 * loss:
+            out.append(f"eval loss {val:.4g} is over 3x the train loss {loss:.4g}")
+    if out:
+        out.append("likely causes: too few optimizer steps for batch-norm statistics to settle, "
+                   "or overfitting; try --batch_size 32 --epochs 20 --lr_schedule cosine, "
+                   "--augment for images, and check the label column")
+    return out
+
+
+def _last(history: dict, keys) -> Optional[float]:
+    for k in keys:
+        if history.get(k):
+            return float(history[k][-1])
+    return None
