@@ -1,10 +1,17 @@
-"""Rows/s of the preprocess job against a bare single-process loop, side by side, one run.
+"""Rows/s of the preprocess job against its two peers, side by side, one run, same clean data.
 
-The bare loop is the floor anyone could write: csv.reader -> tf.train.Example of the raw
-columns -> gzip TFRecordWriter, no validation, no split, no analyzers. The job does all of
-that plus tf.transform analysis and transformation. Target: job >= 0.5x the bare loop.
+- bare loop: the floor anyone could write: csv.reader -> tf.train.Example of the raw columns
+  -> gzip TFRecordWriter, one process, no validation, no split, no analyzers;
+- canonical tf.transform pattern (benchmarks/canonical_tft.py, as tf.transform's census
+  example): ReadFromText -> BeamRecordCsvTFXIO -> AnalyzeAndTransformDataset -> Encode ->
+  WriteToTFRecord, the same transforms, same runner and worker count as the job;
+- the job: validation, split, dead letters, analysis on train, transform, finalize.
+
+Each is timed end to end in a fresh process (start-up included), with the peak RSS of its
+process tree. Targets (issue 18): job >= 1.0x bare and >= 2x canonical on 2 cores.
 
     python benchmarks/preprocess_csv.py --rows 1000000
+    python benchmarks/preprocess_csv.py --rows 5000000 --workers 2
 """
 from __future__ import annotations
 
@@ -14,7 +21,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -52,11 +58,23 @@ def bare_loop(csv_path: str, out_path: str) -> int:
     return n
 
 
-def run_job(csv_path: str, out_dir: str, workers: int) -> float:
-    from benchmarks._jobs import time_job
+def run_job(csv_path: str, out_dir: str, workers: int):
+    from benchmarks._jobs import measure_job
     from preprocessing import TAXI_SPEC
-    return time_job("beam_jobs.preprocess", ["--input", csv_path, "--output", out_dir,
-                                             "--schema_spec", TAXI_SPEC], workers)
+    return measure_job("beam_jobs.preprocess", ["--input", csv_path, "--output", out_dir,
+                                                "--schema_spec", TAXI_SPEC], workers)
+
+
+def run_canonical(csv_path: str, out_dir: str, workers: int):
+    from benchmarks._jobs import measure_job
+    return measure_job("benchmarks.canonical_tft", ["--input", csv_path, "--output", out_dir],
+                       workers)
+
+
+def bare_in_process(csv_path: str, out_path: str):
+    """(seconds, peak MB) of the bare loop in a fresh process, like the others."""
+    from benchmarks._jobs import measure_job
+    return measure_job("benchmarks.preprocess_csv", ["--bare_only", csv_path, out_path])
 
 
 def main(argv=None):
@@ -64,25 +82,34 @@ def main(argv=None):
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--workers", default="1,2", help="DirectRunner worker counts to time.")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--bare_only", nargs=2, metavar=("CSV", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.bare_only:
+        bare_loop(*args.bare_only)
+        return
     from tools.datagen import write_csv
 
     tmp = tempfile.mkdtemp(prefix="bench_prep_")
     csv_path = os.path.join(tmp, "taxi.csv")
-    write_csv(csv_path, args.rows, seed=7)
-    t = time.time()
-    bare_rows = bare_loop(csv_path, os.path.join(tmp, "bare.tfrecord.gz"))
-    bare_s = time.time() - t
-    bare_rate = args.rows / bare_s
+    write_csv(csv_path, args.rows, seed=7, dirty_fraction=0.0)  # the canonical pattern needs it
     print(f"rows: {args.rows} (cores: {os.cpu_count()})")
-    print(f"{'variant':<34}{'seconds':>10}{'rows/s':>12}{'ratio':>8}")
-    print(f"{'bare loop (1 process)':<34}{bare_s:>10.1f}{bare_rate:>12.0f}{1.0:>8.2f}")
+    print(f"{'variant':<38}{'seconds':>9}{'rows/s':>10}{'vs bare':>9}{'vs canon':>10}"
+          f"{'peak MB':>9}")
+    bare_s, bare_mb = bare_in_process(csv_path, os.path.join(tmp, "bare.tfrecord.gz"))
+    bare_rate = args.rows / bare_s
+    print(f"{'bare loop (1 process)':<38}{bare_s:>9.1f}{bare_rate:>10.0f}{1.0:>9.2f}"
+          f"{'':>10}{bare_mb:>9.0f}", flush=True)
     for w in [int(x) for x in args.workers.split(",")]:
-        s = run_job(csv_path, os.path.join(tmp, f"job{w}"), w)
+        c_s, c_mb = run_canonical(csv_path, os.path.join(tmp, f"canon{w}"), w)
+        c_rate = args.rows / c_s
+        print(f"{f'canonical tf.transform, {w} worker(s)':<38}{c_s:>9.1f}{c_rate:>10.0f}"
+              f"{c_rate / bare_rate:>9.2f}{1.0:>10.2f}{c_mb:>9.0f}", flush=True)
+        s, mb = run_job(csv_path, os.path.join(tmp, f"job{w}"), w)
         rate = args.rows / s
-        label = f"preprocess job, {w} worker(s)"
-        print(f"{label:<34}{s:>10.1f}{rate:>12.0f}{rate / bare_rate:>8.2f}")
-    print(f"(bare loop wrote {bare_rows} rows; job wall time includes start-up and analysis)")
+        print(f"{f'preprocess job, {w} worker(s)':<38}{s:>9.1f}{rate:>10.0f}"
+              f"{rate / bare_rate:>9.2f}{rate / c_rate:>10.2f}{mb:>9.0f}", flush=True)
+    print("(wall time end to end in a fresh process each, start-up and analysis included; "
+          "peak MB: the process tree's summed RSS)")
     if not args.keep:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import glob
 import json
 import os
 import shutil
@@ -28,7 +29,7 @@ sys.path.insert(0, ROOT)
 GOOD = {"pickup_datetime": "2025-06-02 08:15:00", "pickup_longitude": -73.95,
         "pickup_latitude": 40.75, "dropoff_longitude": -73.9, "dropoff_latitude": 40.8,
         "passenger_count": 1, "payment_type": "Cash", "company": "Sun Taxi"}
-DEEP = '{"a": ' + "[" * 50_000 + "]" * 50_000 + "}"
+DEEP = '{"a": ' + "[" * 30_000 + "]" * 30_000 + "}"  # under --max_message_bytes below
 # Every 10th message is bad, cycling through these (reason the job must give).
 BAD = [
     (lambda i: {"data": dict(GOOD, pickup_latitude="x")}, "unparsable_number"),
@@ -113,12 +114,12 @@ def main(argv=None) -> int:
                 time.sleep(2)
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        # Warm-up (TensorFlow import, model load) before the replay's clock starts is not known
-        # here: publish the new version halfway through the replay's own duration after the
-        # first output appears.
-        while proc.poll() is None and not os.path.isdir(out):
+        # The replay starts after the job's warm-up (TensorFlow import, model load): the first
+        # predictions file appears when its first 10 s window closes. The new version is
+        # published halfway through the replay from there.
+        while proc.poll() is None and not glob.glob(os.path.join(out, "predictions-*")):
             time.sleep(0.5)
-        time.sleep(a.secs / 2)
+        time.sleep(max(0.0, a.secs / 2 - 10))
         shutil.copytree(export, os.path.join(base, "200"))
         swapped = time.time() - started
         err = proc.communicate()[1]

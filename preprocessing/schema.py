@@ -355,6 +355,7 @@ INTEGER_RE = re.compile(INTEGER_PATTERN)
 NONZERO_MANTISSA_RE = re.compile(r"[^eE]*[1-9]")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # the smallest normal float32
 EXACT_FLOAT_INT = 1 << 53
 
 
@@ -369,7 +370,10 @@ class NumberError(ValueError):
 def float32_out_of_range(value: float, text: str) -> bool:
     """True when a finite float64 `value` read from `text` does not survive float32
     storage: beyond float32's range, or non-zero (in value or in text) but stored as 0."""
-    if abs(value) > FLOAT32_MAX:
+    magnitude = abs(value)
+    if FLOAT32_TINY <= magnitude <= FLOAT32_MAX:  # the common case, without numpy
+        return False
+    if magnitude > FLOAT32_MAX:
         return True
     if value == 0:
         return NONZERO_MANTISSA_RE.match(text) is not None
