@@ -22,6 +22,17 @@ def _csv(tmp_path, name, text):
     return str(path)
 
 
+def _partial_run(inputs: str, out) -> dict:
+    """Runs preprocess over inputs that hold a file-level problem: the job must fail as
+    partial, publish what it read with "complete": false and no _SUCCESS, and reconcile."""
+    with pytest.raises(Exception, match="cut short, corrupt or unreadable"):
+        preprocess.run(["--input", inputs, "--output", str(out), "--schema_spec", TAXI_SPEC])
+    summary = json.load(open(out / "summary.json"))
+    assert summary["complete"] is False and summary["reconciled"]
+    assert not (out / "_SUCCESS").exists()
+    return summary
+
+
 @pytest.fixture(scope="module")
 def small_csv(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("bad") / "taxi.csv")
@@ -199,12 +210,7 @@ def test_a_cut_or_corrupt_gz_is_reported_and_the_run_is_not_complete(small_csv, 
     bad = tmp_path / "b.csv.gz"
     bad.write_bytes(data[: len(data) // 2] if case == "truncated" else text.encode())
     out = tmp_path / "out"
-    with pytest.raises(Exception, match="cut short, corrupt or unreadable"):
-        preprocess.run(["--input", f"{tmp_path}/a.csv,{bad}", "--output", str(out),
-                        "--schema_spec", TAXI_SPEC])
-    summary = json.load(open(out / "summary.json"))
-    assert summary["complete"] is False and summary["reconciled"]
-    assert not (out / "_SUCCESS").exists()
+    summary = _partial_run(f"{tmp_path}/a.csv,{bad}", out)
     (rej,) = [r for r in read_jsonl(str(out / "rejects" / "*.jsonl"))
               if r["reason"] in ("truncated_file", "corrupt_file")]
     assert rej["reason"] == ("truncated_file" if case == "truncated" else "corrupt_file")
@@ -223,12 +229,8 @@ def test_devices_fifos_and_unreadable_inputs_are_file_level_dead_letters(small_c
     os.mkfifo(tmp_path / "fifo.csv")
     (tmp_path / "good.csv").write_text(open(small_csv).read())
     out = tmp_path / "out"
-    with pytest.raises(Exception, match="cut short, corrupt or unreadable"):
-        preprocess.run(["--input", f"{tmp_path}/*.csv", "--output", str(out),
-                        "--schema_spec", TAXI_SPEC])
-    summary = json.load(open(out / "summary.json"))
-    assert summary["complete"] is False and summary["reconciled"]
-    assert summary["rows_read"] == 302 and not (out / "_SUCCESS").exists()
+    summary = _partial_run(f"{tmp_path}/*.csv", out)
+    assert summary["rows_read"] == 302
     bad = {r["source"]: r["reason"] for r in read_jsonl(str(out / "rejects" / "*.jsonl"))
            if r["line"] is None}
     assert bad == {str(tmp_path / "zero.csv"): "unreadable_file",

@@ -169,17 +169,17 @@ def test_hot_reload_at_two_messages_a_second_loads_each_version_once(trained, tm
     shutil.copytree(trained[2]["export_dir"], base / "100")
     other = train_and_evaluate(small_train_config(
         trained[0], str(tmp_path / "job2"), epochs=1, hidden_units=[8], seed=7))
-    lines = [json.dumps({"id": f"m{i:02d}", "data": GOOD}) for i in range(14)]
+    lines = [json.dumps({"id": f"m{i:02d}", "data": GOOD}) for i in range(20)]
 
-    def publish():
-        time.sleep(3)
+    def publish():  # the replay spans >= 9.5 s (20 messages at 2/s): this lands inside it
+        time.sleep(4)
         shutil.copytree(other["export_dir"], base / "200")
     t = threading.Thread(target=publish)
     t.start()
     before = dict(mh.LOADS)
     preds, rejects = _replay(tmp_path, base, lines, "--model_refresh_secs", "1", rate=2)
     t.join()
-    assert not rejects and len(preds) == 14
+    assert not rejects and len(preds) == 20
     versions = [p["model_version"] for p in sorted(preds, key=lambda p: p["id"])]
     assert versions[0] == "100" and versions[-1] == "200"
     assert versions == sorted(versions)  # one switch, never back
