@@ -51,7 +51,7 @@ STAGING_RE = re.compile(re.escape(STAGING_PREFIX) + r"(\d+)-")
 MANIFEST = "_MANIFEST"
 LOCK = "_PUBLISH_LOCK"
 LOCK_STALE_SECS = 1800  # a publish moves files for seconds or minutes; older is a dead one
-STALE_STAGING_HOURS = 24.0  # default of --stale_staging_hours
+STALE_STAGING_HOURS = runtime.STALE_STAGING_HOURS
 SUCCESS = "_SUCCESS"
 SUMMARY = "summary.json"
 

@@ -37,6 +37,9 @@ class JobError(SystemExit):
         self.message = message
 
 
+STALE_STAGING_HOURS = 24.0  # default of --stale_staging_hours (beam_jobs/finalize.py)
+
+
 # ---- options -------------------------------------------------------------------------------------
 class IOOptions(PipelineOptions):
     """Flags every job shares. Beam registers all PipelineOptions subclasses in one parser,
@@ -58,7 +61,7 @@ class IOOptions(PipelineOptions):
                             help="CSV: a quoted field may span at most this many lines; past "
                                  "that its first line is rejected (unterminated_quote) and "
                                  "reading resumes on the next line.")
-        parser.add_argument("--stale_staging_hours", type=float, default=24.0,
+        parser.add_argument("--stale_staging_hours", type=float, default=STALE_STAGING_HOURS,
                             help="Batch jobs: a `_staging-*` folder under --output whose run "
                                  "started longer ago than this is a killed run's and is removed "
                                  "when a run finishes; a younger one may be a live run's.")

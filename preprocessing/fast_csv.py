@@ -30,7 +30,7 @@ import pyarrow.csv as pacsv
 
 from preprocessing.parsing import RowParser, append_rows, split_fields
 from preprocessing.rejects import Reject
-from preprocessing.schema import FLOAT32_MAX, NUMBER_PATTERN
+from preprocessing.schema import NUMBER_PATTERN, float32_storable
 
 # Every character str.strip() removes (str.isspace), so utf8_trim is exactly .strip().
 PY_WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
@@ -188,9 +188,7 @@ def _convert(parser: RowParser, table, n: int):
         values = values.to_numpy()
         # Arrow's cast reads the number grammar plus nan/inf; what float32 cannot hold (and
         # NaN) goes to the row path for its reason.
-        with np.errstate(over="ignore"):
-            ok = np.abs(values) <= FLOAT32_MAX
-            ok &= (values.astype(np.float32) != 0) | (values == 0)
+        ok = float32_storable(values)
         zeros = np.flatnonzero(values == 0)
         if len(zeros):
             ok[zeros] &= ~_mask(pc.match_substring_regex(s.take(zeros), _NONZERO_MANTISSA))

@@ -18,13 +18,13 @@ import pyarrow as pa
 from preprocessing.rejects import Reject
 from preprocessing.schema import (
     DTYPE_TABLE,
-    FLOAT32_MAX,
     INT64_MAX,
     INT64_MIN,
     NONZERO_MANTISSA_RE,
     NumberError,
     Schema,
     coerce_value,
+    float32_storable,
     looks_like_datetime,
 )
 
@@ -362,9 +362,7 @@ def _convert_column(texts: List[str], dtype: str, is_datetime: bool):
                 bad.append(j)
     if dtype == "float":
         arr = np.asarray(values, dtype=np.float64)
-        with np.errstate(over="ignore"):
-            ok = np.abs(arr) <= FLOAT32_MAX  # False for NaN and inf too
-            ok &= (arr.astype(np.float32) != 0) | (arr == 0)
+        ok = float32_storable(arr)
         if not ok.all():
             bad += np.flatnonzero(~ok).tolist()
         for j in np.flatnonzero(arr == 0).tolist():  # '1e-400' reads as 0.0

@@ -380,6 +380,17 @@ def float32_out_of_range(value: float, text: str) -> bool:
     return np.float32(value) == 0
 
 
+def float32_storable(values: np.ndarray) -> np.ndarray:
+    """The vectorised float32_out_of_range for the column and Arrow parsers, apart from the
+    text check: True where a float64 value is finite, within float32's range, and not a
+    non-zero value float32 would store as 0. (A 0.0 read from non-zero text, `1e-400`, is each
+    parser's own text check.)"""
+    with np.errstate(over="ignore"):
+        ok = np.abs(values) <= FLOAT32_MAX  # False for NaN and inf too
+        ok &= (values.astype(np.float32) != 0) | (values == 0)
+    return ok
+
+
 def coerce_value(text: str, dtype: str):
     """Parses one stripped field as the column's type (the grammar above); raises
     NumberError with the reject reason and a short message."""

@@ -139,13 +139,13 @@ def prune_checkpoints(directory: str, keep: int) -> list:
         names = tf.io.gfile.listdir(directory)
     except tf.errors.NotFoundError:
         return []
-    epochs = sorted({int(m.group(1)) for n in names
-                     if (m := re.match(r"epoch-(\d+)(?:\.|$)", n.rstrip("/")))})
+    of = {n.rstrip("/"): int(m.group(1)) for n in names
+          if (m := re.match(r"epoch-(\d+)(?:\.|$)", n.rstrip("/")))}
+    epochs = sorted(set(of.values()))
     old = epochs[:-keep] if keep else epochs
-    for n in names:
-        m = re.match(r"epoch-(\d+)(?:\.|$)", n.rstrip("/"))
-        if m and int(m.group(1)) in old:
-            path = os.path.join(directory, n.rstrip("/"))
+    for name, epoch in of.items():
+        if epoch in old:
+            path = os.path.join(directory, name)
             if tf.io.gfile.isdir(path):
                 tf.io.gfile.rmtree(path)
             else:
