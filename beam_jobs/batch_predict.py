@@ -75,9 +75,6 @@ class BatchPredictOptions(PipelineOptions):
         parser.add_argument("--rows_per_chunk", type=int,
                             help="JSON lines / TFRecord records handed from the reader to "
                                  "parsing at a time (default: --max_batch_size).")
-        parser.add_argument("--csv_block_mb", type=float, default=2.0,
-                            help="CSV files are read in blocks of this many MB and parsed "
-                                 "column-wise with Arrow; 0: record by record like JSON lines.")
         parser.add_argument("--model_threads", type=int, default=0,
                             help="TensorFlow threads per op in each worker process (0: "
                                  "TensorFlow's default, all cores), e.g. cores / processes "
@@ -106,8 +103,6 @@ def parse_args(options: PipelineOptions) -> Args:
     for name in REQUIRED_OPTIONS:
         if not getattr(o, name):
             raise runtime.JobError(JOB, f"--{name} is required")
-    if o.csv_block_mb < 0:
-        raise runtime.JobError(JOB, "--csv_block_mb must be >= 0")
     if o.model_threads < 0:
         raise runtime.JobError(JOB, f"--model_threads must be >= 0, got {o.model_threads}")
     rows_per_chunk = o.max_batch_size if o.rows_per_chunk is None else o.rows_per_chunk

@@ -43,6 +43,7 @@ from preprocessing.infer import image_schema, infer_schema, parse_csv_sample
 from preprocessing.rejects import WriteDeadLetters
 from preprocessing.schema import RAW_SCHEMA_FILE, Schema, SchemaError
 from preprocessing.split import SPLITS, parse_fractions
+from preprocessing.tfrecords import GZIP_LEVEL
 
 JOB = "preprocess"
 # What a run publishes (replacing an earlier run's): see beam_jobs/finalize.py.
@@ -74,7 +75,12 @@ class PreprocessOptions(PipelineOptions):
         parser.add_argument("--num_shards", type=int, default=0,
                             help="TFRecord shards per split; 0 lets the runner decide.")
         parser.add_argument("--rows_per_batch", type=int, default=2000,
-                            help="Rows per Arrow RecordBatch handed to tf.transform.")
+                            help="Record-by-record reading (--csv_block_mb 0, or a delimiter "
+                                 "other than a comma): rows per Arrow RecordBatch handed to "
+                                 "tf.transform. Blocks give one RecordBatch per split each.")
+        parser.add_argument("--gzip_level", type=int, default=GZIP_LEVEL,
+                            help="zlib level of the gzip TFRecords, 1 (fastest, the default) "
+                                 "to 9 (smallest).")
         parser.add_argument("--delimiter", default=",", help="CSV field delimiter.")
         parser.add_argument("--sample_rows", type=int, default=10_000,
                             help="Rows sampled from the first file for schema inference.")
@@ -107,6 +113,8 @@ def parse_args(options: PipelineOptions) -> Args:
     if o.rows_per_batch < 1 or o.num_shards < 0 or o.sample_rows < 1:
         raise runtime.JobError(JOB, "--rows_per_batch and --sample_rows must be >= 1, "
                                     "--num_shards >= 0")
+    if not 1 <= o.gzip_level <= 9:
+        raise runtime.JobError(JOB, f"--gzip_level must be 1..9, got {o.gzip_level}")
     if len(o.delimiter) != 1:
         raise runtime.JobError(JOB, "--delimiter must be one character")
     return dataclasses.replace(o, output=o.output.rstrip("/"))
@@ -233,11 +241,17 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
                       schema, cfg.fractions, cfg.classes, o.max_side, o.jpeg_quality,
                       o.max_pixels, o.max_image_bytes)).with_outputs("rejects", *SPLITS))
     else:
+        # Blocks are parsed column-wise (fast_csv), which reads comma-separated CSV only.
+        block_bytes = int(o.csv_block_mb * (1 << 20)) if o.delimiter == "," else 0
         chunks, read_rejects, counts = p | "ReadCsv" >> reading.ReadChunks(
-            JOB, cfg.patterns, o.rows_per_batch, total_bytes=cfg.input_bytes,
-            max_bytes=o.max_record_bytes, max_lines=o.max_record_lines)
+            JOB, cfg.patterns, o.rows_per_batch, block_bytes=block_bytes or None,
+            total_bytes=cfg.input_bytes, max_bytes=o.max_record_bytes,
+            max_lines=o.max_record_lines)
         parsed = chunks | "ParseAndSplit" >> beam.ParDo(
-            pp.ParseAndSplit(schema, cfg.fractions, o.delimiter)).with_outputs("rejects", *SPLITS)
+            pp.ParseAndSplit(schema, cfg.fractions, o.delimiter,
+                             (o.max_record_bytes, o.max_record_lines))).with_outputs(
+            "rejects", runtime.COUNTS, *SPLITS)
+        counts = (counts, parsed[runtime.COUNTS]) | "ReadCounts" >> beam.Flatten()
     dead = (read_rejects, parsed.rejects) | "AllRejects" >> beam.Flatten()
     written = [dead | "DeadLetters" >> WriteDeadLetters(
         FileSystems.join(staging, "rejects"))]
@@ -258,8 +272,8 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
                 pp.CountTransformed(split)).with_outputs(runtime.COUNTS, main="batches")
             tallies.append(counted[runtime.COUNTS])
             written.append((counted.batches, metadata)
-                           | f"Encode_{split}" >> tft_beam.EncodeTransformedDataset()
-                           | f"Write_{split}" >> pp.WriteSplit(staging, split, o.num_shards))
+                           | f"Write_{split}" >> pp.WriteSplit(staging, split, o.num_shards,
+                                                                o.gzip_level))
         written.append(transform_fn
                        | "WriteTransform" >> pp.WriteTransformOutput(staging, stage_locally))
     info = {"job": JOB, "runner": type(p.runner).__name__, "input": o.input,

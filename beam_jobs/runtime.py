@@ -61,6 +61,10 @@ class IOOptions(PipelineOptions):
                             help="CSV: a quoted field may span at most this many lines; past "
                                  "that its first line is rejected (unterminated_quote) and "
                                  "reading resumes on the next line.")
+        parser.add_argument("--csv_block_mb", type=float, default=2.0,
+                            help="CSV files are read in blocks of this many MB and parsed "
+                                 "column-wise with Arrow (the same rows, values and rejects "
+                                 "as record by record); 0: record by record.")
         parser.add_argument("--stale_staging_hours", type=float, default=STALE_STAGING_HOURS,
                             help="Batch jobs: a `_staging-*` folder under --output whose run "
                                  "started longer ago than this is a killed run's and is removed "
@@ -137,6 +141,8 @@ def check_record_bounds(job: str, o) -> None:
         raise JobError(job, "need --max_record_bytes >= 1 and --max_record_lines >= 1")
     if o.stale_staging_hours < 0:
         raise JobError(job, "need --stale_staging_hours >= 0")
+    if o.csv_block_mb < 0:
+        raise JobError(job, "--csv_block_mb must be >= 0")
 
 
 def merged_options(options: PipelineOptions, *classes):
@@ -195,7 +201,32 @@ class LocalRunner(beam.runners.PipelineRunner):
         encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
         info = fn_runner.ExtendedProvisionInfo(
             beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
-        return fn_runner.FnApiRunner(provision_info=info).run_pipeline(pipeline, options)
+        return _FastExitFnApiRunner(provision_info=info).run_pipeline(pipeline, options)
+
+
+WORKER_MODULE = "beam_jobs.local_worker"
+
+
+def _fast_exit_runner_class():
+    from apache_beam.portability import python_urns
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+    class FastExitFnApiRunner(fn_runner.FnApiRunner):
+        """The FnApiRunner whose multi-process workers run beam_jobs/local_worker.py (Beam's
+        harness, then an immediate exit) instead of sdk_worker_main itself."""
+
+        def run_via_runner_api(self, pipeline_proto, options):
+            for env in pipeline_proto.components.environments.values():
+                if env.urn == python_urns.SUBPROCESS_SDK and env.payload.endswith(
+                        b"-m apache_beam.runners.worker.sdk_worker_main"):
+                    env.payload = f"{sys.executable} -m {WORKER_MODULE}".encode()
+            return super().run_via_runner_api(pipeline_proto, options)
+
+    return FastExitFnApiRunner
+
+
+def _FastExitFnApiRunner(**kwargs):
+    return _fast_exit_runner_class()(**kwargs)
 
 
 # ---- logging and progress ------------------------------------------------------------------------

@@ -439,6 +439,32 @@ def rows_to_record_batch(rows: Sequence[tuple], schema: Schema) -> pa.RecordBatc
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(schema))
 
 
+def columns_to_record_batch(columns, schema: Schema, mask=None) -> pa.RecordBatch:
+    """rows_to_record_batch for column-wise values (a numpy array, an Arrow string array or a
+    list per schema column, as fast_csv.parse_block gives them), of the rows where `mask`
+    (a boolean array; None: all) is set, without a Python object per value."""
+    arrays, n = [], None
+    for c, values in zip(schema.columns, columns):
+        if isinstance(values, np.ndarray):
+            picked = values[mask] if mask is not None else values
+            flat = pa.array(picked.astype(DTYPE_TABLE[c.type].stored, copy=False))
+        elif isinstance(values, pa.Array) and c.type == "string":
+            picked = values.filter(pa.array(mask)) if mask is not None else values
+            flat = picked.cast(pa.large_binary())
+        else:  # a list (values with None, constants): one by one, as rows_to_record_batch
+            picked = [v for v, m in zip(values, mask) if m] if mask is not None else list(values)
+            if c.type == "string":
+                flat = pa.array([v if isinstance(v, bytes) else v.encode("utf-8")
+                                 for v in picked], type=pa.large_binary())
+            else:
+                flat = pa.array(np.asarray(picked, dtype=DTYPE_TABLE[c.type].stored))
+        n = len(flat)
+        arrays.append(flat)
+    offsets = pa.array(np.arange((n or 0) + 1, dtype=np.int64))
+    return pa.RecordBatch.from_arrays([pa.LargeListArray.from_arrays(offsets, a) for a in arrays],
+                                      schema=arrow_schema(schema))
+
+
 def tensor_adapter_config(schema: Schema):
     """The TensorAdapterConfig that tells tf.transform how to read our RecordBatches."""
     from tensorflow_metadata.proto.v0 import schema_pb2

@@ -7,27 +7,39 @@ import os
 from typing import Optional
 
 import apache_beam as beam
+import numpy as np
+import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from beam_jobs import runtime
-from preprocessing import parsing, reading, rejects
+from preprocessing import fast_csv, parsing, reading, rejects
 from preprocessing.rejects import Reject
 from preprocessing.schema import RAW_SCHEMA_FILE, Schema
 from preprocessing.split import SPLITS, boundaries, split_index
+from preprocessing.tfrecords import WriteExampleBatches
 
 JOB = "preprocess"  # the metrics namespace
 
 
 class ParseAndSplit(beam.DoFn):
-    """CSV chunk -> one RecordBatch per split, and dead letters for rows that do not parse."""
+    """CSV chunk -> one RecordBatch per split, and dead letters for rows that do not parse.
 
-    def __init__(self, schema: Schema, fractions, delimiter: str = ","):
+    A chunk of records is parsed row by row. A CsvBlock (whole records as bytes) is parsed
+    column-wise with Arrow (fast_csv.parse_block: the same rows, values, reasons and line
+    numbers as row by row), falling back to its records where Arrow cannot be exact; its rows
+    are tallied here (rows_read), as the reader does not split it into records.
+    """
+
+    def __init__(self, schema: Schema, fractions, delimiter: str = ",",
+                 record_bounds: tuple = (parsing.MAX_RECORD_BYTES, parsing.MAX_RECORD_LINES)):
         self.schema = schema
         self.bounds = boundaries(fractions)
         self.delimiter = delimiter
+        self.record_bounds = tuple(record_bounds)  # (--max_record_bytes, --max_record_lines)
         self.key_index = schema.names.index(schema.key) if schema.key else None
         self.reject_counters = {r: Metrics.counter(JOB, f"rejected_{r}") for r in rejects.REASONS}
+        self.tally = runtime.Tally(JOB)
 
     def setup(self):
         self._parsers = {}
@@ -37,21 +49,65 @@ class ParseAndSplit(beam.DoFn):
         parser = self._parsers.get(header)
         if parser is None:
             parser = self._parsers[header] = parsing.RowParser(self.schema, header)
+        if isinstance(records, reading.CsvBlock):
+            yield from self._block(path, parser, records)
+        else:
+            yield from self._rows(path, parser, records)
+
+    def _reject(self, path, line_no, text, reason, detail):
+        self.reject_counters[reason].inc()
+        return beam.pvalue.TaggedOutput(
+            "rejects", rejects.dead_letter(JOB, path, line_no, text, reason, detail))
+
+    def _rows(self, path, parser, records):
         per_split = [[] for _ in SPLITS]
         fields_list = parsing.split_fields([text for _, text in records], self.delimiter)
         for (line_no, text), fields in zip(records, fields_list):
             try:
                 values = parser.parse(fields)
             except rejects.Reject as e:
-                self.reject_counters[e.reason].inc()
-                yield beam.pvalue.TaggedOutput(
-                    "rejects", rejects.dead_letter(JOB, path, line_no, text, e.reason, e.detail))
+                yield self._reject(path, line_no, text, e.reason, e.detail)
                 continue
             key = values[self.key_index] if self.key_index is not None else text
             per_split[split_index(key, self.bounds)].append(values)
         for name, rows in zip(SPLITS, per_split):
             if rows:
                 yield beam.pvalue.TaggedOutput(name, parsing.rows_to_record_batch(rows, self.schema))
+
+    def _block(self, path, parser, block):
+        fast = (fast_csv.parse_block(parser, block.data) if self.delimiter == ","
+                else None)
+        if fast is None:  # bad UTF-8, a field spanning lines...: record by record
+            line_rejects = []
+            records = block.records(line_rejects, *self.record_bounds)
+            yield self.tally("rows_read", len(records) + len(line_rejects))
+            for line_no, raw, reason, detail in line_rejects:
+                yield self._reject(path, line_no, raw, reason, detail)
+            yield from self._rows(path, parser, records)
+            return
+        yield self.tally("rows_read", fast.records)
+        for i, e in fast.errors:
+            yield self._reject(path, block.first_line + i, fast.lines[i].as_py(), e.reason,
+                               e.detail)
+        if not len(fast):
+            return
+        if self.key_index is not None:
+            keys = fast.columns[self.key_index]
+            keys = keys.tolist() if isinstance(keys, np.ndarray) else (
+                keys.to_pylist() if isinstance(keys, pa.Array) else keys)
+        else:  # the whole record, as row by row
+            keys = fast.lines.take(pa.array(fast.rows)).to_pylist()
+        where = np.fromiter((split_index(k, self.bounds) for k in keys), dtype=np.int8,
+                            count=len(keys))
+        for s, name in enumerate(SPLITS):
+            mask = where == s
+            if mask.all():
+                yield beam.pvalue.TaggedOutput(
+                    name, parsing.columns_to_record_batch(fast.columns, self.schema))
+                return
+            if mask.any():
+                yield beam.pvalue.TaggedOutput(
+                    name, parsing.columns_to_record_batch(fast.columns, self.schema, mask))
 
 
 class LabelsCsvItems(beam.DoFn):
@@ -180,16 +236,21 @@ class WriteTransformOutput(beam.PTransform):
 
 
 class WriteSplit(beam.PTransform):
-    def __init__(self, output: str, split: str, num_shards: int):
+    """(transformed RecordBatch, passthrough) pairs and the transformed metadata -> the
+    split's OUTPUT/<split>/part-*.tfrecord.gz (gzip tf.Examples, a batch at a time)."""
+
+    def __init__(self, output: str, split: str, num_shards: int, gzip_level: int):
         super().__init__()
         self.prefix = FileSystems.join(output, split, "part")
         self.num_shards = num_shards
+        self.gzip_level = gzip_level
 
-    def expand(self, examples):
-        return (examples
-                | "Write" >> beam.io.WriteToTFRecord(
-                    self.prefix, file_name_suffix=".tfrecord.gz", num_shards=self.num_shards,
-                    compression_type=beam.io.filesystem.CompressionTypes.GZIP))
+    def _extract_input_pvalues(self, batches_and_metadata):
+        return batches_and_metadata, [batches_and_metadata[0]]
+
+    def expand(self, batches_and_metadata):
+        return batches_and_metadata | "Write" >> WriteExampleBatches(
+            self.prefix, self.num_shards, self.gzip_level)
 
 
 class CountTransformed(beam.DoFn):

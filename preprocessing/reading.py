@@ -208,6 +208,35 @@ class _LineCounter:
         return line
 
 
+PIECE_BYTES = 8 << 10  # compressed input is decompressed this much at a time (as readline)
+
+
+class _Pieces:
+    """f.read(n) done `piece` bytes at a time (None: at once). A read that fails (a cut or
+    corrupt compressed file) leaves what its earlier pieces got in `partial`: gzip's read
+    would lose all of it."""
+
+    def __init__(self, f, piece: Optional[int]):
+        self.f, self.piece, self.partial = f, piece, b""
+
+    def read(self, n: int) -> bytes:
+        self.partial = b""
+        if self.piece is None or n <= self.piece:
+            return self.f.read(n)
+        got, want = [], n
+        try:
+            while want > 0:
+                part = self.f.read(min(want, self.piece))
+                if not part:
+                    break
+                got.append(part)
+                want -= len(part)
+        except _CUT_ERRORS:
+            self.partial = b"".join(got)
+            raise
+        return b"".join(got)
+
+
 class ReadFileChunks(beam.DoFn):
     """Reads one file into chunks of (line or record number, record), with the file's header.
 
@@ -343,12 +372,17 @@ class ReadFileChunks(beam.DoFn):
 
         line, carry, skipping = counted.lines + 1, b"", False
         limit = self.max_bytes + self.block_bytes
+        pieces = _Pieces(f, None if ranges else PIECE_BYTES)
         while True:
             try:
-                data = f.read(self.block_bytes)
+                data = pieces.read(self.block_bytes)
             except _CUT_ERRORS:
-                if carry:  # what was read before the cut still counts
-                    yield Chunk(path, "csv", header, block(line, carry, len(carry)))
+                # What was read before the cut still counts, up to its last whole record
+                # (a compressed file is read in pieces, so that is all but the last piece).
+                data = carry + pieces.partial
+                cut = block_cut(data)
+                if cut:
+                    yield Chunk(path, "csv", header, block(line, data, cut))
                 raise
             if not data:
                 break

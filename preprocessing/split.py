@@ -34,8 +34,10 @@ def boundaries(fractions: Sequence[float]) -> Tuple[int, ...]:
     return tuple(out)
 
 
-def split_index(key: str, bounds: Sequence[int]) -> int:
-    h = int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "big")
+def split_index(key, bounds: Sequence[int]) -> int:
+    """The split of one key (a string; a number key is hashed as its str())."""
+    text = key if isinstance(key, str) else str(key)
+    h = int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
     for i, b in enumerate(bounds):
         if h < b:
             return i
