@@ -99,9 +99,14 @@ class FramedTFRecordSink(FileBasedSink):
 
 
 class EncodeAndFrame(beam.DoFn):
-    """(transformed RecordBatch, passthrough) -> one blob of framed tf.Example records.
-    The encoder is built once per schema (a side input: the transformed schema is known only
-    once the transform is analyzed)."""
+    """(transformed RecordBatch, passthrough) -> blobs of framed tf.Example records: one, or
+    with a fixed shard count `parts` equal slices (Beam's sink deals elements to shards round
+    robin, so every shard gets a slice of every batch: shards stay even). The encoder is built
+    once per schema (a side input: the transformed schema is known only once the transform is
+    analyzed)."""
+
+    def __init__(self, parts: int = 1):
+        self.parts = max(1, parts)
 
     def setup(self):
         self._encoder, self._schema = None, None
@@ -111,7 +116,13 @@ class EncodeAndFrame(beam.DoFn):
         if self._encoder is None or schema is not self._schema:
             self._encoder = example_coder.RecordBatchToExamplesEncoder(schema)
             self._schema = schema
-        yield frame_records(self._encoder.encode(element[0]))
+        records = self._encoder.encode(element[0])
+        if self.parts == 1:
+            yield frame_records(records)
+            return
+        n = len(records)
+        for k in range(self.parts):
+            yield frame_records(records[n * k // self.parts:n * (k + 1) // self.parts])
 
 
 class WriteExampleBatches(beam.PTransform):
@@ -130,6 +141,7 @@ class WriteExampleBatches(beam.PTransform):
         schema = (metadata.deferred_metadata
                   | "TransformedSchema" >> beam.Map(lambda m: m.schema))
         return (batches
-                | "EncodeAndFrame" >> beam.ParDo(EncodeAndFrame(), beam.pvalue.AsSingleton(schema))
+                | "EncodeAndFrame" >> beam.ParDo(EncodeAndFrame(self.num_shards),
+                                                 beam.pvalue.AsSingleton(schema))
                 | "Write" >> Write(FramedTFRecordSink(self.prefix, ".tfrecord.gz",
                                                       self.num_shards, self.level)))

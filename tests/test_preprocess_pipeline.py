@@ -35,7 +35,11 @@ def test_outputs_match_the_transform(preprocessed):
                                                          "No Charge", "Dispute"}
     assert set(train["payment_type"]) <= set(range(len(vocab) + 1))
     assert set(train["pickup_datetime_weekday"]) == set(range(7))
-    assert len(glob.glob(os.path.join(out, "train", "*.tfrecord.gz"))) == 2  # --num_shards 2
+    shards = sorted(glob.glob(os.path.join(out, "train", "*.tfrecord.gz")))
+    assert len(shards) == 2  # --num_shards 2, and even: multi-worker training shards by file
+    sizes = [len(read_examples(f, {"key": tft_out.transformed_feature_spec()["key"]})["key"])
+             for f in shards]
+    assert abs(sizes[0] - sizes[1]) <= 1 and sum(sizes) == summary["splits"]["train"]
     raw = json.load(open(os.path.join(out, "raw_schema.json")))
     assert raw["label"] == "fare_amount" and raw["key"] == "key"
 
