@@ -16,7 +16,7 @@ from beam_jobs import runtime
 from preprocessing import fast_csv, parsing, reading, rejects
 from preprocessing.rejects import Reject
 from preprocessing.schema import RAW_SCHEMA_FILE, Schema
-from preprocessing.split import SPLITS, boundaries, split_index
+from preprocessing.split import SPLITS, boundaries, split_index, split_indices
 from preprocessing.tfrecords import WriteExampleBatches
 
 JOB = "preprocess"  # the metrics namespace
@@ -97,8 +97,7 @@ class ParseAndSplit(beam.DoFn):
                 keys.to_pylist() if isinstance(keys, pa.Array) else keys)
         else:  # the whole record, as row by row
             keys = fast.lines.take(pa.array(fast.rows)).to_pylist()
-        where = np.fromiter((split_index(k, self.bounds) for k in keys), dtype=np.int8,
-                            count=len(keys))
+        where = split_indices(keys, self.bounds)
         for s, name in enumerate(SPLITS):
             mask = where == s
             if mask.all():

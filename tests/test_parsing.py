@@ -6,7 +6,7 @@ import pytest
 
 from preprocessing import TAXI_SPEC, parsing, rejects
 from preprocessing.schema import Schema
-from preprocessing.split import boundaries, parse_fractions, split_index
+from preprocessing.split import boundaries, parse_fractions, split_index, split_indices
 
 SCHEMA = Schema.load(TAXI_SPEC)
 HEADER = list(SCHEMA.names)
@@ -131,6 +131,10 @@ def test_split_is_deterministic_and_follows_fractions():
     keys = [f"trip-{i}" for i in range(20000)]
     first = [split_index(k, b) for k in keys]
     assert first == [split_index(k, b) for k in keys]
+    # The vectorised form (Arrow blocks) assigns every key, number keys too, the same split.
+    assert split_indices(keys + [7, 2.5], b).tolist() == first + [split_index(7, b),
+                                                                   split_index(2.5, b)]
+    assert split_index(7, b) == split_index("7", b)
     shares = [first.count(i) / len(keys) for i in range(3)]
     assert abs(shares[0] - 0.8) < 0.02 and abs(shares[1] - 0.1) < 0.01
     assert parse_fractions("0.9,0.1") == (0.9, 0.1, 0.0)

@@ -434,3 +434,44 @@ def test_label_key_trains_on_a_transformed_label_and_the_jobs_serve_its_classes(
                            "--output", str(out)])
     preds = read_jsonl(str(out / "predictions-*.jsonl"))
     assert s["reconciled"] and preds and {p["class"] for p in preds} <= {"0", "1"}
+
+
+def test_jit_compile_trains_like_the_default_step(preprocessed, tmp_path):
+    """--jit_compile: the XLA-compiled step trains the same model to about the same error."""
+    from training import train_and_evaluate
+    runs = {jit: train_and_evaluate(_cfg(preprocessed[0], str(tmp_path / f"job{jit}"),
+                                         epochs=2, hidden_units=[16], jit_compile=jit,
+                                         verbose=0))
+            for jit in (False, True)}
+    assert runs[True]["jit_compile"] is True and runs[False]["jit_compile"] is False
+    assert runs[True]["history"]["loss"][-1] < runs[True]["history"]["loss"][0]
+    assert runs[True]["eval"]["rmse"] == pytest.approx(runs[False]["eval"]["rmse"], rel=0.1)
+
+
+def test_mixed_precision_computes_in_float16_with_float32_outputs(preprocessed, tmp_path,
+                                                                    caplog):
+    """Under the mixed policy layers compute in float16 and the model's outputs are float32;
+    the policy is float32 again afterwards. Without a GPU the flag is refused with a warning."""
+    import tf_keras as keras
+
+    from training import data as data_lib
+    from training.config import TrainConfig
+    from training.model import build_model
+    from training.trainer import float32_outputs, precision_policy
+    info = data_lib.load_feature_info(preprocessed[0])
+    cfg = TrainConfig(data_dir=preprocessed[0], job_dir=str(tmp_path / "j"), hidden_units=[8])
+    with precision_policy(True):
+        model = float32_outputs(build_model(info, cfg))
+    assert keras.mixed_precision.global_policy().name == "float32"
+    dense = model.get_layer("dense_0")
+    assert dense.compute_dtype == "float16" and dense.variable_dtype == "float32"
+    batch = {name: tf.zeros([2], tf.int64 if name in info.categorical else tf.float32)
+             for name in model.input}
+    assert model(batch).dtype == tf.float32
+    if not tf.config.list_logical_devices("GPU"):
+        from training import train_and_evaluate
+        with caplog.at_level("WARNING"):
+            m = train_and_evaluate(_cfg(preprocessed[0], str(tmp_path / "job"), epochs=1,
+                                        hidden_units=[8], mixed_precision=True, verbose=0))
+        assert m["precision"] == "float32"
+        assert "--mixed_precision needs a GPU" in caplog.text

@@ -35,6 +35,8 @@ class TrainConfig:
     shuffle_buffer: int = 50_000
     cache: bool = False
     augment: bool = False                    # image data: random flips/rotations/contrast
+    jit_compile: bool = False                # XLA-compile the training step (measured: README)
+    mixed_precision: bool = False            # GPU: float16 compute, float32 variables
     backbone: str = "small_cnn"              # image data: see model.build_cnn
     eval_steps: Optional[int] = None         # default: the whole eval split
     early_stopping_patience: int = 0         # 0 = off
@@ -114,6 +116,11 @@ class TrainConfig:
         a("--cache", action="store_true", help="Cache the parsed training data in memory "
           "(after the first epoch input costs ~nothing; use when the train split fits in RAM).")
         a("--augment", action="store_true", help="Image data: random flips, rotations, contrast.")
+        a("--jit_compile", action="store_true", help="Compile the training step with XLA "
+          "(off by default: see the README's measured figures for your model and hardware).")
+        a("--mixed_precision", action="store_true", help="GPU: compute in float16 with float32 "
+          "variables and outputs (Keras' mixed_float16 policy); ignored, with a warning, "
+          "without a GPU, where float16 is slower.")
         a("--backbone", choices=BACKBONES, default="small_cnn",
           help="Image data: the small CNN, or a Keras application built without downloaded "
                "weights (trained from scratch).")

@@ -10,6 +10,7 @@ Only the chief writes the export, metrics.json and the curves PNG.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -195,6 +196,26 @@ def plot_curves(history: dict, path: str) -> None:
 
 
 # ---- the entry point -----------------------------------------------------------------------------
+@contextlib.contextmanager
+def precision_policy(mixed: bool):
+    """Keras' global dtype policy while the model is built: mixed_float16 (float16 compute,
+    float32 variables) or float32; always float32 again afterwards."""
+    keras.mixed_precision.set_global_policy("mixed_float16" if mixed else "float32")
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+def float32_outputs(model: keras.Model) -> keras.Model:
+    """The model with its outputs cast to float32: losses and exported predictions stay
+    float32 under mixed precision (Keras' advice for the last layer)."""
+    outputs = tf.nest.map_structure(
+        lambda t: keras.layers.Activation("linear", dtype="float32")(t), model.outputs)
+    return keras.Model(model.input, outputs[0] if len(outputs) == 1 else outputs,
+                       name=model.name)
+
+
 def train_and_evaluate(cfg: TrainConfig) -> dict:
     """Trains on `cfg.data_dir`, evaluates, exports; returns the metrics dict (chief) ."""
     keras.utils.set_random_seed(cfg.seed)
@@ -231,13 +252,22 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
     if cfg.model_module:
         from preprocessing.modules import load_module_function
         builder = load_module_function(cfg.model_module, "build_model")
-    with strategy.scope():
+    mixed = cfg.mixed_precision and bool(tf.config.list_logical_devices("GPU"))
+    if cfg.mixed_precision and not mixed:
+        log.warning("training: --mixed_precision needs a GPU (float16 is slower on CPU): "
+                    "training in float32")
+    jit = cfg.jit_compile and kind != "parameter_server"
+    if cfg.jit_compile and not jit:
+        log.warning("training: --jit_compile is not used under ParameterServerStrategy")
+    with strategy.scope(), precision_policy(mixed):
         model = builder(info, cfg)
         if not isinstance(model, keras.Model):
             raise TypeError(f"build_model in {cfg.model_module} returned "
                             f"{type(model).__name__}, not a tf_keras Model (Keras 2: "
                             "`import tf_keras as keras`)")
-        compile_model(model, info, cfg, total_steps=epochs * steps_per_epoch,
+        if mixed:
+            model = float32_outputs(model)
+        compile_model(model, info, cfg, total_steps=epochs * steps_per_epoch, jit_compile=jit,
                       **({"steps_per_execution": 1} if kind == "parameter_server" else {}))
     if kind == "parameter_server":
         train_data = keras.utils.experimental.DatasetCreator(train_fn)
@@ -297,6 +327,7 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
             (int(model.optimizer.iterations.numpy()) - progress.resumed_from_step)
             * cfg.batch_size / max(train_seconds, 1e-9), 1),
         "export_dir": export_dir, "config": cfg.to_dict(), "defaults": chosen,
+        "precision": "mixed_float16" if mixed else "float32", "jit_compile": jit,
         "warnings": warnings,
     }
     tf.io.gfile.makedirs(cfg.job_dir)
