@@ -52,5 +52,6 @@ def split_indices(keys: Sequence, bounds: Sequence[int]) -> np.ndarray:
     digests = b"".join([b2((k if isinstance(k, str) else str(k)).encode("utf-8"),
                            digest_size=8).digest() for k in keys])
     hashes = np.frombuffer(digests, dtype=">u8")
-    return np.searchsorted(np.array(bounds, dtype=np.uint64), hashes,
-                           side="right").astype(np.int8)
+    # A bound of 2**64 (a split ending at fraction 1.0) is above every hash: it moves none.
+    reachable = np.array([b for b in bounds if b < 2 ** 64], dtype=np.uint64)
+    return np.searchsorted(reachable, hashes, side="right").astype(np.int8)

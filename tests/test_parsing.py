@@ -135,6 +135,9 @@ def test_split_is_deterministic_and_follows_fractions():
     assert split_indices(keys + [7, 2.5], b).tolist() == first + [split_index(7, b),
                                                                    split_index(2.5, b)]
     assert split_index(7, b) == split_index("7", b)
+    for fractions in ("0.9,0.1", "0.5,0.5,0", "1,0,0", "0.2,0,0.8"):
+        fb = boundaries(parse_fractions(fractions))
+        assert split_indices(keys, fb).tolist() == [split_index(k, fb) for k in keys], fractions
     shares = [first.count(i) / len(keys) for i in range(3)]
     assert abs(shares[0] - 0.8) < 0.02 and abs(shares[1] - 0.1) < 0.01
     assert parse_fractions("0.9,0.1") == (0.9, 0.1, 0.0)
