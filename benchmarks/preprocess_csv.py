@@ -19,6 +19,7 @@ import argparse
 import csv
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -104,7 +105,12 @@ def main(argv=None):
         c_rate = args.rows / c_s
         print(f"{f'canonical tf.transform, {w} worker(s)':<38}{c_s:>9.1f}{c_rate:>10.0f}"
               f"{c_rate / bare_rate:>9.2f}{1.0:>10.2f}{c_mb:>9.0f}", flush=True)
-        s, mb = run_job(csv_path, os.path.join(tmp, f"job{w}"), w)
+        try:
+            s, mb = run_job(csv_path, os.path.join(tmp, f"job{w}"), w)
+        except subprocess.CalledProcessError:  # e.g. the run's own reconciliation check
+            print(f"{f'preprocess job, {w} worker(s)':<38} FAILED (run it alone to see why)",
+                  flush=True)
+            continue
         rate = args.rows / s
         print(f"{f'preprocess job, {w} worker(s)':<38}{s:>9.1f}{rate:>10.0f}"
               f"{rate / bare_rate:>9.2f}{rate / c_rate:>10.2f}{mb:>9.0f}", flush=True)
