@@ -201,20 +201,19 @@ class LocalRunner(beam.runners.PipelineRunner):
         encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
         info = fn_runner.ExtendedProvisionInfo(
             beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
-        return _FastExitFnApiRunner(provision_info=info).run_pipeline(pipeline, options)
+        return _fast_exit_runner(info).run_pipeline(pipeline, options)
 
 
 WORKER_MODULE = "beam_jobs.local_worker"
 
 
-def _fast_exit_runner_class():
+def _fast_exit_runner(provision_info):
+    """An FnApiRunner whose multi-process workers run beam_jobs/local_worker.py (Beam's
+    harness, then an immediate exit) instead of sdk_worker_main itself."""
     from apache_beam.portability import python_urns
     from apache_beam.runners.portability.fn_api_runner import fn_runner
 
     class FastExitFnApiRunner(fn_runner.FnApiRunner):
-        """The FnApiRunner whose multi-process workers run beam_jobs/local_worker.py (Beam's
-        harness, then an immediate exit) instead of sdk_worker_main itself."""
-
         def run_via_runner_api(self, pipeline_proto, options):
             for env in pipeline_proto.components.environments.values():
                 if env.urn == python_urns.SUBPROCESS_SDK and env.payload.endswith(
@@ -222,11 +221,7 @@ def _fast_exit_runner_class():
                     env.payload = f"{sys.executable} -m {WORKER_MODULE}".encode()
             return super().run_via_runner_api(pipeline_proto, options)
 
-    return FastExitFnApiRunner
-
-
-def _FastExitFnApiRunner(**kwargs):
-    return _fast_exit_runner_class()(**kwargs)
+    return FastExitFnApiRunner(provision_info=provision_info)
 
 
 # ---- logging and progress ------------------------------------------------------------------------

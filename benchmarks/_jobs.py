@@ -66,3 +66,42 @@ def tree_rss_mb(pid: int) -> float:
         except OSError:
             pass
     return total
+
+
+# ---- training benchmarks (train_input.py, train_images.py) -------------------------------------
+def training_setup(args, prepare, prefix: str):
+    """(tmp dir, data dir, FeatureInfo, train files, TrainConfig) for a training benchmark:
+    --data_dir, or data made by `prepare(tmp)`; the config at --batch_size."""
+    import tempfile
+
+    from training import data as data_lib
+    from training.config import TrainConfig
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    data_dir = args.data_dir or prepare(tmp)
+    info = data_lib.load_feature_info(data_dir)
+    files = data_lib.split_files(data_dir, "train")
+    cfg = TrainConfig(data_dir=data_dir, job_dir=tmp, batch_size=args.batch_size, verbose=0)
+    return tmp, data_dir, info, files, cfg
+
+
+def fit_rate(model, ds, steps: int, repeats: int, batch_size: int, warmup: int) -> float:
+    """Examples/s of model.fit on `ds`: the best of `repeats` timed runs of `steps` steps,
+    after `warmup` untimed steps (tracing, XLA compilation, buffers)."""
+    model.fit(ds, steps_per_epoch=warmup, epochs=1, verbose=0)
+    best = 0.0
+    for _ in range(max(repeats, 1)):
+        t = time.perf_counter()
+        model.fit(ds, steps_per_epoch=steps, epochs=1, verbose=0)
+        best = max(best, steps * batch_size / (time.perf_counter() - t))
+    return best
+
+
+def iterate_rate(ds, steps: int, batch_size: int, warmup: int) -> float:
+    """Examples/s of iterating `ds` alone (no training), after `warmup` batches."""
+    it = iter(ds)
+    for _ in range(warmup):
+        next(it)
+    t = time.perf_counter()
+    for _ in range(steps):
+        next(it)
+    return steps * batch_size / (time.perf_counter() - t)

@@ -19,8 +19,6 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -48,15 +46,12 @@ def main(argv=None):
     import numpy as np
     import tensorflow as tf
 
+    from benchmarks._jobs import fit_rate, iterate_rate, training_setup
     from training import data as data_lib
-    from training.config import TrainConfig
     from training.model import build_model, compile_model
 
-    tmp = tempfile.mkdtemp(prefix="bench_train_img_")
-    data_dir = args.data_dir or prepare(args.per_class, tmp)
-    info = data_lib.load_feature_info(data_dir)
-    files = data_lib.split_files(data_dir, "train")
-    cfg = TrainConfig(data_dir=data_dir, job_dir=tmp, batch_size=args.batch_size, verbose=0)
+    tmp, data_dir, info, files, cfg = training_setup(
+        args, lambda tmp: prepare(args.per_class, tmp), "bench_train_img_")
     bs = args.batch_size
 
     # The decoded training images, once, for the in-memory ceiling.
@@ -81,28 +76,12 @@ def main(argv=None):
                 next(it)
         return ds
 
-    def input_only(make_ds, steps):
-        it = iter(make_ds())
-        for _ in range(5):
-            next(it)
-        t = time.perf_counter()
-        for _ in range(steps):
-            next(it)
-        return steps * bs / (time.perf_counter() - t)
-
     def rate(make_ds, jit):
         model = build_model(info, cfg)
         compile_model(model, info, cfg, jit_compile=jit)
-        ds = make_ds()
-        model.fit(ds, steps_per_epoch=10, epochs=1, verbose=0)  # warm-up: tracing, XLA
-        best = 0.0
-        for _ in range(args.repeats):
-            t = time.perf_counter()
-            model.fit(ds, steps_per_epoch=args.steps, epochs=1, verbose=0)
-            best = max(best, args.steps * bs / (time.perf_counter() - t))
-        return best
+        return fit_rate(model, make_ds(), args.steps, args.repeats, bs, warmup=10)
 
-    alone = input_only(tfrecord, max(args.steps, 100))
+    alone = iterate_rate(tfrecord(), max(args.steps, 100), bs, warmup=5)
     rows = []
     for jit in (False, True):
         tag = ", --jit_compile" if jit else ""

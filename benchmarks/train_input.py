@@ -17,8 +17,6 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -49,15 +47,12 @@ def main(argv=None):
     import pandas as pd
     import tensorflow as tf
 
+    from benchmarks._jobs import fit_rate, iterate_rate, training_setup
     from training import data as data_lib
-    from training.config import TrainConfig
     from training.model import build_model, compile_model
 
-    tmp = tempfile.mkdtemp(prefix="bench_train_")
-    data_dir = args.data_dir or prepare(args.rows, tmp)
-    info = data_lib.load_feature_info(data_dir)
-    files = data_lib.split_files(data_dir, "train")
-    cfg = TrainConfig(data_dir=data_dir, job_dir=tmp, batch_size=args.batch_size, verbose=0)
+    tmp, data_dir, info, files, cfg = training_setup(
+        args, lambda tmp: prepare(args.rows, tmp), "bench_train_")
     names = info.input_names
     bs = args.batch_size
 
@@ -125,23 +120,10 @@ def main(argv=None):
     compile_model(xla_model, info, cfg, jit_compile=True)
 
     def rate(make_ds, model=model):
-        ds = make_ds()
-        model.fit(ds, steps_per_epoch=30, epochs=1, verbose=0)  # warm-up: tracing, buffers
-        best = 0.0
-        for _ in range(args.repeats):
-            t = time.perf_counter()
-            model.fit(ds, steps_per_epoch=args.steps, epochs=1, verbose=0)
-            best = max(best, args.steps * bs / (time.perf_counter() - t))
-        return best
+        return fit_rate(model, make_ds(), args.steps, args.repeats, bs, warmup=30)
 
     def input_only(make_ds, steps=300):
-        it = iter(make_ds())
-        for _ in range(20):
-            next(it)
-        t = time.perf_counter()
-        for _ in range(steps):
-            next(it)
-        return steps * bs / (time.perf_counter() - t)
+        return iterate_rate(make_ds(), steps, bs, warmup=20)
 
     inputs = [in_memory, tfrecord, tfrecord_cached, pandas_gen, csv_tfdata]
     alone = [input_only(f) for f in inputs]

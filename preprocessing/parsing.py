@@ -420,29 +420,20 @@ def arrow_schema(schema: Schema) -> pa.Schema:
 
 
 def rows_to_record_batch(rows: Sequence[tuple], schema: Schema) -> pa.RecordBatch:
-    """Packs parsed rows (one value per column each) into a TFXIO-style RecordBatch.
+    """Packs parsed rows (one value per column each) into a TFXIO-style RecordBatch
+    (see columns_to_record_batch)."""
+    columns = [list(c) for c in zip(*rows)] if rows else [[] for _ in schema.columns]
+    return columns_to_record_batch(columns, schema)
+
+
+def columns_to_record_batch(columns, schema: Schema, mask=None) -> pa.RecordBatch:
+    """Packs column-wise values (a numpy array, an Arrow string array or a list per schema
+    column, as fast_csv.parse_block gives them) of the rows where `mask` (a boolean array;
+    None: all) is set into a TFXIO-style RecordBatch; arrays without a Python object per value.
 
     Every value is a one-element list, the layout tf.Example-derived batches have, so the
     tensor representations below read each column as a dense [batch] tensor.
     """
-    n = len(rows)
-    offsets = pa.array(np.arange(n + 1, dtype=np.int64))
-    arrays = []
-    columns = list(zip(*rows)) if n else [() for _ in schema.columns]
-    for c, values in zip(schema.columns, columns):
-        if c.type == "string":
-            flat = pa.array([v if isinstance(v, bytes) else v.encode("utf-8") for v in values],
-                            type=pa.large_binary())
-        else:
-            flat = pa.array(np.asarray(values, dtype=DTYPE_TABLE[c.type].stored))
-        arrays.append(pa.LargeListArray.from_arrays(offsets, flat))
-    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(schema))
-
-
-def columns_to_record_batch(columns, schema: Schema, mask=None) -> pa.RecordBatch:
-    """rows_to_record_batch for column-wise values (a numpy array, an Arrow string array or a
-    list per schema column, as fast_csv.parse_block gives them), of the rows where `mask`
-    (a boolean array; None: all) is set, without a Python object per value."""
     arrays, n = [], None
     for c, values in zip(schema.columns, columns):
         if isinstance(values, np.ndarray):
@@ -451,7 +442,7 @@ def columns_to_record_batch(columns, schema: Schema, mask=None) -> pa.RecordBatc
         elif isinstance(values, pa.Array) and c.type == "string":
             picked = values.filter(pa.array(mask)) if mask is not None else values
             flat = picked.cast(pa.large_binary())
-        else:  # a list (values with None, constants): one by one, as rows_to_record_batch
+        else:  # a list (parsed rows, values with None, constants): one by one
             picked = [v for v, m in zip(values, mask) if m] if mask is not None else list(values)
             if c.type == "string":
                 flat = pa.array([v if isinstance(v, bytes) else v.encode("utf-8")

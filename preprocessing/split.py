@@ -36,10 +36,15 @@ def boundaries(fractions: Sequence[float]) -> Tuple[int, ...]:
     return tuple(out)
 
 
-def split_index(key, bounds: Sequence[int]) -> int:
-    """The split of one key (a string; a number key is hashed as its str())."""
+def _digest(key) -> bytes:
+    """The 8-byte BLAKE2b of a key (a string; a number key is hashed as its str())."""
     text = key if isinstance(key, str) else str(key)
-    h = int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
+
+
+def split_index(key, bounds: Sequence[int]) -> int:
+    """The split of one key."""
+    h = int.from_bytes(_digest(key), "big")
     for i, b in enumerate(bounds):
         if h < b:
             return i
@@ -48,10 +53,7 @@ def split_index(key, bounds: Sequence[int]) -> int:
 
 def split_indices(keys: Sequence, bounds: Sequence[int]) -> np.ndarray:
     """split_index of each key, as an int8 array (the same hash; the comparisons in numpy)."""
-    b2 = hashlib.blake2b
-    digests = b"".join([b2((k if isinstance(k, str) else str(k)).encode("utf-8"),
-                           digest_size=8).digest() for k in keys])
-    hashes = np.frombuffer(digests, dtype=">u8")
+    hashes = np.frombuffer(b"".join([_digest(k) for k in keys]), dtype=">u8")
     # A bound of 2**64 (a split ending at fraction 1.0) is above every hash: it moves none.
     reachable = np.array([b for b in bounds if b < 2 ** 64], dtype=np.uint64)
     return np.searchsorted(reachable, hashes, side="right").astype(np.int8)

@@ -56,3 +56,23 @@ def test_local_runs_name_a_runner_that_downloads_nothing():
     opts = runtime.job_options(["--runner", "DataflowRunner"], "preprocess",
                                preprocess.PreprocessOptions, "")
     assert opts.get_all_options()["runner"] == "DataflowRunner"
+
+
+def test_local_multi_process_workers_run_the_fast_exit_worker():
+    """runtime.LocalRunner starts its multi-process workers as beam_jobs/local_worker.py
+    (Beam's harness, then an immediate exit), and they run the pipeline."""
+    import os
+    import sys
+
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from beam_jobs import runtime
+    opts = PipelineOptions(["--direct_num_workers", "2",
+                            "--direct_running_mode", "multi_processing"])
+    with beam.Pipeline(runtime.LocalRunner(), options=opts) as p:
+        out = (p | beam.Create([1, 2, 3])
+               | beam.Map(lambda x: (x * 2, os.path.basename(sys.argv[0]))))
+        assert_that(out, equal_to([(2, "local_worker.py"), (4, "local_worker.py"),
+                                   (6, "local_worker.py")]))
