@@ -257,9 +257,15 @@ def fix_runner_data_plane() -> None:
 
     manager = fn_runner.BundleManager
     if not getattr(manager, "_inputs_streamed", False):
+        send_whole = manager._send_input_to_worker
+
         def send_input(self, process_bundle_id, read_transform_id, byte_streams):
-            data_out = self._worker_handler.data_conn.output_stream(process_bundle_id,
-                                                                    read_transform_id)
+            data_conn = self._worker_handler.data_conn
+            if isinstance(data_conn, data_plane.InMemoryDataChannel):
+                # In one process the worker runs the bundle as soon as it is asked, from
+                # what it holds by then: its input goes first, as before.
+                return send_whole(self, process_bundle_id, read_transform_id, byte_streams)
+            data_out = data_conn.output_stream(process_bundle_id, read_transform_id)
             blobs = list(byte_streams or [])
 
             def send():

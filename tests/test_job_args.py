@@ -105,6 +105,22 @@ def test_runner_data_writes_are_not_cleared_by_a_blocked_flush():
     assert data == b"".join(b"%06d" % i * 100 for i in range(100))
 
 
+def test_one_process_local_run_delivers_every_element_across_a_side_input_boundary():
+    """In one process (the local default) a bundle's input is sent whole before the bundle
+    runs, as the in-memory worker reads only what it holds when asked."""
+    import apache_beam as beam
+    from apache_beam.testing.util import assert_that, equal_to
+
+    with beam.Pipeline(runtime.LocalRunner()) as p:
+        blobs = (p | beam.Create(range(2000)) | beam.Reshuffle()
+                 | "Blob" >> beam.Map(lambda i: (i, b"x" * 50_000)))
+        total = blobs | "Size" >> beam.Map(lambda kv: len(kv[1])) | beam.CombineGlobally(sum)
+        got = (blobs | "AfterSide" >> beam.Map(lambda kv, t: kv[0] if t else -1,
+                                               beam.pvalue.AsSingleton(total))
+               | beam.combiners.Count.Globally())
+        assert_that(got, equal_to([2000]))
+
+
 @pytest.mark.slow
 def test_multi_process_local_run_delivers_every_element_of_a_large_input():
     """2 GB through a stage boundary that waits on a side input (as tf.transform's
