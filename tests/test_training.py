@@ -177,17 +177,26 @@ def test_two_worker_multi_worker_mirrored_via_launch(preprocessed, tmp_path):
 
 
 @pytest.mark.slow
-def test_parameter_server_cluster_via_launch(preprocessed, tmp_path):
+def test_parameter_server_cluster_via_launch_trains_a_user_model_module(preprocessed, tmp_path):
+    """A real chief + 2 workers + 1 ps on localhost train the --model_module's model (built
+    in ParameterServerStrategy's scope like the built-in ones) and export it."""
     from tools.launch import launch
     data_dir, _ = preprocessed
     job = str(tmp_path / "job")
+    module = os.path.join(ROOT, "training", "examples", "custom_model.py")
     code = launch(2, 1, ["--data_dir", data_dir, "--job_dir", job, "--epochs", "2",
-                         "--batch_size", "128", "--hidden_units", "16", "--verbose", "0"],
+                         "--batch_size", "128", "--hidden_units", "16", "--verbose", "0",
+                         "--model_module", module],
                   timeout=400)
     assert code == 0
     m = json.load(open(os.path.join(job, "metrics.json")))
     assert m["distribution"] == "parameter_server"
-    assert glob.glob(os.path.join(job, "export", "*", "saved_model.pb"))
+    assert m["config"]["model_module"] == module
+    exports = glob.glob(os.path.join(job, "export", "*"))
+    assert len(exports) == 1 and os.path.exists(os.path.join(exports[0], "saved_model.pb"))
+    keys = [k for k, _ in tf.train.list_variables(os.path.join(exports[0], "variables",
+                                                                "variables"))]
+    assert any("moving_mean" in k for k in keys)  # the module's batch normalisation
 
 
 def _backup_step(backup_dir):
