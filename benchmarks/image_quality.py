@@ -15,30 +15,23 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 
 def run_size(total: int, tmp: str, seed: int) -> dict:
+    from benchmarks._jobs import time_job
     from tools import shapes
     per_class = max(1, total // len(shapes.CLASSES))
     labels = shapes.generate(os.path.join(tmp, "shapes"), per_class=per_class, seed=seed)
     prep, job = os.path.join(tmp, "prep"), os.path.join(tmp, "job")
-    t = time.time()
-    subprocess.run([sys.executable, "-m", "beam_jobs.preprocess", "--format", "images",
-                    "--input", labels, "--output", prep], cwd=ROOT, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    prep_secs = time.time() - t
-    t = time.time()
-    subprocess.run([sys.executable, "-m", "training.task", "--data_dir", prep, "--job_dir", job,
-                    "--verbose", "0"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    train_secs = time.time() - t
+    prep_secs = time_job("beam_jobs.preprocess", ["--format", "images", "--input", labels,
+                                                  "--output", prep])
+    train_secs = time_job("training.task", ["--data_dir", prep, "--job_dir", job,
+                                            "--verbose", "0"])
     with open(os.path.join(job, "metrics.json")) as f:
         metrics = json.load(f)
     history = metrics.get("history", {})

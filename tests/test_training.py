@@ -18,6 +18,13 @@ from tests.conftest import small_train_config as _cfg
 from training.config import ConfigError
 
 
+def _has_batch_norm(export_dir):
+    """Whether an export's variables include batch-norm moving statistics (the example
+    --model_module has them; the built-in models do not)."""
+    path = os.path.join(export_dir, "variables", "variables")
+    return any("moving_mean" in name for name, _ in tf.train.list_variables(path))
+
+
 def _raw_rows(csv_path, schema):
     """key -> {column: typed value} for every clean row of the CSV."""
     import csv
@@ -194,9 +201,7 @@ def test_parameter_server_cluster_via_launch_trains_a_user_model_module(preproce
     assert m["config"]["model_module"] == module
     exports = glob.glob(os.path.join(job, "export", "*"))
     assert len(exports) == 1 and os.path.exists(os.path.join(exports[0], "saved_model.pb"))
-    keys = [k for k, _ in tf.train.list_variables(os.path.join(exports[0], "variables",
-                                                                "variables"))]
-    assert any("moving_mean" in k for k in keys)  # the module's batch normalisation
+    assert _has_batch_norm(exports[0])  # the module's layers, which the built-in model lacks
 
 
 def _backup_step(backup_dir):
@@ -394,9 +399,7 @@ def test_a_user_model_module_trains_and_exports_with_the_transform(preprocessed,
     assert np.isfinite(out["predictions"].numpy()).all()
     # The trained layers are the module's: batch normalisation (moving statistics), which the
     # built-in model lacks.
-    keys = [k for k, _ in tf.train.list_variables(os.path.join(m["export_dir"], "variables",
-                                                                "variables"))]
-    assert any("moving_mean" in k for k in keys)
+    assert _has_batch_norm(m["export_dir"])
 
 
 def test_a_model_module_without_build_model_is_a_one_line_error(preprocessed, tmp_path):
