@@ -300,6 +300,21 @@ def setup_logging(level: str = "WARNING") -> None:
         "ERROR" if logging.getLevelName(level) >= logging.WARNING else level)
 
 
+def exit_now(code: int = 0) -> None:
+    """Flushes the logs and ends the process at once, skipping the interpreter's teardown.
+
+    With TensorFlow, gRPC and a run's buffers loaded, that teardown takes ~2 s of a job's
+    wall time (1.5-2.5 s measured at the end of a 1M-row preprocess) and does nothing a
+    finished job needs: by now every output is written, renamed and reported. Used by the
+    jobs' command lines after run() returns and by the local worker processes; never by
+    run() itself, which tests call in-process.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 class _KnownNoise(logging.Filter):
     """Drops one harmless warning per batch: Beam's RunInference cannot read its memory metric
     when its optional model manager fails to import (it needs torch), and says so each time."""

@@ -8,12 +8,21 @@ crc32c of the length, data, masked crc32c of the data) into one bytes blob; the 
 blobs through Beam's FileBasedSink (temp files, then an atomic rename of the shards), gzip
 at `level` (1 by default: ~3x faster to write than zlib's default 6, for ~18% larger taxi files;
 any level is read by the same `TFRecordDataset(compression_type="GZIP")`).
+
+Encoding, framing and compressing run on a thread of the file's writer (`_BackgroundWriter`):
+tfx_bsl's encoder and zlib release the GIL, so they overlap the transform of the next batch.
+In a one-process local run that used the second core, idle until then (a 1M-row preprocess:
+see the README's performance notes). A batch reaches the writer as `PendingFrames`; where a
+runner does not fuse the two steps it is pickled as its framed bytes.
 """
 from __future__ import annotations
 
+import queue
 import struct
+import threading
 import zlib
-from typing import Sequence
+from concurrent import futures
+from typing import Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
@@ -61,26 +70,110 @@ def frame_records(records: Sequence[bytes]) -> bytes:
     return b"".join(parts)
 
 
-class _GzipWriter:
-    """A writable file gzip-compressed at a chosen level (Beam's CompressedFile is fixed at 6)."""
+class PendingFrames:
+    """Rows [start, stop) of a transformed RecordBatch, to become framed tf.Example records
+    when the writer's thread asks (`frame()`). Pickled (an unfused step boundary, a shuffle
+    before fixed shards), it is its framed bytes."""
+
+    __slots__ = ("encoder", "batch", "start", "stop")
+
+    def __init__(self, encoder, batch, start: int = 0, stop: Optional[int] = None):
+        self.encoder, self.batch = encoder, batch
+        self.start, self.stop = start, batch.num_rows if stop is None else stop
+
+    def frame(self) -> bytes:
+        rows = self.batch
+        if self.start or self.stop != rows.num_rows:
+            rows = rows.slice(self.start, self.stop - self.start)
+        return frame_records(self.encoder.encode(rows))
+
+    def __reduce__(self):
+        return bytes, (self.frame(),)
+
+
+class PendingFramesCoder(coders.Coder):
+    """PendingFrames' coder: encoded, they are their framed bytes (decoded: those bytes, which
+    the writer takes too). Its size estimate is the batch's Arrow size: Beam estimates the
+    size of sampled elements, and encoding for that would encode and frame on the bundle's
+    own thread."""
+
+    def encode(self, value) -> bytes:
+        return value.frame() if isinstance(value, PendingFrames) else value
+
+    def decode(self, encoded: bytes) -> bytes:
+        return encoded
+
+    def estimate_size(self, value) -> int:
+        if isinstance(value, PendingFrames):
+            rows = max(1, value.batch.num_rows)
+            return value.batch.nbytes * (value.stop - value.start) // rows
+        return len(value)
+
+    def is_deterministic(self) -> bool:
+        return True
+
+
+beam.coders.registry.register_coder(PendingFrames, PendingFramesCoder)
+
+
+class _BackgroundWriter:
+    """A writable file that encodes and frames PendingFrames on ENCODERS threads, and
+    gzip-compresses (level >= 0) and writes on a thread of its own, in the order written.
+    At most QUEUED batches wait, so memory stays bounded (write() waits when they do); an
+    error on those threads is raised by the next write() or by close()."""
+
+    ENCODERS = 2  # encoding is the larger half of the work (~3 us a taxi row; gzip ~1.5)
+    QUEUED = 4
 
     def __init__(self, raw, level: int):
         self.raw = raw
-        self.zip = zlib.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        self.zip = (zlib.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+                    if level >= 0 else None)
+        self.encoders = futures.ThreadPoolExecutor(self.ENCODERS,
+                                                   thread_name_prefix="tfrecord-encode")
+        self.todo: queue.Queue = queue.Queue(maxsize=self.QUEUED)
+        self.error: Optional[BaseException] = None
+        self.thread = threading.Thread(target=self._run, name="tfrecord-write", daemon=True)
+        self.thread.start()
 
-    def write(self, data: bytes):
-        self.raw.write(self.zip.compress(data))
+    def _run(self):
+        while True:
+            item = self.todo.get()
+            if item is None:
+                return
+            if self.error is not None:
+                continue  # failed: drain what is queued until close()
+            try:
+                data = item.result() if isinstance(item, futures.Future) else item
+                self.raw.write(self.zip.compress(data) if self.zip else data)
+            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+                self.error = e
+
+    def _raise_error(self):
+        if self.error is not None:
+            raise self.error
+
+    def write(self, data):
+        self._raise_error()
+        if isinstance(data, PendingFrames):
+            data = self.encoders.submit(data.frame)
+        self.todo.put(data)
 
     def flush(self):
-        self.raw.flush()
+        pass  # write order is kept; close() writes everything
 
     def close(self):
-        self.raw.write(self.zip.flush())
+        self.todo.put(None)
+        self.thread.join()
+        self.encoders.shutdown(wait=True)
+        self._raise_error()
+        if self.zip:
+            self.raw.write(self.zip.flush())
         self.raw.close()
 
 
 class FramedTFRecordSink(FileBasedSink):
-    """A FileBasedSink whose elements are blobs of already framed TFRecords."""
+    """A FileBasedSink whose elements are PendingFrames or blobs of framed TFRecords."""
 
     def __init__(self, file_path_prefix: str, file_name_suffix: str, num_shards: int,
                  level: int):
@@ -92,18 +185,18 @@ class FramedTFRecordSink(FileBasedSink):
 
     def open(self, temp_path):
         raw = FileSystems.create(temp_path, self.mime_type, CompressionTypes.UNCOMPRESSED)
-        return _GzipWriter(raw, self.level) if self.level >= 0 else raw
+        return _BackgroundWriter(raw, self.level)
 
-    def write_encoded_record(self, file_handle, encoded_value):
-        file_handle.write(encoded_value)
+    def write_record(self, file_handle, value):
+        file_handle.write(value)  # framed (and encoded first, if pending) on its thread
 
 
 class EncodeAndFrame(beam.DoFn):
-    """(transformed RecordBatch, passthrough) -> blobs of framed tf.Example records: one, or
-    with a fixed shard count `parts` equal slices (Beam's sink deals elements to shards round
-    robin, so every shard gets a slice of every batch: shards stay even). The encoder is built
-    once per schema (a side input: the transformed schema is known only once the transform is
-    analyzed)."""
+    """(transformed RecordBatch, passthrough) -> PendingFrames of its tf.Example records: one,
+    or with a fixed shard count `parts` equal slices (Beam's sink deals elements to shards
+    round robin, so every shard gets a slice of every batch: shards stay even). The encoder
+    is built once per schema (a side input: the transformed schema is known only once the
+    transform is analyzed); the sink's writer thread encodes and frames."""
 
     def __init__(self, parts: int = 1):
         self.parts = max(1, parts)
@@ -116,13 +209,11 @@ class EncodeAndFrame(beam.DoFn):
         if self._encoder is None or schema is not self._schema:
             self._encoder = example_coder.RecordBatchToExamplesEncoder(schema)
             self._schema = schema
-        records = self._encoder.encode(element[0])
-        if self.parts == 1:
-            yield frame_records(records)
-            return
-        n = len(records)
+        batch = element[0]
+        n = batch.num_rows
         for k in range(self.parts):
-            yield frame_records(records[n * k // self.parts:n * (k + 1) // self.parts])
+            yield PendingFrames(self._encoder, batch, n * k // self.parts,
+                                n * (k + 1) // self.parts)
 
 
 class WriteExampleBatches(beam.PTransform):
@@ -142,6 +233,7 @@ class WriteExampleBatches(beam.PTransform):
                   | "TransformedSchema" >> beam.Map(lambda m: m.schema))
         return (batches
                 | "EncodeAndFrame" >> beam.ParDo(EncodeAndFrame(self.num_shards),
-                                                 beam.pvalue.AsSingleton(schema))
+                                                 beam.pvalue.AsSingleton(schema)
+                                                 ).with_output_types(PendingFrames)
                 | "Write" >> Write(FramedTFRecordSink(self.prefix, ".tfrecord.gz",
                                                       self.num_shards, self.level)))
