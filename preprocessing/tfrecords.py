@@ -9,7 +9,7 @@ blobs through Beam's FileBasedSink (temp files, then an atomic rename of the sha
 at `level` (1 by default: ~3x faster to write than zlib's default 6, for ~18% larger taxi files;
 any level is read by the same `TFRecordDataset(compression_type="GZIP")`).
 
-Encoding, framing and compressing run on a thread of the file's writer (`_BackgroundWriter`):
+Encoding, framing and compressing run on threads of the file's writer (`BackgroundWriter`):
 tfx_bsl's encoder and zlib release the GIL, so they overlap the transform of the next batch.
 In a one-process local run that used the second core, idle until then (a 1M-row preprocess:
 see the README's performance notes). A batch reaches the writer as `PendingFrames`; where a
@@ -116,7 +116,7 @@ class PendingFramesCoder(coders.Coder):
 beam.coders.registry.register_coder(PendingFrames, PendingFramesCoder)
 
 
-class _BackgroundWriter:
+class BackgroundWriter:
     """A writable file that encodes and frames PendingFrames on ENCODERS threads, and
     gzip-compresses (level >= 0) and writes on a thread of its own, in the order written.
     At most QUEUED batches wait, so memory stays bounded (write() waits when they do); an
@@ -166,10 +166,12 @@ class _BackgroundWriter:
         self.todo.put(None)
         self.thread.join()
         self.encoders.shutdown(wait=True)
-        self._raise_error()
-        if self.zip:
-            self.raw.write(self.zip.flush())
-        self.raw.close()
+        try:
+            self._raise_error()
+            if self.zip:
+                self.raw.write(self.zip.flush())
+        finally:
+            self.raw.close()  # also after an error: the temporary file is not left open
 
 
 class FramedTFRecordSink(FileBasedSink):
@@ -185,7 +187,7 @@ class FramedTFRecordSink(FileBasedSink):
 
     def open(self, temp_path):
         raw = FileSystems.create(temp_path, self.mime_type, CompressionTypes.UNCOMPRESSED)
-        return _BackgroundWriter(raw, self.level)
+        return BackgroundWriter(raw, self.level)
 
     def write_record(self, file_handle, value):
         file_handle.write(value)  # framed (and encoded first, if pending) on its thread

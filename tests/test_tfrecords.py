@@ -123,7 +123,7 @@ class _CountingEncoder:
 
 def test_a_slow_file_holds_back_the_caller_so_memory_stays_bounded():
     raw, encoder = _BlockedFile(), _CountingEncoder()
-    writer = tfrecords._BackgroundWriter(raw, level=1)
+    writer = tfrecords.BackgroundWriter(raw, level=1)
     done = threading.Event()
 
     def produce():
@@ -135,8 +135,17 @@ def test_a_slow_file_holds_back_the_caller_so_memory_stays_bounded():
     time.sleep(1.0)
     assert not done.is_set()  # waiting for the file
     # the batch being written, QUEUED waiting, and the one the caller is handing over
-    assert encoder.calls <= tfrecords._BackgroundWriter.QUEUED + 2
+    assert encoder.calls <= tfrecords.BackgroundWriter.QUEUED + 2
     raw.release.set()
     assert done.wait(10)
     writer.close()
     assert encoder.calls == 50
+
+
+def test_close_reports_an_encoding_error_and_still_closes_the_file(tmp_path):
+    sink = tfrecords.FramedTFRecordSink(str(tmp_path / "part"), ".tfrecord.gz", 0, level=1)
+    handle = sink.open(str(tmp_path / "part.tfrecord.gz"))
+    handle.write(PendingFrames(_FailingEncoder(), _batch(0, 10)))
+    with pytest.raises(ValueError, match="cannot encode"):
+        sink.close(handle)
+    assert handle.raw.closed
