@@ -40,7 +40,13 @@ from beam_jobs import finalize, runtime
 from beam_jobs.finalize import Finalize
 from preprocessing import parsing, reading
 from preprocessing import pipeline as pp
-from preprocessing.infer import image_schema, infer_schema, parse_csv_sample
+from preprocessing.infer import (
+    image_schema,
+    infer_from_profile,
+    parse_csv_sample,
+    profile_csv,
+    report,
+)
 from preprocessing.rejects import WriteDeadLetters
 from preprocessing.schema import RAW_SCHEMA_FILE, Schema, SchemaError
 from preprocessing.split import SPLITS, parse_fractions
@@ -83,8 +89,11 @@ class PreprocessOptions(PipelineOptions):
                             help="zlib level of the gzip TFRecords, 1 (fastest, the default) "
                                  "to 9 (smallest).")
         parser.add_argument("--delimiter", default=",", help="CSV field delimiter.")
-        parser.add_argument("--sample_rows", type=int, default=10_000,
-                            help="Rows sampled from the first file for schema inference.")
+        parser.add_argument("--infer_scan_mb", type=int, default=0,
+                            help="Schema inference profiles every row of every input file "
+                            "at launch (types never narrower than the data). A bound in MB "
+                            "of rows for very large inputs: past it numeric columns are "
+                            "typed float, and text in them is rejected. 0: the whole input.")
         parser.add_argument("--tft_temp_dir", help="tf.transform's scratch directory "
                             "(default: a local temp dir on local runners, else temp_location).")
 
@@ -111,9 +120,9 @@ def parse_args(options: PipelineOptions) -> Args:
     runtime.check_record_bounds(JOB, o)
     if o.format == "csv" and not o.schema_spec and not o.label_column:
         raise runtime.JobError(JOB, "give --schema_spec, or --label_column to infer the schema")
-    if o.rows_per_batch < 1 or o.num_shards < 0 or o.sample_rows < 1:
-        raise runtime.JobError(JOB, "--rows_per_batch and --sample_rows must be >= 1, "
-                                    "--num_shards >= 0")
+    if o.rows_per_batch < 1 or o.num_shards < 0 or o.infer_scan_mb < 0:
+        raise runtime.JobError(JOB, "--rows_per_batch must be >= 1, --num_shards and "
+                                    "--infer_scan_mb >= 0")
     if not 1 <= o.gzip_level <= 9:
         raise runtime.JobError(JOB, f"--gzip_level must be 1..9, got {o.gzip_level}")
     if len(o.delimiter) != 1:
@@ -140,13 +149,13 @@ class JobConfig:
         # glob is the pipeline's unreadable_file dead letter, not a launch failure).
         first = next((f for f in self.files if runtime.is_readable_input(f)), self.files[0])
         try:
-            header, sample = parse_csv_sample(runtime.read_head(first), o.delimiter,
-                                              o.sample_rows)
+            header, _ = parse_csv_sample(runtime.read_head(first), o.delimiter, 0)
         except SchemaError as e:
             raise runtime.JobError(JOB, f"{first}: {e}")
         except Exception as e:
             raise runtime.JobError(JOB, f"cannot read {first}: {str(e).splitlines()[0]}")
-        self.schema = self._resolve_schema(o, header, sample)
+        self.columns_report = None
+        self.schema = self._resolve_schema(o, header, first)
         self.preprocessing_fn = self._resolve_preprocessing_fn(o)
         runtime.check_writable(JOB, self.output)
 
@@ -190,7 +199,18 @@ class JobConfig:
             raise runtime.JobError(JOB, none_message)
         return files
 
-    def _resolve_schema(self, o, header, sample) -> Schema:
+    def _profile(self, o, first):
+        """Statistics of every column over the whole input (or --infer_scan_mb of it)."""
+        readable = [f for f in self.files if runtime.is_readable_input(f)]
+        progress = runtime.Progress.of(JOB, "profiled for schema inference")
+        prof = profile_csv([(f, lambda f=f: runtime.open_input(f)) for f in readable],
+                           o.delimiter, (o.infer_scan_mb << 20) or None, progress.add)
+        progress.show()
+        if prof.note:
+            logging.warning("preprocess: schema inference %s", prof.note)
+        return prof
+
+    def _resolve_schema(self, o, header, first) -> Schema:
         header = [h.strip() for h in header]
         try:
             if o.schema_spec:
@@ -201,7 +221,16 @@ class JobConfig:
                 if o.key_column and o.key_column != schema.key:
                     schema = schema.with_overrides(key=o.key_column)
             else:
-                schema = infer_schema(header, sample, label=o.label_column, key=o.key_column)
+                if o.label_column not in header:  # before reading the whole input
+                    raise SchemaError(f"label column '{o.label_column}' is not in the header "
+                                      f"{header}")
+                prof = self._profile(o, first)
+                schema, decisions = infer_from_profile(prof, o.label_column, o.key_column)
+                self.columns_report = report(prof, decisions, schema)
+                for r in self.columns_report:
+                    runtime.emit(f"{JOB}: column {r['column']!r}: {r['role']}, {r['type']}, "
+                                 f"{r['transform']} ({r['why']}; missing "
+                                 f"{r['missing_rate']:.1%}, distinct {r['distinct']})")
                 logging.info("Inferred schema (save it, edit it, pass it as --schema_spec):\n%s",
                              schema.dumps())
         except SchemaError as e:
@@ -280,6 +309,8 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
     info = {"job": JOB, "runner": type(p.runner).__name__, "input": o.input,
             "output": cfg.output, "split_fractions": list(cfg.fractions), "key": schema.key,
             "label": schema.label, "task": schema.task}
+    if getattr(cfg, "columns_report", None):
+        info["inferred_columns"] = cfg.columns_report
     all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
     _ = (all_tallies, dead) | "Finalize" >> Finalize(
         JOB, staging, cfg.output, written, OUTPUT_NAMES, info,

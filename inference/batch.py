@@ -179,7 +179,9 @@ class FormatPredictions(beam.DoFn):
         labels = None
         if self.label and self.label in batch.names:
             labels = pick(batch.column(self.label))
-            labels = labels.tolist() if isinstance(labels, np.ndarray) else list(labels)
+            # Plain Python values (an Arrow column's scalars are not JSON-serialisable).
+            labels = (labels.tolist() if isinstance(labels, np.ndarray) else
+                      labels.to_pylist() if isinstance(labels, pa.Array) else list(labels))
         yield self.tally("rows_predicted", len(res.index))
         runtime.Progress.of(JOB, "predicted").add(len(res.index))
         yield PredictionBlock(pick(batch.keys), res.outputs, result.model_id,

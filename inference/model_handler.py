@@ -170,6 +170,9 @@ class _Version:
         self.fn = self.module.signatures[SIGNATURE]
         self.inputs = {name: spec.dtype for name, spec in
                        self.fn.structured_input_signature[1].items()}
+        # Signature inputs carry TensorFlow names; rows carry the user's column names.
+        by_tf = {tf_name: raw for raw, tf_name in load_raw_schema(path).tf_names.items()}
+        self.columns = {name: by_tf.get(name, name) for name in self.inputs}
         logging.info("Loaded model version %s from %s", self.version, path)
 
 
@@ -303,7 +306,7 @@ class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
             return [PredictionResult(rb, predict_block(snap, rb.names, rb.columns, len(rb),
                                                        self._rows_per_call),
                                      snap.version) for rb in batch]
-        names = tuple(snap.inputs)
+        names = tuple(snap.columns.values())
         columns = [[r.get(n) for r in batch] for n in names]
         result = predict_block(snap, names, columns, len(batch))
         outs = [None] * len(batch)
@@ -365,11 +368,12 @@ def predict(model: "_Version", names: Sequence[str], columns: Sequence) -> dict:
     index = {n: i for i, n in enumerate(names)}
     tensors = {}
     for name, dtype in model.inputs.items():
-        if name not in index:
-            raise ValueError(f"model input '{name}' is not among the row's columns")
-        col = columns[index[name]]
+        column = model.columns[name]
+        if column not in index:
+            raise ValueError(f"model input '{column}' is not among the row's columns")
+        col = columns[index[column]]
         if isinstance(col, (list, tuple)) and None in col or getattr(col, "null_count", 0):
-            raise ValueError(f"missing value for model input '{name}'")
+            raise ValueError(f"missing value for model input '{column}'")
         if hasattr(col, "to_pylist"):  # an Arrow array (a CSV block's column)
             col = col.to_pylist() if dtype == tf.string else col.to_numpy(zero_copy_only=False)
         tensors[name] = tf.constant(col, dtype=dtype)

@@ -127,11 +127,15 @@ def check_line_ends(first_line: str, source: str = "the file") -> None:
 
 def header_names(fields: Sequence[str], source: str = "the file") -> Tuple[str, ...]:
     """A CSV header's column names: stripped, a UTF-8 byte-order mark dropped (spreadsheet
-    exports start with one), and no name twice (ValueError naming it: with two columns of
-    one name, which one holds the data is a guess)."""
+    exports start with one), an empty name as `column_<position>`, and no name twice
+    (ValueError naming it: with two columns of one name, which one holds the data is a
+    guess)."""
     names = [f.strip() for f in fields]
     if names and names[0].startswith(BOM):
         names[0] = names[0][len(BOM):].strip()
+    # A column without a name (a pandas index, a spreadsheet's blank cell) is named by its
+    # position, as pandas' `Unnamed: N` does; the name every reader of the file derives.
+    names = [n or f"column_{i + 1}" for i, n in enumerate(names)]
     seen = set()
     for name in names:
         if name in seen:
@@ -169,6 +173,7 @@ class ColumnPlan:
     default: object         # the typed default for an empty field; None: empty is an error
     is_datetime: bool       # must look like YYYY-MM-DD HH:MM:SS
     optional: bool          # empty (or absent) without a default reads as None
+    missing: frozenset = frozenset()  # texts that read as an empty field ("NA", "?")
 
 
 class RowParser:
@@ -185,9 +190,9 @@ class RowParser:
                                 if c.name not in positions and c.required
                                 and c.name not in optional]
         self.plan = [ColumnPlan(
-            c.name, positions.get(c.name), c.type,
-            None if c.default is None else coerce_value(str(c.default), c.type),
-            c.transform == "datetime", c.name in optional) for c in schema.columns]
+            c.name, positions.get(c.name), c.type, c.typed_default(),
+            c.transform == "datetime", c.name in optional, frozenset(c.missing))
+            for c in schema.columns]
         self.width = len(self.header)
 
     def parse(self, fields: Optional[Sequence[str]]) -> tuple:
@@ -202,7 +207,7 @@ class RowParser:
         values = []
         for c in self.plan:
             text = fields[c.pos].strip() if c.pos is not None else ""
-            if text == "":
+            if text == "" or text in c.missing:
                 if c.default is None and c.optional:
                     values.append(None)
                     continue
@@ -409,13 +414,16 @@ def example_to_fields(serialized: bytes, header: Sequence[str]) -> List[str]:
 
 
 def raw_feature_spec(schema: Schema, columns=None) -> dict:
+    """The raw tf.Example feature spec, keyed by the user's column names."""
     import tensorflow as tf
     return {c.name: tf.io.FixedLenFeature([], tf.as_dtype(DTYPE_TABLE[c.type].tf))
             for c in (columns if columns is not None else schema.columns)}
 
 
 def arrow_schema(schema: Schema) -> pa.Schema:
-    return pa.schema([pa.field(c.name, pa.large_list(DTYPE_TABLE[c.type].arrow))
+    """The RecordBatches' schema: one column per schema column, under its TensorFlow name
+    (tf.transform's input names)."""
+    return pa.schema([pa.field(schema.tf_name(c.name), pa.large_list(DTYPE_TABLE[c.type].arrow))
                       for c in schema.columns])
 
 
@@ -463,9 +471,10 @@ def tensor_adapter_config(schema: Schema):
 
     reps = {}
     for c in schema.columns:
+        name = schema.tf_name(c.name)
         rep = schema_pb2.TensorRepresentation()
-        rep.dense_tensor.column_name = c.name
+        rep.dense_tensor.column_name = name
         # Shape [] per example: a scalar column, as FixedLenFeature([]) reads.
         rep.dense_tensor.shape.CopyFrom(schema_pb2.FixedShape())
-        reps[c.name] = rep
+        reps[name] = rep
     return tensor_adapter.TensorAdapterConfig(arrow_schema(schema), reps)

@@ -42,6 +42,8 @@ from typing import Any, Optional
 import numpy as np
 import pyarrow as pa
 
+from preprocessing.names import tf_names
+
 
 @dataclass(frozen=True)
 class DType:
@@ -61,9 +63,13 @@ DTYPE_TABLE = {
     "string": DType("string", str, None, None, pa.large_binary(), "string"),
 }
 DTYPES = tuple(DTYPE_TABLE)
-TRANSFORMS = ("zscore", "scale_0_1", "vocabulary", "bucketize", "hash", "datetime",
+TRANSFORMS = ("numeric", "zscore", "scale_0_1", "vocabulary", "bucketize", "hash", "datetime",
               "passthrough", "identity", "image", "none")
-NUMERIC_TRANSFORMS = ("zscore", "scale_0_1", "bucketize", "passthrough")
+NUMERIC_TRANSFORMS = ("numeric", "zscore", "scale_0_1", "bucketize", "passthrough")
+# `default: mean` (float columns): a missing value is read as NaN and the transform graph
+# replaces it with the train split's mean, adding a `<name>_missing` 0/1 feature.
+MEAN_DEFAULT = "mean"
+
 STRING_TRANSFORMS = ("vocabulary", "hash", "datetime")
 # Datetime part -> number of values (the categorical cardinality the model sees).
 DATETIME_PARTS = {"hour": 24, "weekday": 7, "month": 12, "day": 31, "minute": 60}
@@ -91,10 +97,24 @@ class ColumnSpec:
     num_buckets: int = 10
     hash_buckets: int = 100
     parts: tuple = ("hour", "weekday", "month")
+    missing: tuple = ()  # texts read as a missing value besides the empty field ("NA", "?")
 
     @property
     def required(self) -> bool:
         return self.default is None
+
+    @property
+    def imputed(self) -> bool:
+        return self.default == MEAN_DEFAULT
+
+    def typed_default(self):
+        """The value an empty field reads as: None (required), NaN (`mean`), or the typed
+        default."""
+        if self.default is None:
+            return None
+        if self.imputed:
+            return float("nan")
+        return coerce_value(str(self.default), self.type)
 
 
 @dataclass(frozen=True)
@@ -125,6 +145,10 @@ class Schema:
     crosses: tuple = ()
 
     def __post_init__(self):
+        try:
+            object.__setattr__(self, "tf_names", tf_names(self.names))
+        except ValueError as e:
+            raise SchemaError(str(e)) from None
         if self.task is None:
             label = self.column(self.label) if self.label in self.names else None
             task = "classification" if label is not None and label.type == "string" else "regression"
@@ -135,6 +159,17 @@ class Schema:
     @property
     def names(self) -> tuple:
         return tuple(c.name for c in self.columns)
+
+    def tf_name(self, name: str) -> str:
+        """The name TensorFlow sees for column `name` (preprocessing/names.py)."""
+        return self.tf_names[name]
+
+    def column_of_output(self, output: str) -> ColumnSpec:
+        """The column whose transformed feature is named `output` (a TensorFlow name)."""
+        for c in self.columns:
+            if self.tf_names[c.name] == output:
+                return c
+        raise KeyError(output)
 
     def column(self, name: str) -> ColumnSpec:
         for c in self.columns:
@@ -157,22 +192,25 @@ class Schema:
         """
         out = {}
         for c in self.feature_columns():
+            name = self.tf_names[c.name]
             if c.transform == "vocabulary":
-                out[c.name] = None
-            elif c.transform == "bucketize":
-                out[c.name] = c.num_buckets
+                out[name] = None
+            elif c.transform in ("bucketize", "numeric"):
+                out[name if c.transform == "bucketize" else f"{name}_bucket"] = c.num_buckets
             elif c.transform == "hash":
-                out[c.name] = c.hash_buckets
+                out[name] = c.hash_buckets
             elif c.transform == "datetime":
                 for p in c.parts:
-                    out[f"{c.name}_{p}"] = DATETIME_PARTS[p]
+                    out[f"{name}_{p}"] = DATETIME_PARTS[p]
+            if c.imputed:
+                out[f"{name}_missing"] = 2
         for x in self.crosses:
             out[x.name] = x.hash_buckets
         return out
 
     def numeric_outputs(self) -> tuple:
-        names = [c.name for c in self.feature_columns()
-                 if c.transform in ("zscore", "scale_0_1", "passthrough")]
+        names = [self.tf_names[c.name] for c in self.feature_columns()
+                 if c.transform in ("numeric", "zscore", "scale_0_1", "passthrough")]
         names += [d.name for d in self.derived]
         return tuple(names)
 
@@ -206,7 +244,10 @@ class Schema:
                     raise SchemaError(f"column '{c.name}': {attr} must be >= 1")
             if c.num_oov_buckets < 0 or (c.top_k is not None and c.top_k < 1):
                 raise SchemaError(f"column '{c.name}': top_k must be >= 1 and num_oov_buckets >= 0")
-            if c.default is not None:
+            if c.imputed and (c.type != "float" or c.transform not in NUMERIC_TRANSFORMS):
+                raise SchemaError(f"column '{c.name}': default 'mean' needs a float column "
+                                  f"with a numeric transform")
+            if c.default is not None and not c.imputed:
                 try:
                     coerce_value(str(c.default), c.type)
                 except ValueError as e:
@@ -286,8 +327,9 @@ class Schema:
             if bad:
                 raise SchemaError(f"column '{c['name']}': unknown keys {sorted(bad)}")
             c = dict(c)
-            if "parts" in c:
-                c["parts"] = tuple(c["parts"])
+            for listed in ("parts", "missing"):
+                if listed in c:
+                    c[listed] = tuple(c[listed])
             cols.append(ColumnSpec(**c))
         derived = []
         for x in d.get("derived") or []:

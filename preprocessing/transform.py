@@ -4,8 +4,11 @@ Everything that turns raw columns into model inputs happens here, inside the TF 
 tf.transform saves as `transform_fn/`. The trainer reads its outputs; the exported model embeds
 the same graph, so serving cannot drift from training (no train/serve skew).
 
-Transformed feature names:
+Transformed feature names (`<name>`: the column's TensorFlow name, schema.tf_name):
+  numeric                                     -> float32 `<name>` (z-score) and int64
+                                                 `<name>_bucket` (quantile bucket)
   zscore / scale_0_1 / passthrough / derived  -> float32 `<name>`
+  default: mean                               -> also int64 `<name>_missing` (0/1)
   identity / image                            -> `<name>` unchanged (image: encoded JPEG bytes)
   vocabulary / bucketize / hash               -> int64 `<name>` (vocab file named `<name>`)
   datetime                                    -> int64 `<name>_<part>` (hour 0-23, weekday
@@ -47,13 +50,25 @@ def haversine_km(lat1, lon1, lat2, lon2):
     return 2.0 * 6371.0 * tf.asin(tf.sqrt(tf.clip_by_value(a, 0.0, 1.0)))
 
 
-def _scale(x, how):
+def _scale(x, how, name=None):
+    # Named analyzers keep tf.transform's cache keys stable across tracings.
     x = tf.cast(x, tf.float32)
     if how == "zscore":
-        return tft.scale_to_z_score(x)
+        return tft.scale_to_z_score(x, name=name and f"{name}_zscore")
     if how == "scale_0_1":
-        return tft.scale_to_0_1(x)
+        return tft.scale_to_0_1(x, name=name and f"{name}_scale")
     return x
+
+
+def _impute_mean(x, name):
+    """NaN (a missing value of a `default: mean` column) -> the train split's mean of the
+    present values; also the 0/1 missing flag."""
+    x = tf.cast(x, tf.float32)
+    missing = tf.math.is_nan(x)
+    present = tf.where(missing, tf.zeros_like(x), x)
+    count = tft.sum(tf.cast(~missing, tf.float32), name=f"{name}_present")
+    mean = tft.sum(present, name=f"{name}_sum") / tf.maximum(count, 1.0)
+    return tf.where(missing, mean, x), tf.cast(missing, tf.int64)
 
 
 def _as_string(x):
@@ -64,40 +79,51 @@ def make_preprocessing_fn(schema: Schema):
     """Returns the preprocessing_fn for this schema (a closure over plain data, so it pickles)."""
 
     def preprocessing_fn(inputs):
+        # Inputs and outputs are keyed by the columns' TensorFlow names (schema.tf_name).
         outputs = {}
         for c in schema.feature_columns():
-            x = inputs[c.name]
+            name = schema.tf_name(c.name)
+            x = inputs[name]
             t = c.transform
-            if t in ("zscore", "scale_0_1", "passthrough"):
-                outputs[c.name] = _scale(x, t)
+            if c.imputed:
+                x, outputs[f"{name}_missing"] = _impute_mean(x, name)
+            if t == "numeric":  # a smooth term and a step term: z-score and quantile bucket
+                outputs[name] = _scale(x, "zscore", name)
+                outputs[f"{name}_bucket"] = tft.bucketize(
+                    tf.cast(x, tf.float32), c.num_buckets, name=f"{name}_buckets")
+            elif t in ("zscore", "scale_0_1", "passthrough"):
+                outputs[name] = _scale(x, t, name)
             elif t in ("identity", "image"):
-                outputs[c.name] = tf.identity(x)  # kept as is (image: encoded bytes)
+                outputs[name] = tf.identity(x)  # kept as is (image: encoded bytes)
             elif t == "bucketize":
-                outputs[c.name] = tft.bucketize(tf.cast(x, tf.float32), c.num_buckets)
+                outputs[name] = tft.bucketize(tf.cast(x, tf.float32), c.num_buckets)
             elif t == "vocabulary":
-                outputs[c.name] = tft.compute_and_apply_vocabulary(
+                outputs[name] = tft.compute_and_apply_vocabulary(
                     _as_string(x), top_k=c.top_k, num_oov_buckets=c.num_oov_buckets,
-                    vocab_filename=c.name)
+                    vocab_filename=name)
             elif t == "hash":
-                outputs[c.name] = tft.hash_strings(_as_string(x), c.hash_buckets)
+                outputs[name] = tft.hash_strings(_as_string(x), c.hash_buckets)
             elif t == "datetime":
                 parts = datetime_parts(x)
                 for p in c.parts:
-                    outputs[f"{c.name}_{p}"] = parts[p]
+                    outputs[f"{name}_{p}"] = parts[p]
         for d in schema.derived:
             if d.op == "haversine_km":
-                outputs[d.name] = _scale(haversine_km(*[inputs[i] for i in d.inputs]), d.transform)
+                args = [inputs[schema.tf_name(i)] for i in d.inputs]
+                outputs[d.name] = _scale(haversine_km(*args), d.transform)
         for x in schema.crosses:
             joined = tf.strings.join([_as_string(outputs[f]) for f in x.features], separator="|")
             outputs[x.name] = tft.hash_strings(joined, x.hash_buckets)
-        label = inputs[schema.label]
+        label_name = schema.tf_name(schema.label)
+        label = inputs[label_name]
         if schema.task == "classification":
-            outputs[schema.label] = tft.compute_and_apply_vocabulary(
+            outputs[label_name] = tft.compute_and_apply_vocabulary(
                 _as_string(label), num_oov_buckets=0, default_value=-1, vocab_filename=LABEL_VOCAB)
         else:
-            outputs[schema.label] = tf.cast(label, tf.float32)
+            outputs[label_name] = tf.cast(label, tf.float32)
         if schema.key:
-            outputs[schema.key] = tf.identity(inputs[schema.key])
+            key_name = schema.tf_name(schema.key)
+            outputs[key_name] = tf.identity(inputs[key_name])
         return outputs
 
     return preprocessing_fn

@@ -100,7 +100,7 @@ def load_feature_info(data_dir: str, label_key: Optional[str] = None) -> Feature
     known_cat = schema.categorical_outputs()
     domains = {f.name: f.int_domain for f in tft_out.transformed_metadata.schema.feature
                if f.HasField("int_domain")}
-    label, task = schema.label, schema.task
+    label, task = schema.tf_name(schema.label), schema.task
     if label_key:
         if label_key not in spec:
             raise LabelKeyError(f"--label_key {label_key} is not a transformed feature "
@@ -115,7 +115,8 @@ def load_feature_info(data_dir: str, label_key: Optional[str] = None) -> Feature
                                 "the preprocessing_fn (tft.compute_and_apply_vocabulary)")
     numeric, categorical = [], {}
     for name, s in sorted(spec.items()):
-        if name in (label, schema.label, schema.key):
+        if name in (label, schema.tf_name(schema.label),
+                    schema.key and schema.tf_name(schema.key)):
             continue
         if s.dtype == tf.string:
             continue  # passthrough strings are not model inputs
@@ -124,14 +125,15 @@ def load_feature_info(data_dir: str, label_key: Optional[str] = None) -> Feature
         elif name in known_cat:
             card = known_cat[name]
             if card is None:  # a vocabulary: its size is known after analysis
-                col = schema.column(name)
+                col = schema.column_of_output(name)
                 card = tft_out.vocabulary_size_by_name(name) + col.num_oov_buckets
             categorical[name] = card
         elif name in domains:  # a module file's categorical output with a declared domain
             categorical[name] = int(domains[name].max) + 1
         else:
             numeric.append(name)  # an int without a domain: used as a number
-    image = next((c.name for c in schema.columns if c.transform == "image"), None)
+    image = next((schema.tf_name(c.name) for c in schema.columns if c.transform == "image"),
+                 None)
     if image:  # image data: the model reads the decoded image only
         numeric, categorical = [], {}
     n_classes, class_names = 1, []

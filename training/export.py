@@ -32,20 +32,23 @@ class ServingModule(tf.Module):
         self._classification = info.task == "classification"
         self.class_names = tf.constant(info.class_names or [""])
         cols = schema.serving_columns()
-        # Optional columns (with a default) may be absent from a tf.Example.
+        # tf.Examples carry the user's column names; predict_raw and the transform take the
+        # TensorFlow names (schema.tf_name).
         spec = raw_feature_spec(schema, cols)
         for c in cols:
-            if c.default is not None:
+            if c.default is not None:  # optional columns may be absent from a tf.Example
                 spec[c.name] = tf.io.FixedLenFeature([], tf.as_dtype(DTYPE_TABLE[c.type].tf),
-                                                     default_value=_typed(c.default, c.type))
+                                                     default_value=c.typed_default())
         self._example_spec = spec
+        self._tf_names = {c.name: schema.tf_name(c.name) for c in cols}
         self.serve_examples = tf.function(
             self._serve_examples,
             input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
         self.predict_raw = tf.function(
             self._predict_raw,
-            input_signature=[{c.name: tf.TensorSpec([None], tf.as_dtype(DTYPE_TABLE[c.type].tf), name=c.name)
-                              for c in cols}])
+            input_signature=[{schema.tf_name(c.name): tf.TensorSpec(
+                [None], tf.as_dtype(DTYPE_TABLE[c.type].tf), name=schema.tf_name(c.name))
+                for c in cols}])
 
     def _predict(self, raw):
         transformed = self.tft_layer(dict(raw))
@@ -58,7 +61,8 @@ class ServingModule(tf.Module):
                 "classes": tf.gather(self.class_names, ids)}
 
     def _serve_examples(self, examples):
-        return self._predict(tf.io.parse_example(examples, self._example_spec))
+        parsed = tf.io.parse_example(examples, self._example_spec)
+        return self._predict({self._tf_names[k]: v for k, v in parsed.items()})
 
     def _predict_raw(self, features):
         return self._predict(features)
@@ -95,10 +99,6 @@ class ImageServingModule(tf.Module):
 
     def _predict_raw(self, features):
         return self._predict(features["image_bytes"])
-
-
-def _typed(value, dtype):
-    return DTYPE_TABLE[dtype].python(value)
 
 
 def next_version_dir(model_dir: str) -> str:
