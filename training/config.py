@@ -39,7 +39,7 @@ class TrainConfig:
     mixed_precision: bool = False            # GPU: float16 compute, float32 variables
     backbone: str = "small_cnn"              # image data: see model.build_cnn
     eval_steps: Optional[int] = None         # default: the whole eval split
-    early_stopping_patience: int = 0         # 0 = off
+    early_stopping_patience: Optional[int] = None  # None: 10 for tabular data, 0 (off) images
     checkpoint_steps: int = 200              # BackupAndRestore frequency
     keep_checkpoints: int = 3                # per-epoch weight checkpoints kept (the last N)
     distribution: str = "auto"
@@ -125,7 +125,10 @@ class TrainConfig:
           help="Image data: the small CNN, or a Keras application built without downloaded "
                "weights (trained from scratch).")
         a("--eval_steps", type=int, help="Default: the whole eval split.")
-        a("--early_stopping_patience", type=int, default=0, help="Epochs; 0 turns it off.")
+        a("--early_stopping_patience", type=int,
+          help="Epochs without a better holdout loss before training stops (the best weights "
+               "are kept). Default: 10 for tabular data, whose validation data is a hashed "
+               "1-in-10 slice of the train split; off for images. 0 turns it off.")
         a("--checkpoint_steps", type=int, default=200, help="Backup (resume) frequency in steps.")
         a("--keep_checkpoints", type=int, default=3,
           help="Per-epoch weight checkpoints to keep (older ones are deleted).")

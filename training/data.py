@@ -16,6 +16,7 @@ from typing import Dict, List, Optional
 import tensorflow as tf
 
 from preprocessing.schema import RAW_SCHEMA_FILE, Schema
+from training.target import LabelScaler, read_labels
 
 AUTOTUNE = tf.data.AUTOTUNE
 # With --cache, records are shuffled once, parsed (and cached) in minibatches; minibatches are
@@ -36,6 +37,7 @@ class FeatureInfo:
     split_rows: Dict[str, int] = field(default_factory=dict)
     raw_schema: Optional[Schema] = None
     image: Optional[str] = None          # the encoded-image feature, for image data
+    label_scaler: Optional[LabelScaler] = None  # regression: the target the network learns
 
     @property
     def input_names(self) -> List[str]:
@@ -151,10 +153,13 @@ def load_feature_info(data_dir: str, label_key: Optional[str] = None) -> Feature
     if tf.io.gfile.exists(summary):
         with tf.io.gfile.GFile(summary) as f:
             split_rows = json.load(f).get("splits", {})
+    scaler = None
+    if task == "regression":
+        scaler = LabelScaler.fit(read_labels(split_files(data_dir, "train"), label))
     return FeatureInfo(label=label, task=task, numeric=numeric,
                        categorical=categorical, feature_spec=spec, n_classes=n_classes,
                        class_names=class_names, split_rows=split_rows, raw_schema=schema,
-                       image=image)
+                       image=image, label_scaler=scaler)
 
 
 def split_files(data_dir: str, split: str) -> List[str]:
@@ -164,11 +169,19 @@ def split_files(data_dir: str, split: str) -> List[str]:
     return files
 
 
+HOLDOUT_BUCKETS = 10  # 1 in 10 train records (by a hash of its bytes) is the holdout
+
+
 def make_dataset_fn(files: List[str], info: FeatureInfo, global_batch_size: int,
                     training: bool, shuffle_buffer: int = 50_000, cache: bool = False,
-                    seed: int = 42, repeat: Optional[bool] = None):
-    """Returns dataset_fn(input_context=None) -> dataset of (features, label, weight)."""
+                    seed: int = 42, repeat: Optional[bool] = None,
+                    holdout: Optional[str] = None, scale_label: bool = True):
+    """Returns dataset_fn(input_context=None) -> dataset of (features, label, weight);
+    regression labels as info.label_scaler maps them. `holdout`: "exclude" or "only" the
+    records a hash of their bytes puts in the holdout slice (early stopping's validation
+    data, never the eval split); None: all. `scale_label=False`: labels as stored."""
     repeat = training if repeat is None else repeat
+    scaler = info.label_scaler if scale_label else None
     spec = {k: info.feature_spec[k] for k in info.input_names + [info.label]}
     classification = info.task == "classification"
 
@@ -184,6 +197,8 @@ def make_dataset_fn(files: List[str], info: FeatureInfo, global_batch_size: int,
             label = tf.maximum(label, 0)
         else:
             weight = tf.ones_like(label, dtype=tf.float32)
+            if scaler is not None:
+                label = scaler.forward(label)
             label = tf.expand_dims(label, -1)  # [batch, 1], like the model's output
         return parsed, label, weight
 
@@ -205,6 +220,10 @@ def make_dataset_fn(files: List[str], info: FeatureInfo, global_batch_size: int,
             deterministic=not training)
         if shard_records:
             ds = ds.shard(pipelines, pipeline_id)
+        if holdout:
+            only = holdout == "only"
+            ds = ds.filter(lambda r: tf.equal(
+                tf.strings.to_hash_bucket_fast(r, HOLDOUT_BUCKETS) == 0, only))
         if training and cache:
             # Parse minibatches once, cache them parsed, then shuffle minibatches and
             # rebatch: after the first epoch no per-record work is left at all (on a few

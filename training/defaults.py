@@ -23,6 +23,7 @@ ROWS_PER_BATCH = 50  # train rows per batch-size unit: at least ~50 steps per ep
 BASE_EPOCHS = 10
 MIN_STEPS = 1000
 MAX_EPOCHS = 200
+EARLY_STOPPING_PATIENCE = 10  # epochs, tabular data (validation: a slice of the train split)
 
 
 def choose(train_rows: int, batch_size: Optional[int], epochs: Optional[int],

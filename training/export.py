@@ -30,6 +30,7 @@ class ServingModule(tf.Module):
         self.tft_layer = tft_output.transform_features_layer()
         self._input_names = list(info.input_names)
         self._classification = info.task == "classification"
+        self._scaler = info.label_scaler
         self.class_names = tf.constant(info.class_names or [""])
         cols = schema.serving_columns()
         # tf.Examples carry the user's column names; predict_raw and the transform take the
@@ -54,7 +55,10 @@ class ServingModule(tf.Module):
         transformed = self.tft_layer(dict(raw))
         out = self.model({k: transformed[k] for k in self._input_names}, training=False)
         if not self._classification:
-            return {"predictions": tf.squeeze(out, -1)}
+            out = tf.squeeze(out, -1)
+            if self._scaler is not None:  # back to the label's own scale
+                out = self._scaler.inverse(out)
+            return {"predictions": out}
         probs = tf.nn.softmax(out, axis=-1)
         ids = tf.argmax(probs, axis=-1)
         return {"probabilities": probs, "class_ids": ids,

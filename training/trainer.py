@@ -160,14 +160,16 @@ def exact_eval(model, files, info, batch_size: int) -> dict:
     Per-epoch validation under multi-worker training repeats data to keep workers in step;
     the final figure in metrics.json must be exact, so batch prediction can reproduce it.
     """
-    ds = data_lib.make_dataset_fn(files, info, batch_size, training=False)()
+    ds = data_lib.make_dataset_fn(files, info, batch_size, training=False, scale_label=False)()
     predict = tf.function(lambda x: model(x, training=False))
     sums = EvalSums()
     for features, label, weight in ds:
         out = predict(features).numpy()
         y, w = label.numpy(), weight.numpy()
         if info.task == "regression":
-            sums.add_regression(out[:, 0], y[:, 0])
+            pred = out[:, 0] if info.label_scaler is None else \
+                info.label_scaler.inverse(out[:, 0]).numpy()
+            sums.add_regression(pred, y[:, 0])
         else:
             sums.add_classification(np.argmax(out, -1) == y, w)
     return sums.metrics(info.task)
@@ -242,12 +244,24 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
     log.info("distribution=%s replicas=%d chief=%s task=%s epochs=%d steps/epoch=%d",
              kind, strategy.num_replicas_in_sync, chief, info.task, epochs, steps_per_epoch)
 
+    # Tabular models validate (and stop early) on a hashed slice of the train split, so the
+    # eval split measures a model it never chose; image models validate on the eval split.
+    holdout = None if info.image else "exclude"
     train_fn = data_lib.make_dataset_fn(train_files, info, cfg.batch_size, training=True,
                                         shuffle_buffer=cfg.shuffle_buffer, cache=cfg.cache,
-                                        seed=cfg.seed)
-    eval_steps = cfg.eval_steps or data_lib.steps_for(eval_rows, cfg.batch_size)
-    eval_fn = data_lib.make_dataset_fn(eval_files, info, cfg.batch_size, training=False,
-                                       repeat=True)
+                                        seed=cfg.seed, holdout=holdout)
+    if holdout:
+        val_rows = max(1, train_rows // data_lib.HOLDOUT_BUCKETS)
+        eval_fn = data_lib.make_dataset_fn(train_files, info, cfg.batch_size, training=False,
+                                           repeat=True, holdout="only")
+    else:
+        val_rows = eval_rows
+        eval_fn = data_lib.make_dataset_fn(eval_files, info, cfg.batch_size, training=False,
+                                           repeat=True)
+    eval_steps = cfg.eval_steps or data_lib.steps_for(val_rows, cfg.batch_size)
+    patience = cfg.early_stopping_patience
+    if patience is None:
+        patience = 0 if info.image else defaults.EARLY_STOPPING_PATIENCE
     builder = build_model
     if cfg.model_module:
         from preprocessing.modules import load_module_function
@@ -298,9 +312,9 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
         PruneCheckpoints(ckpt_dir, cfg.keep_checkpoints),
         keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch"),
     ]
-    if cfg.early_stopping_patience and val_kwargs:
+    if patience and val_kwargs:
         callbacks.append(keras.callbacks.EarlyStopping(
-            monitor="val_loss", patience=cfg.early_stopping_patience, restore_best_weights=True))
+            monitor="val_loss", patience=patience, restore_best_weights=True))
     started = time.time()
     history = model.fit(train_data, epochs=epochs, steps_per_epoch=steps_per_epoch,
                         callbacks=callbacks, verbose=cfg.verbose if chief else 0, **val_kwargs)
@@ -328,6 +342,9 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
             * cfg.batch_size / max(train_seconds, 1e-9), 1),
         "export_dir": export_dir, "config": cfg.to_dict(), "defaults": chosen,
         "precision": "mixed_float16" if mixed else "float32", "jit_compile": jit,
+        "label_scaling": info.label_scaler.to_dict() if info.label_scaler else None,
+        "validation": "train holdout (1 in 10 records)" if holdout else "eval split",
+        "early_stopping_patience": patience,
         "warnings": warnings,
     }
     tf.io.gfile.makedirs(cfg.job_dir)

@@ -1,0 +1,240 @@
+"""A user's own table with default flags: types from the whole input, NA tokens, codes,
+identifiers by statistics, any header, and --evaluate_label for every label kind and input
+path (issue 25)."""
+import csv
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+
+from preprocessing.infer import infer_from_profile, profile_csv, profile_rows
+from preprocessing.names import tf_name
+from preprocessing.parsing import header_names
+from preprocessing.schema import Schema, SchemaError
+from tests.conftest import make_example, read_jsonl, small_train_config
+
+
+def _profile_text(text):
+    return profile_csv([("t.csv", lambda: io.BytesIO(text.encode()))])
+
+
+def _infer_text(text, label, key=None):
+    return infer_from_profile(_profile_text(text), label, key)
+
+
+# ---- types from all the data -------------------------------------------------------------------
+def _late_decimals_csv(rows=12_000, late_from=10_500):
+    lines = ["x,price,y"]
+    for i in range(rows):
+        price = f"{50 + i % 9}.0" if i < late_from else f"{50 + i % 9}.3"
+        lines.append(f"{i % 17},{price},{(i * 7) % 11}.5")
+    return "\n".join(lines) + "\n"
+
+
+def test_decimals_after_the_first_10000_rows_make_the_column_float():
+    schema, decisions = _infer_text(_late_decimals_csv(), "y")
+    assert schema.column("price").type == "float"
+    assert schema.column("x").type == "int"  # integers everywhere: int is safe
+    assert decisions["price"].role == "feature"
+
+
+def test_text_in_a_numeric_column_makes_it_a_string_and_na_tokens_are_missing():
+    rows = [[str(i), f"{i * 0.5}", str(i % 3)] for i in range(3000)]
+    rows[2500][0] = "unknown"  # text far down a numeric column
+    for i in (5, 50, 2900):
+        rows[i][1] = ["NA", "?", "n/a"][i % 3]
+    schema, decisions = infer_from_profile(profile_rows(["a", "b", "y"], rows), "y")
+    a, b = schema.column("a"), schema.column("b")
+    assert a.type == "string"
+    assert (b.type, b.transform, b.default) == ("float", "numeric", "mean")
+    assert {"NA", "?", "n/a"} <= set(b.missing)
+    assert "mean" in decisions["b"].why
+
+
+def test_leading_zero_codes_stay_strings():
+    rows = [[f"{i % 50:05d}", str(i % 2)] for i in range(500)]
+    schema, _ = infer_from_profile(profile_rows(["zip", "y"], rows), "y")
+    assert schema.column("zip").type == "string"
+    assert schema.column("zip").transform == "vocabulary"
+
+
+def test_identifiers_are_found_by_statistics_not_by_name():
+    rng = np.random.default_rng(0)
+    shuffled = rng.permutation(1000)
+    rows = [[str(i + 1), f"Person {i} Name", str(shuffled[i]), str(i % 4), str(i % 2)]
+            for i in range(1000)]
+    schema, decisions = infer_from_profile(
+        profile_rows(["row", "name", "score", "group", "y"], rows), "y")
+    assert schema.key == "row"                     # gap-free increasing integers
+    assert decisions["name"].role == "left_out"    # unique strings: an identifier too
+    assert schema.column("name").transform == "none"
+    assert schema.column("score").transform == "numeric"  # unique but not in order: a number
+    assert "name" not in {c.name for c in schema.serving_columns()}
+    # With a key given, the row numbers are left out instead.
+    schema, decisions = infer_from_profile(
+        profile_rows(["row", "name", "score", "group", "y"], rows), "y", key="group")
+    assert decisions["row"].role == "left_out" and decisions["name"].role == "left_out"
+
+
+def test_a_profile_does_not_depend_on_where_a_value_sits():
+    text = _late_decimals_csv()
+    lines = text.strip().split("\n")
+    reordered = "\n".join([lines[0]] + lines[:0:-1]) + "\n"
+    a, _ = _infer_text(text, "y")
+    b, _ = _infer_text(reordered, "y")
+    assert [(c.name, c.type, c.transform) for c in a.columns] == \
+        [(c.name, c.type, c.transform) for c in b.columns]
+
+
+# ---- names ---------------------------------------------------------------------------------------
+def test_tensorflow_names_are_derived_stable_and_unique():
+    assert tf_name("fare", 0) == "fare"
+    assert tf_name("bill depth (mm)", 1) == "bill_depth_mm"
+    assert tf_name("2nd reading", 2) == "c_2nd_reading"
+    assert tf_name("flügel", 3) == "flugel"
+    assert tf_name("温度", 4) == "column_5"
+    assert header_names(["", "a", " "]) == ("column_1", "a", "column_3")
+    with pytest.raises(SchemaError, match="'a b' and 'a_b' both map"):
+        Schema.from_dict({"label": "y", "columns": [
+            {"name": "a b", "type": "float"}, {"name": "a_b", "type": "float"},
+            {"name": "y", "type": "float"}]})
+
+
+# ---- end to end: hostile headers, string labels, every input path ------------------------------
+HEADER = ["", "bill depth (mm)", "2nd length", "île", "Name", "species"]
+LABEL = "species"
+
+
+def _penguin_like(n=600, seed=3):
+    """Rows whose class follows the two measurements; a pandas-style index, names."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        depth, length = rng.normal(17, 2), rng.normal(45, 5)
+        cls = "Adelie" if depth > 17.5 else ("Gentoo" if length > 45 else "Chinstrap")
+        island = ["Biscoe", "Dream", "Torgersen"][i % 3]
+        depth_text = "NA" if i % 97 == 0 else f"{depth:.1f}"
+        rows.append([str(i), depth_text, f"{length:.1f}", island, f'Doe, "Jo" {i}', cls])
+    return rows
+
+
+def _write_csv(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(HEADER)
+        w.writerows(rows)
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    """The table preprocessed with an inferred schema and a small model trained on it."""
+    from beam_jobs import preprocess
+    from training import train_and_evaluate
+    root = tmp_path_factory.mktemp("hostile")
+    rows = _penguin_like()
+    src = str(root / "table.csv")
+    _write_csv(src, rows)
+    prep = str(root / "prep")
+    summary = preprocess.run(["--input", src, "--output", prep, "--label_column", LABEL])
+    metrics = train_and_evaluate(small_train_config(prep, str(root / "job"), epochs=3,
+                                                    batch_size=32))
+    return root, src, rows, summary, metrics
+
+
+@pytest.mark.slow
+def test_hostile_headers_preprocess_and_train(hostile):
+    root, _, rows, summary, metrics = hostile
+    assert summary["rejected"]["total"] == 0
+    assert sum(summary["splits"].values()) == len(rows)
+    report = {r["column"]: r for r in summary["inferred_columns"]}
+    assert report["column_1"]["role"] == "key"
+    assert report["Name"]["role"] == "left_out"
+    assert report["bill depth (mm)"]["tf_name"] == "bill_depth_mm"
+    assert report["bill depth (mm)"]["type"] == "float"
+    raw = json.load(open(os.path.join(root, "prep", "raw_schema.json")))
+    assert [c["name"] for c in raw["columns"]] == ["column_1"] + HEADER[1:]
+    assert metrics["eval"]["examples"] > 0
+
+
+def _jsonl(path, rows, numbers=True):
+    with open(path, "w") as f:
+        for r in rows:
+            obj = dict(zip(HEADER[1:], r[1:]))
+            if numbers and obj["bill depth (mm)"] != "NA":
+                obj["bill depth (mm)"] = float(obj["bill depth (mm)"])
+            f.write(json.dumps(obj) + "\n")
+
+
+def _tfrecords(path, rows):
+    import tensorflow as tf
+    with tf.io.TFRecordWriter(path) as w:
+        for r in rows:
+            d = dict(zip(HEADER[1:], r[1:]))
+            d["bill depth (mm)"] = float("nan") if d["bill depth (mm)"] == "NA" else \
+                float(d["bill depth (mm)"])
+            d["2nd length"] = float(d["2nd length"])
+            if d["bill depth (mm)"] != d["bill depth (mm)"]:
+                del d["bill depth (mm)"]
+            w.write(make_example(d))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path_kind", ["csv_blocks", "csv_rows", "jsonl", "tfrecord"])
+def test_evaluate_label_with_string_classes_on_every_input_path(hostile, tmp_path, path_kind):
+    from beam_jobs import batch_predict
+    root, src, rows, _, _ = hostile
+    extra = []
+    if path_kind == "csv_blocks":
+        inp = src  # quoted fields with commas and quotes, read as Arrow blocks
+    elif path_kind == "csv_rows":
+        inp, extra = src, ["--csv_block_mb", "0"]
+    elif path_kind == "jsonl":
+        inp = str(tmp_path / "rows.jsonl")
+        _jsonl(inp, rows)
+    else:
+        inp = str(tmp_path / "rows.tfrecord")
+        _tfrecords(inp, rows)
+    out = str(tmp_path / "out")
+    s = batch_predict.run(["--model_dir", os.path.join(root, "job", "export"), "--input", inp,
+                           "--output", out, "--evaluate_label", LABEL, *extra])
+    assert s["rows_read"] == len(rows) and s["rows_predicted"] == len(rows), s
+    preds = read_jsonl(os.path.join(out, "predictions-*.jsonl"))
+    labels = sorted(p["label"] for p in preds)
+    assert labels == sorted(r[-1] for r in rows)  # strings, as the user wrote them
+    assert {p["class"] for p in preds} <= {"Adelie", "Gentoo", "Chinstrap"}
+    metrics = json.load(open(os.path.join(out, "metrics.json")))
+    assert metrics["examples"] == len(rows)
+    expected = np.mean([p["class"] == p["label"] for p in preds])
+    assert metrics["accuracy"] == pytest.approx(expected)
+
+
+@pytest.mark.slow
+def test_hostile_headers_are_served_in_streaming(hostile, tmp_path):
+    from beam_jobs import stream_predict
+    root, _, rows, _, _ = hostile
+    lines = []
+    for i, r in enumerate(rows[:25]):
+        data = dict(zip(HEADER[1:5], r[1:5]))
+        lines.append(json.dumps({"id": f"m{i}", "event_time": 1_700_000_000 + i, "data": data}))
+    src = tmp_path / "events.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    stream_predict.run(["--streaming", "--model_dir", os.path.join(root, "job", "export"),
+                        "--replay", str(src), "--replay_rate", "100", "--output_dir", str(out),
+                        "--window_secs", "5"])
+    preds = read_jsonl(str(out / "predictions-*.jsonl"))
+    assert sorted(p["id"] for p in preds) == sorted(f"m{i}" for i in range(25))
+    assert read_jsonl(str(out / "rejects" / "*.jsonl")) == []
+
+
+@pytest.mark.slow
+def test_late_decimals_lose_no_row_end_to_end(tmp_path):
+    from beam_jobs import preprocess
+    src = tmp_path / "late.csv"
+    src.write_text(_late_decimals_csv())
+    s = preprocess.run(["--input", str(src), "--output", str(tmp_path / "out"),
+                        "--label_column", "y"])
+    assert s["rejected"]["total"] == 0, s["rejected"]
+    assert sum(s["splits"].values()) == 12_000
