@@ -40,13 +40,8 @@ from beam_jobs import finalize, runtime
 from beam_jobs.finalize import Finalize
 from preprocessing import parsing, reading
 from preprocessing import pipeline as pp
-from preprocessing.infer import (
-    image_schema,
-    infer_from_profile,
-    parse_csv_sample,
-    profile_csv,
-    report,
-)
+from preprocessing.infer import image_schema, infer_from_profile, parse_csv_sample, report
+from preprocessing.profile import profile_csv
 from preprocessing.rejects import WriteDeadLetters
 from preprocessing.schema import RAW_SCHEMA_FILE, Schema, SchemaError
 from preprocessing.split import SPLITS, parse_fractions
@@ -138,6 +133,7 @@ class JobConfig:
     def __init__(self, options: PipelineOptions):
         o = self.options = parse_args(options)
         self.output = o.output
+        self.columns_report = None  # what schema inference decided, per column
         self.fractions = parse_fractions(o.split)
         if o.format == "images":
             self._init_images(o)
@@ -154,8 +150,7 @@ class JobConfig:
             raise runtime.JobError(JOB, f"{first}: {e}")
         except Exception as e:
             raise runtime.JobError(JOB, f"cannot read {first}: {str(e).splitlines()[0]}")
-        self.columns_report = None
-        self.schema = self._resolve_schema(o, header, first)
+        self.schema = self._resolve_schema(o, header)
         self.preprocessing_fn = self._resolve_preprocessing_fn(o)
         runtime.check_writable(JOB, self.output)
 
@@ -199,7 +194,7 @@ class JobConfig:
             raise runtime.JobError(JOB, none_message)
         return files
 
-    def _profile(self, o, first):
+    def _profile(self, o):
         """Statistics of every column over the whole input (or --infer_scan_mb of it)."""
         readable = [f for f in self.files if runtime.is_readable_input(f)]
         progress = runtime.Progress.of(JOB, "profiled for schema inference")
@@ -210,7 +205,7 @@ class JobConfig:
             logging.warning("preprocess: schema inference %s", prof.note)
         return prof
 
-    def _resolve_schema(self, o, header, first) -> Schema:
+    def _resolve_schema(self, o, header) -> Schema:
         header = [h.strip() for h in header]
         try:
             if o.schema_spec:
@@ -224,7 +219,7 @@ class JobConfig:
                 if o.label_column not in header:  # before reading the whole input
                     raise SchemaError(f"label column '{o.label_column}' is not in the header "
                                       f"{header}")
-                prof = self._profile(o, first)
+                prof = self._profile(o)
                 schema, decisions = infer_from_profile(prof, o.label_column, o.key_column)
                 self.columns_report = report(prof, decisions, schema)
                 for r in self.columns_report:
@@ -309,7 +304,7 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
     info = {"job": JOB, "runner": type(p.runner).__name__, "input": o.input,
             "output": cfg.output, "split_fractions": list(cfg.fractions), "key": schema.key,
             "label": schema.label, "task": schema.task}
-    if getattr(cfg, "columns_report", None):
+    if cfg.columns_report:
         info["inferred_columns"] = cfg.columns_report
     all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
     _ = (all_tallies, dead) | "Finalize" >> Finalize(

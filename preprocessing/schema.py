@@ -146,7 +146,8 @@ class Schema:
 
     def __post_init__(self):
         try:
-            object.__setattr__(self, "tf_names", tf_names(self.names))
+            # Over distinct names: a name declared twice is validate()'s error to report.
+            object.__setattr__(self, "tf_names", tf_names(list(dict.fromkeys(self.names))))
         except ValueError as e:
             raise SchemaError(str(e)) from None
         if self.task is None:

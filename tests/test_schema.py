@@ -9,31 +9,35 @@ from tools.datagen import HEADER, generate_rows
 
 
 def test_infer_taxi_schema_types_and_transforms():
-    rows = [f for f, _ in generate_rows(500, seed=1, dirty_fraction=0.01)]
+    rows = [f for f, _ in generate_rows(500, seed=1, dirty_fraction=0.0)]
     s = infer_schema(HEADER, rows, label="fare_amount")
     kinds = {c.name: (c.type, c.transform) for c in s.columns}
     assert s.key == "key"  # found by name
     assert s.task == "regression"
     assert kinds["fare_amount"] == ("float", "none")
-    assert kinds["pickup_longitude"] == ("float", "zscore")
-    assert kinds["passenger_count"][0] == "int"
+    assert kinds["pickup_longitude"] == ("float", "numeric")
+    assert kinds["passenger_count"] == ("int", "numeric")
     assert kinds["pickup_datetime"] == ("string", "datetime")
     assert kinds["payment_type"] == ("string", "vocabulary")
     assert kinds["company"] == ("string", "vocabulary")
-    # passenger_count has empties in the data: inference gives it a default instead of rejecting.
-    assert s.column("passenger_count").default == 0
+    # With dirty rows, passenger_count has empties: the train mean fills them (a float
+    # column), instead of rejecting the rows.
+    dirty = infer_schema(HEADER, [f for f, _ in generate_rows(500, seed=1, dirty_fraction=0.01)],
+                         label="fare_amount")
+    assert (dirty.column("passenger_count").type,
+            dirty.column("passenger_count").default) == ("float", "mean")
 
 
-def test_infer_classification_and_hash_for_ids():
+def test_infer_classification_and_ids_by_statistics():
     header = ["uid", "colour", "size", "species"]
     rows = [[f"u{i}", ["red", "green"][i % 2], str(i % 7), ["cat", "dog", "owl"][i % 3]]
             for i in range(300)]
     s = infer_schema(header, rows, label="species")
     assert s.task == "classification"
-    assert s.key is None  # 'uid' is not a known key name
-    assert s.column("uid").transform == "hash"  # unique strings: hashed, not a vocabulary
+    assert s.key == "uid"  # not a known key name, but unique strings: the key
+    assert s.column("uid").transform == "none"
     assert s.column("colour").transform == "vocabulary"
-    assert (s.column("size").type, s.column("size").transform) == ("int", "zscore")
+    assert (s.column("size").type, s.column("size").transform) == ("int", "numeric")
 
 
 def test_infer_small_int_label_is_classification():

@@ -9,9 +9,10 @@ import os
 import numpy as np
 import pytest
 
-from preprocessing.infer import infer_from_profile, profile_csv, profile_rows
+from preprocessing.infer import infer_from_profile
 from preprocessing.names import tf_name
 from preprocessing.parsing import header_names
+from preprocessing.profile import profile_csv, profile_rows
 from preprocessing.schema import Schema, SchemaError
 from tests.conftest import make_example, read_jsonl, small_train_config
 
