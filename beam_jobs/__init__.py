@@ -1,4 +1,4 @@
-"""Thin Beam job entry points and the shared job runtime."""
+"""Thin Beam jobs composing the PTransforms of preprocessing/, inference/ and training/, with what their command lines share (options, local runner, errors, the finalize step)."""
 import os
 
 # Quiet TensorFlow's C++ start-up notices (CUDA probing on CPU machines) in every job process;

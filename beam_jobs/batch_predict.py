@@ -41,14 +41,14 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
-from beam_jobs import finalize, runtime
+from beam_jobs import cli, common_options, finalize
 from beam_jobs.finalize import Finalize
 from inference import model_handler as mh
 from inference import sinks
 from inference.batch import JOB, EvalMetrics, FormatPredictions, ParseInputs
 from inference.image_inputs import ReadImageInputs
 from inference.outputs import PredictionBlock
-from preprocessing import reading
+from preprocessing import counting, filesys, reading
 from preprocessing.rejects import WriteDeadLetters
 
 REQUIRED_OPTIONS = ("model_dir", "input", "output")
@@ -59,7 +59,7 @@ OUTPUT_NAMES = ("predictions-*", "rejects", "metrics.json")
 class BatchPredictOptions(PipelineOptions):
     """Batch-prediction flags; --input/--output ({date} is replaced by --run_date), --key_column
     (rows without a key are keyed file:line) and --model_dir/--min_batch_size/--max_batch_size
-    come from runtime.IOOptions and runtime.ModelOptions."""
+    come from common_options.IOOptions and common_options.ModelOptions."""
 
     @classmethod
     def _add_argparse_args(cls, parser):
@@ -81,7 +81,8 @@ class BatchPredictOptions(PipelineOptions):
                                  "where several worker processes share a machine.")
 
 
-OPTION_CLASSES = (runtime.IOOptions, runtime.ModelOptions, runtime.ImageOptions, BatchPredictOptions)
+OPTION_CLASSES = (common_options.IOOptions, common_options.ModelOptions,
+                  common_options.ImageOptions, BatchPredictOptions)
 
 
 def _date(text: Optional[str]) -> str:
@@ -90,27 +91,27 @@ def _date(text: Optional[str]) -> str:
     try:
         return datetime.date.fromisoformat(text).isoformat()
     except ValueError:
-        raise runtime.JobError(JOB, f"--run_date must be YYYY-MM-DD, got {text!r}")
+        raise cli.JobError(JOB, f"--run_date must be YYYY-MM-DD, got {text!r}")
 
 
-Args = runtime.args_dataclass("BatchPredictArgs", OPTION_CLASSES)
+Args = common_options.args_dataclass("BatchPredictArgs", OPTION_CLASSES)
 
 
 def parse_args(options: PipelineOptions) -> Args:
     """The job's typed arguments, checked without any I/O ({date} resolved in input/output,
     --rows_per_chunk defaulted). Bad arguments fail here, before a model or file is read."""
-    o = runtime.typed_args(Args, options, OPTION_CLASSES)
+    o = common_options.typed_args(Args, options, OPTION_CLASSES)
     for name in REQUIRED_OPTIONS:
         if not getattr(o, name):
-            raise runtime.JobError(JOB, f"--{name} is required")
+            raise cli.JobError(JOB, f"--{name} is required")
     if o.model_threads < 0:
-        raise runtime.JobError(JOB, f"--model_threads must be >= 0, got {o.model_threads}")
+        raise cli.JobError(JOB, f"--model_threads must be >= 0, got {o.model_threads}")
     rows_per_chunk = o.max_batch_size if o.rows_per_chunk is None else o.rows_per_chunk
     if o.min_batch_size < 1 or o.max_batch_size < o.min_batch_size or rows_per_chunk < 1:
-        raise runtime.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size and "
+        raise cli.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size and "
                                     "--rows_per_chunk >= 1")
-    runtime.check_image_options(JOB, o)
-    runtime.check_record_bounds(JOB, o)
+    common_options.check_image_options(JOB, o)
+    common_options.check_record_bounds(JOB, o)
     run_date = _date(o.run_date)
     return dataclasses.replace(
         o, run_date=run_date, rows_per_chunk=rows_per_chunk,
@@ -130,31 +131,31 @@ class JobConfig:
             self.model_path = mh.resolve_model_dir(o.model_dir)
             self.schema = mh.load_raw_schema(self.model_path)
         except FileNotFoundError as e:
-            raise runtime.JobError(JOB, str(e))
+            raise cli.JobError(JOB, str(e))
         except Exception as e:
-            raise runtime.JobError(JOB, f"cannot read the model at {o.model_dir}: "
+            raise cli.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                         f"{str(e).splitlines()[0][:300]}")
         self.version = mh.model_version(self.model_path)
         self.key = o.key_column or self.schema.key
         self.passthrough = [c.strip() for c in o.passthrough_columns.split(",") if c.strip()]
         self.label = o.evaluate_label
         if self.label and self.label != self.schema.label and self.label not in self.schema.names:
-            raise runtime.JobError(JOB, f"--evaluate_label {self.label} is not a column of the "
+            raise cli.JobError(JOB, f"--evaluate_label {self.label} is not a column of the "
                                         f"model's schema (its label is {self.schema.label})")
-        self.patterns = runtime.split_patterns(self.input)
+        self.patterns = filesys.split_patterns(self.input)
         try:
-            per_pattern = runtime.match_by_pattern(self.patterns)
+            per_pattern = filesys.match_by_pattern(self.patterns)
         except Exception as e:
-            raise runtime.JobError(JOB, f"cannot list --input {self.input}: "
+            raise cli.JobError(JOB, f"cannot list --input {self.input}: "
                                         f"{str(e).splitlines()[0]}")
         self.files = sorted({f for files in per_pattern for f in files})
         if not self.files:
-            raise runtime.JobError(JOB, f"no files match --input {self.input}")
-        self.input_bytes = runtime.total_size(self.patterns)
+            raise cli.JobError(JOB, f"no files match --input {self.input}")
+        self.input_bytes = filesys.total_size(self.patterns)
         self.image = next((c.name for c in self.schema.columns if c.transform == "image"), None)
         if self.image:
             self._init_images(o, per_pattern)
-        runtime.check_writable(JOB, self.output)
+        cli.check_writable(JOB, self.output)
         logging.info("Using model version %s (%s); run date %s", self.version, self.model_path,
                      self.run_date)
 
@@ -163,7 +164,7 @@ class JobConfig:
         list files (.csv with a `uri` column, .jsonl objects with a uri or base64 bytes)."""
         from inference.images import LIST_EXTENSIONS
         if self.passthrough:
-            raise runtime.JobError(JOB, "--passthrough_columns applies to tabular models only")
+            raise cli.JobError(JOB, "--passthrough_columns applies to tabular models only")
         self.list_files = [f for f in self.files if f.lower().endswith(LIST_EXTENSIONS)]
         # Patterns matching anything but list files are re-matched in the pipeline (a glob of
         # images may be huge: its paths are not embedded in the job graph).
@@ -189,17 +190,17 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, staging: str):
         parsed = chunks | "Parse" >> beam.ParDo(
             ParseInputs(cfg.schema, cfg.key, cfg.passthrough,
                         (o.max_record_bytes, o.max_record_lines))
-        ).with_outputs("rejects", runtime.COUNTS, main="batches")
+        ).with_outputs("rejects", counting.COUNTS, main="batches")
         batches, parse_rejects = parsed.batches, parsed.rejects
-        tallies = [read_counts, parsed[runtime.COUNTS]]
+        tallies = [read_counts, parsed[counting.COUNTS]]
     # Each element is already a chunk of rows (see RowBatch), scored --max_batch_size at a time.
     handler = mh.SavedModelHandler(cfg.model_path, min_batch_size=1, max_batch_size=1,
                                    rows_per_call=o.max_batch_size,
                                    intra_op_threads=o.model_threads or None)
     results = batches | "RunInference" >> RunInference(handler)
     formatted = results | "Format" >> beam.ParDo(
-        FormatPredictions(cfg.label)).with_outputs("rejects", runtime.COUNTS, main="predictions")
-    tallies.append(formatted[runtime.COUNTS])
+        FormatPredictions(cfg.label)).with_outputs("rejects", counting.COUNTS, main="predictions")
+    tallies.append(formatted[counting.COUNTS])
     dead = ((read_rejects, parse_rejects, formatted.rejects) | "AllRejects" >> beam.Flatten())
     written = [dead | "DeadLetters" >> WriteDeadLetters(
         FileSystems.join(staging, "rejects"))]
@@ -242,7 +243,7 @@ def _sample(output: str, n: int = 5):
             [FileSystems.join(output, "predictions-*.jsonl")])[0].metadata_list)
         out = []
         for f in files:  # only each file's head: outputs may be many GB
-            for line in runtime.read_head(f).splitlines():
+            for line in filesys.read_head(f).splitlines():
                 out.append(json.loads(line))
                 if len(out) >= n:
                     return out
@@ -253,7 +254,7 @@ def _sample(output: str, n: int = 5):
 
 def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]:
     """Runs the job; returns the run summary (None when only a template was built)."""
-    options = runtime.job_options(argv, JOB, BatchPredictOptions, __doc__,
+    options = common_options.job_options(argv, JOB, BatchPredictOptions, __doc__,
                                   shared=OPTION_CLASSES[:-1])
     options.view_as(SetupOptions).save_main_session = save_main_session
     cfg = JobConfig(options)
@@ -264,7 +265,7 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
     build_pipeline(p, cfg, staging)
     result = p.run()
     # Everything the job promises happens inside the pipeline (Finalize): here only wait.
-    summary = runtime.wait_and_read_summary(result, template, cfg.output)
+    summary = cli.wait_and_read_summary(result, template, cfg.output)
     if summary is not None:
         # (The counts were printed by the pipeline's Finalize step.)
         print(f"{JOB}: model version {cfg.version}; outputs in {cfg.output}/" +
@@ -275,6 +276,6 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
 
 
 if __name__ == "__main__":
-    runtime.setup_logging()
+    cli.setup_logging()
     run()
-    runtime.exit_now()  # a finished job skips the ~2 s interpreter teardown
+    cli.exit_now()  # a finished job skips the ~2 s interpreter teardown

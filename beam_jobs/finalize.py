@@ -43,7 +43,9 @@ from typing import Dict, Iterable, List, Optional, Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs import runtime
+from beam_jobs import common_options
+from preprocessing import counting, filesys
+from preprocessing.counting import Tallies
 from preprocessing.rejects import FILE_REASONS
 
 STAGING_PREFIX = "_staging-"
@@ -51,7 +53,7 @@ STAGING_RE = re.compile(re.escape(STAGING_PREFIX) + r"(\d+)-")
 MANIFEST = "_MANIFEST"
 LOCK = "_PUBLISH_LOCK"
 LOCK_STALE_SECS = 1800  # a publish moves files for seconds or minutes; older is a dead one
-STALE_STAGING_HOURS = runtime.STALE_STAGING_HOURS
+STALE_STAGING_HOURS = common_options.STALE_STAGING_HOURS
 SUCCESS = "_SUCCESS"
 SUMMARY = "summary.json"
 
@@ -104,7 +106,7 @@ def _list(pattern: str) -> List[str]:
 def _files_under(path: str) -> List[str]:
     """The files at or below `path`: a file, a folder (a prefix on object stores), or a glob."""
     found = _list(FileSystems.join(path, "**"))
-    found += [f for f in _list(path) if runtime.is_remote_path(f) or os.path.isfile(f)]
+    found += [f for f in _list(path) if filesys.is_remote_path(f) or os.path.isfile(f)]
     return found
 
 
@@ -117,12 +119,12 @@ def publish(staging: str, output: str, managed: Sequence[str]) -> None:
     earlier run wrote under the `managed` names (files or folders). Safe to repeat."""
     manifest_path = FileSystems.join(staging, MANIFEST)
     if FileSystems.exists(manifest_path):  # a retry: the manifest names what was staged
-        staged = json.loads(runtime.read_text(manifest_path))
+        staged = json.loads(filesys.read_text(manifest_path))
     else:
         staged = [_relative(staging, p) for p in _list(FileSystems.join(staging, "**"))]
         if not staged:  # a retry after an attempt that published and removed the staging
             return
-        runtime.write_text(manifest_path, json.dumps(staged))
+        filesys.write_text(manifest_path, json.dumps(staged))
     keep = set(staged)
     success = FileSystems.join(output, SUCCESS)
     if FileSystems.exists(success):
@@ -133,14 +135,14 @@ def publish(staging: str, output: str, managed: Sequence[str]) -> None:
         old += [p for p in _files_under(path) if _relative(output, p) not in keep]
     if old:
         FileSystems.delete(sorted(set(old)))
-    if not runtime.is_remote_path(output):  # object stores have no empty folders
+    if not filesys.is_remote_path(output):  # object stores have no empty folders
         for name in managed:
             _remove_empty_folders(os.path.join(output, name))
     for rel in staged:
         src, dst = FileSystems.join(staging, rel), FileSystems.join(output, rel)
         if not FileSystems.exists(src):
             continue  # moved by an earlier attempt
-        if not runtime.is_remote_path(dst):
+        if not filesys.is_remote_path(dst):
             os.makedirs(os.path.dirname(dst), exist_ok=True)
         if FileSystems.exists(dst):
             FileSystems.delete([dst])
@@ -176,7 +178,7 @@ def warn_if_shared(job: str, output: str, hours: float = STALE_STAGING_HOURS) ->
     """Launch-time: says so when another run may be writing into `output` now."""
     live = [t for t in staging_dirs(output) if staging_age_secs(t) < hours * 3600]
     if live:
-        runtime.emit(f"{job}: warning: {len(live)} other run(s) started in the last {hours:g} h "
+        counting.emit(f"{job}: warning: {len(live)} other run(s) started in the last {hours:g} h "
                      f"may be writing into {output} ({live[0]}); runs publish one at a time "
                      f"and the one that finishes last wins")
 
@@ -185,7 +187,7 @@ def staging_dirs(output: str) -> List[str]:
     """The `_staging-*` folders under `output`."""
     tops = {FileSystems.join(output, _relative(output, p).split("/")[0])
             for p in _list(FileSystems.join(output, STAGING_PREFIX + "*", "**"))}
-    if not runtime.is_remote_path(output):  # local folders may hold only empty folders
+    if not filesys.is_remote_path(output):  # local folders may hold only empty folders
         try:
             tops |= {os.path.join(output, n) for n in os.listdir(output)
                      if n.startswith(STAGING_PREFIX)}
@@ -209,7 +211,7 @@ def remove_staging_dirs(output: str, keep: Iterable[str] = (),
 
 def remove_tree(top: str) -> None:
     try:
-        if runtime.is_remote_path(top):  # a trailing slash: the whole prefix
+        if filesys.is_remote_path(top):  # a trailing slash: the whole prefix
             FileSystems.delete([top.rstrip("/") + "/"])
         elif os.path.isdir(top):
             shutil.rmtree(top)
@@ -233,10 +235,10 @@ def _create_exclusive(path: str, text: str) -> bool:
             return True
         except PreconditionFailed:
             return False
-    if runtime.is_remote_path(path):  # other stores: no atomic create in Beam's API
+    if filesys.is_remote_path(path):  # other stores: no atomic create in Beam's API
         if FileSystems.exists(path):
             return False
-        runtime.write_text(path, text)
+        filesys.write_text(path, text)
         return True
     os.makedirs(os.path.dirname(path), exist_ok=True)
     try:
@@ -250,7 +252,7 @@ def _create_exclusive(path: str, text: str) -> bool:
 
 def _read_lock(path: str) -> Optional[dict]:
     try:
-        return json.loads(runtime.read_text(path))
+        return json.loads(filesys.read_text(path))
     except Exception:  # released meanwhile, or half written: look again
         return None
 
@@ -284,7 +286,7 @@ class PublishLock:
                     pass
                 continue
             if not told:
-                runtime.emit(f"{self.job}: waiting for run {held.get('owner')} to finish "
+                counting.emit(f"{self.job}: waiting for run {held.get('owner')} to finish "
                              f"publishing into the same output")
                 told = True
             time.sleep(self.poll)
@@ -307,33 +309,33 @@ def finalize(_, tallies, *written, job: str, staging: str, output: str,
     for key, name in attach.items():  # small JSON files a sink wrote, e.g. metrics.json
         path = FileSystems.join(staging, name)
         if FileSystems.exists(path):
-            summary[key] = json.loads(runtime.read_text(path))
+            summary[key] = json.loads(filesys.read_text(path))
     partial = {r: n for r, n in summary["rejected"]["by_reason"].items() if r in FILE_REASONS}
     summary["complete"] = not partial
-    text = runtime.dumps_json(summary)
+    text = filesys.dumps_json(summary)
     if not summary["reconciled"]:
-        runtime.write_text(FileSystems.join(staging, SUMMARY), text)
+        filesys.write_text(FileSystems.join(staging, SUMMARY), text)
         raise NotReconciled(f"{job}: counts do not reconcile, nothing was published "
                             f"(staged under {staging}): {json.dumps(summary)}")
     written_rows = summary.get(outputs_key, {}) if outputs_key else summary
     empty = [name for name in require if not written_rows.get(name)]
     if empty:
-        runtime.write_text(FileSystems.join(staging, SUMMARY), text)
+        filesys.write_text(FileSystems.join(staging, SUMMARY), text)
         raise EmptyOutput(f"{job}: no rows reached {', '.join(empty)} ({summary['rows_read']} "
                           f"rows read, {summary['rejected']['total']} rejected "
                           f"{summary['rejected']['by_reason']}); nothing was published")
     with PublishLock(output, staging.rstrip("/").rsplit("/", 1)[-1], job):
         publish(staging, output, list(managed) + [SUMMARY])
-        runtime.write_text(FileSystems.join(output, SUMMARY), text)
+        filesys.write_text(FileSystems.join(output, SUMMARY), text)
         if not partial:
-            runtime.write_text(FileSystems.join(output, SUCCESS), "")
+            filesys.write_text(FileSystems.join(output, SUCCESS), "")
     remove_tree(staging)
     remove_staging_dirs(output, older_than_hours=stale_staging_hours)
     if partial:
         raise PartialInput(f"{job}: input files were cut short, corrupt or unreadable {partial} (see "
                            f"{output}/rejects/): what was read is published in {output}, "
                            f"without {SUCCESS}")
-    runtime.emit(f"{job}: finished: {summary_line(summary, outputs_key)}")
+    counting.emit(f"{job}: finished: {summary_line(summary, outputs_key)}")
     return summary
 
 
@@ -347,39 +349,6 @@ def summary_line(summary: dict, outputs_key: Optional[str] = None) -> str:
             f"{rejected['by_reason'] or ''}; {summary['wall_seconds']} s"
             + (f" ({summary['rows_per_second']:,} rows/s)" if summary["rows_per_second"] else ""))
 
-
-class SumTallies(beam.CombineFn):
-    """(name, n) pairs -> {name: total}, in one combine (an empty dict when there are none)."""
-
-    def create_accumulator(self):
-        return {}
-
-    def add_input(self, acc, tally):
-        name, n = tally
-        acc[name] = acc.get(name, 0) + n
-        return acc
-
-    def merge_accumulators(self, accs):
-        out = {}
-        for acc in accs:
-            for name, n in acc.items():
-                out[name] = out.get(name, 0) + n
-        return out
-
-    def extract_output(self, acc):
-        return acc
-
-
-class Tallies(beam.PTransform):
-    """Sums (name, n) tallies, plus one `rejected_<reason>` per dead-letter record, into one
-    {name: total} dict."""
-
-    def expand(self, inputs):
-        counts, rejects = inputs
-        by_reason = rejects | "RejectReasons" >> beam.Map(
-            lambda rec: ("rejected_" + json.loads(rec)["reason"], 1))
-        return ((counts, by_reason) | "AllTallies" >> beam.Flatten()
-                | "SumTallies" >> beam.CombineGlobally(SumTallies()))
 
 
 class Finalize(beam.PTransform):

@@ -5,7 +5,7 @@ immediate exit.
 A harness process has TensorFlow loaded; tearing down its interpreter takes 1.5-2 s, and the
 runner waits for each worker in turn, so a 2-worker run spent ~3.5 s after its last bundle.
 When the harness returns, every bundle is done and every file closed: the process leaves
-with `runtime.exit_now`, keeping the harness's exit status. Only `runtime.LocalRunner`
+with `cli.exit_now`, keeping the harness's exit status. Only `local_runner.LocalRunner`
 starts it; on Dataflow the workers are Dataflow's own.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 def main() -> None:
     from apache_beam.runners.worker import sdk_worker_main
 
-    from beam_jobs import runtime
+    from beam_jobs import cli
     code = 0
     try:
         sdk_worker_main.main(sys.argv)
@@ -26,7 +26,7 @@ def main() -> None:
     except BaseException:  # the harness has logged it (critical); the status says it failed
         logging.getLogger(__name__).exception("SDK harness failed")
         code = 1
-    runtime.exit_now(code)
+    cli.exit_now(code)
 
 
 if __name__ == "__main__":

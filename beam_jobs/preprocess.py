@@ -36,9 +36,9 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
-from beam_jobs import finalize, runtime
+from beam_jobs import cli, common_options, finalize, local_runner
 from beam_jobs.finalize import Finalize
-from preprocessing import parsing, reading
+from preprocessing import counting, filesys, parsing, reading
 from preprocessing import pipeline as pp
 from preprocessing.infer import image_schema, infer_from_profile, parse_csv_sample, report
 from preprocessing.profile import profile_csv
@@ -55,7 +55,7 @@ OUTPUT_NAMES = ("train", "eval", "test", "transform_fn", "transformed_metadata",
 
 class PreprocessOptions(PipelineOptions):
     """Preprocess flags; --input (CSV), --output and --key_column (hashed for the split; default:
-    the spec's key, a column named key/id, or the whole record) come from runtime.IOOptions."""
+    the spec's key, a column named key/id, or the whole record) come from common_options.IOOptions."""
 
     @classmethod
     def _add_argparse_args(cls, parser):
@@ -93,35 +93,35 @@ class PreprocessOptions(PipelineOptions):
                             "(default: a local temp dir on local runners, else temp_location).")
 
 
-OPTION_CLASSES = (runtime.IOOptions, runtime.ImageOptions, PreprocessOptions)
+OPTION_CLASSES = (common_options.IOOptions, common_options.ImageOptions, PreprocessOptions)
 REQUIRED_OPTIONS = ("input", "output")
 
 
-Args = runtime.args_dataclass("PreprocessArgs", OPTION_CLASSES)
+Args = common_options.args_dataclass("PreprocessArgs", OPTION_CLASSES)
 
 
 def parse_args(options: PipelineOptions) -> Args:
     """The job's typed arguments, checked without any I/O (output without a trailing slash).
     Bad arguments fail here, before any file is listed or read."""
-    o = runtime.typed_args(Args, options, OPTION_CLASSES)
+    o = common_options.typed_args(Args, options, OPTION_CLASSES)
     for name in REQUIRED_OPTIONS:
         if not getattr(o, name):
-            raise runtime.JobError(JOB, f"--{name} is required")
+            raise cli.JobError(JOB, f"--{name} is required")
     try:
         parse_fractions(o.split)
     except ValueError as e:
-        raise runtime.JobError(JOB, str(e))
-    runtime.check_image_options(JOB, o)
-    runtime.check_record_bounds(JOB, o)
+        raise cli.JobError(JOB, str(e))
+    common_options.check_image_options(JOB, o)
+    common_options.check_record_bounds(JOB, o)
     if o.format == "csv" and not o.schema_spec and not o.label_column:
-        raise runtime.JobError(JOB, "give --schema_spec, or --label_column to infer the schema")
+        raise cli.JobError(JOB, "give --schema_spec, or --label_column to infer the schema")
     if o.rows_per_batch < 1 or o.num_shards < 0 or o.infer_scan_mb < 0:
-        raise runtime.JobError(JOB, "--rows_per_batch must be >= 1, --num_shards and "
+        raise cli.JobError(JOB, "--rows_per_batch must be >= 1, --num_shards and "
                                     "--infer_scan_mb >= 0")
     if not 1 <= o.gzip_level <= 9:
-        raise runtime.JobError(JOB, f"--gzip_level must be 1..9, got {o.gzip_level}")
+        raise cli.JobError(JOB, f"--gzip_level must be 1..9, got {o.gzip_level}")
     if len(o.delimiter) != 1:
-        raise runtime.JobError(JOB, "--delimiter must be one character")
+        raise cli.JobError(JOB, "--delimiter must be one character")
     return dataclasses.replace(o, output=o.output.rstrip("/"))
 
 
@@ -138,21 +138,21 @@ class JobConfig:
         if o.format == "images":
             self._init_images(o)
             return
-        self.patterns = runtime.split_patterns(o.input)
+        self.patterns = filesys.split_patterns(o.input)
         self.files = self._match(o.input, f"no files match --input {o.input}")
-        self.input_bytes = runtime.total_size(self.patterns)
+        self.input_bytes = filesys.total_size(self.patterns)
         # The header and sample come from the first readable file (a device or FIFO in the
         # glob is the pipeline's unreadable_file dead letter, not a launch failure).
-        first = next((f for f in self.files if runtime.is_readable_input(f)), self.files[0])
+        first = next((f for f in self.files if filesys.is_readable_input(f)), self.files[0])
         try:
-            header, _ = parse_csv_sample(runtime.read_head(first), o.delimiter, 0)
+            header, _ = parse_csv_sample(filesys.read_head(first), o.delimiter, 0)
         except SchemaError as e:
-            raise runtime.JobError(JOB, f"{first}: {e}")
+            raise cli.JobError(JOB, f"{first}: {e}")
         except Exception as e:
-            raise runtime.JobError(JOB, f"cannot read {first}: {str(e).splitlines()[0]}")
+            raise cli.JobError(JOB, f"cannot read {first}: {str(e).splitlines()[0]}")
         self.schema = self._resolve_schema(o, header)
         self.preprocessing_fn = self._resolve_preprocessing_fn(o)
-        runtime.check_writable(JOB, self.output)
+        cli.check_writable(JOB, self.output)
 
     def _init_images(self, o):
         from preprocessing.transform import make_preprocessing_fn
@@ -165,15 +165,15 @@ class JobConfig:
             self.patterns = [src]
             self.files = self._match(src, f"no labels CSV at --input {src}")
             try:
-                header = parse_csv_sample(runtime.read_head(self.files[0]), max_rows=1)[0]
+                header = parse_csv_sample(filesys.read_head(self.files[0]), max_rows=1)[0]
             except SchemaError as e:
-                raise runtime.JobError(JOB, f"{self.files[0]}: {e}")
+                raise cli.JobError(JOB, f"{self.files[0]}: {e}")
             # A header is recognised by its names; without one (tensorflow/tpu's
             # jpeg_to_tf_record.py format) every line is `path,label`.
             self.labels_header = None
             if not {"uri", "label"} <= set(header):
                 if len(header) != 2:
-                    raise runtime.JobError(
+                    raise cli.JobError(
                         JOB, f"{self.files[0]}: a labels CSV is `uri,label` lines, with or "
                              f"without a header naming uri and label; found {header}")
                 self.labels_header = ("uri", "label")
@@ -182,23 +182,23 @@ class JobConfig:
             self.patterns = [FileSystems.join(src, "*", "*")]
             self.files = self._match(src, f"no <class>/<image> files under --input {src}")
             self.labels_header = None
-        runtime.check_writable(JOB, self.output)
+        cli.check_writable(JOB, self.output)
 
     def _match(self, shown: str, none_message: str):
         """The files matching self.patterns; fails fast when listing fails or finds none."""
         try:
-            files = runtime.match_files(self.patterns)
+            files = filesys.match_files(self.patterns)
         except Exception as e:
-            raise runtime.JobError(JOB, f"cannot list --input {shown}: {str(e).splitlines()[0]}")
+            raise cli.JobError(JOB, f"cannot list --input {shown}: {str(e).splitlines()[0]}")
         if not files:
-            raise runtime.JobError(JOB, none_message)
+            raise cli.JobError(JOB, none_message)
         return files
 
     def _profile(self, o):
         """Statistics of every column over the whole input (or --infer_scan_mb of it)."""
-        readable = [f for f in self.files if runtime.is_readable_input(f)]
-        progress = runtime.Progress.of(JOB, "profiled for schema inference")
-        prof = profile_csv([(f, lambda f=f: runtime.open_input(f)) for f in readable],
+        readable = [f for f in self.files if filesys.is_readable_input(f)]
+        progress = counting.Progress.of(JOB, "profiled for schema inference")
+        prof = profile_csv([(f, lambda f=f: filesys.open_input(f)) for f in readable],
                            o.delimiter, (o.infer_scan_mb << 20) or None, progress.add)
         progress.show()
         if prof.note:
@@ -223,19 +223,19 @@ class JobConfig:
                 schema, decisions = infer_from_profile(prof, o.label_column, o.key_column)
                 self.columns_report = report(prof, decisions, schema)
                 for r in self.columns_report:
-                    runtime.emit(f"{JOB}: column {r['column']!r}: {r['role']}, {r['type']}, "
+                    counting.emit(f"{JOB}: column {r['column']!r}: {r['role']}, {r['type']}, "
                                  f"{r['transform']} ({r['why']}; missing "
                                  f"{r['missing_rate']:.1%}, distinct {r['distinct']})")
                 logging.info("Inferred schema (save it, edit it, pass it as --schema_spec):\n%s",
                              schema.dumps())
         except SchemaError as e:
-            raise runtime.JobError(JOB, str(e))
+            raise cli.JobError(JOB, str(e))
         if schema.label not in header:
-            raise runtime.JobError(JOB, f"label column '{schema.label}' is not in the header of "
+            raise cli.JobError(JOB, f"label column '{schema.label}' is not in the header of "
                                        f"{self.files[0]}: {header}")
         missing = [c.name for c in schema.columns if c.required and c.name not in header]
         if missing:
-            raise runtime.JobError(JOB, f"columns {missing} of the spec are not in the header of "
+            raise cli.JobError(JOB, f"columns {missing} of the spec are not in the header of "
                                        f"{self.files[0]}: {header}")
         return schema
 
@@ -246,7 +246,7 @@ class JobConfig:
         try:
             return load_module_preprocessing_fn(o.module_file)
         except Exception as e:
-            raise runtime.JobError(JOB, f"--module_file {o.module_file}: {e}")
+            raise cli.JobError(JOB, f"--module_file {o.module_file}: {e}")
 
 
 def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_locally: bool,
@@ -275,8 +275,8 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
         parsed = chunks | "ParseAndSplit" >> beam.ParDo(
             pp.ParseAndSplit(schema, cfg.fractions, o.delimiter,
                              (o.max_record_bytes, o.max_record_lines))).with_outputs(
-            "rejects", runtime.COUNTS, *SPLITS)
-        counts = (counts, parsed[runtime.COUNTS]) | "ReadCounts" >> beam.Flatten()
+            "rejects", counting.COUNTS, *SPLITS)
+        counts = (counts, parsed[counting.COUNTS]) | "ReadCounts" >> beam.Flatten()
     dead = (read_rejects, parsed.rejects) | "AllRejects" >> beam.Flatten()
     written = [dead | "DeadLetters" >> WriteDeadLetters(
         FileSystems.join(staging, "rejects"))]
@@ -294,8 +294,8 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
                               | f"Transform_{split}" >> tft_beam.TransformDataset(
                                   output_record_batches=True))
             counted = data | f"Count_{split}" >> beam.ParDo(
-                pp.CountTransformed(split)).with_outputs(runtime.COUNTS, main="batches")
-            tallies.append(counted[runtime.COUNTS])
+                pp.CountTransformed(split)).with_outputs(counting.COUNTS, main="batches")
+            tallies.append(counted[counting.COUNTS])
             written.append((counted.batches, metadata)
                            | f"Write_{split}" >> pp.WriteSplit(staging, split, o.num_shards,
                                                                 o.gzip_level))
@@ -316,33 +316,33 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
 
 def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]:
     """Runs the job; returns the run summary (None when only a template was built)."""
-    options = runtime.job_options(argv, JOB, PreprocessOptions, __doc__,
+    options = common_options.job_options(argv, JOB, PreprocessOptions, __doc__,
                                   shared=OPTION_CLASSES[:-1])
     options.view_as(SetupOptions).save_main_session = save_main_session
     cfg = JobConfig(options)
-    local = runtime.is_local_runner(options)
+    local = local_runner.is_local_runner(options)
     template = getattr(options.view_as(GoogleCloudOptions), "template_location", None)
     o = cfg.options
     if o.tft_temp_dir:
         tft_temp = o.tft_temp_dir
     elif local:
-        tft_temp = runtime.local_tmp_dir("tft_tmp_")
+        tft_temp = filesys.local_tmp_dir("tft_tmp_")
     else:
         temp_location = options.view_as(GoogleCloudOptions).temp_location
         if not temp_location:
-            raise runtime.JobError(JOB, "--temp_location is required on remote runners")
+            raise cli.JobError(JOB, "--temp_location is required on remote runners")
         tft_temp = FileSystems.join(temp_location, "tft_tmp")
-    stage_locally = local and runtime.is_remote_path(cfg.output)
+    stage_locally = local and filesys.is_remote_path(cfg.output)
     finalize.warn_if_shared(JOB, cfg.output, cfg.options.stale_staging_hours)
     staging = finalize.new_staging(cfg.output)
     p = test_pipeline or beam.Pipeline(options=options)
     build_pipeline(p, cfg, tft_temp, stage_locally, staging)
     result = p.run()
     # Everything the job promises happens inside the pipeline (Finalize): here only wait.
-    return runtime.wait_and_read_summary(result, template, cfg.output)
+    return cli.wait_and_read_summary(result, template, cfg.output)
 
 
 if __name__ == "__main__":
-    runtime.setup_logging()
+    cli.setup_logging()
     run()
-    runtime.exit_now()  # a finished job skips the ~2 s interpreter teardown
+    cli.exit_now()  # a finished job skips the ~2 s interpreter teardown

@@ -45,7 +45,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions
 
-from beam_jobs import runtime
+from beam_jobs import cli, common_options, local_runner
 from inference import model_handler as mh
 from inference import sinks
 from inference.images import normalize_prefixes
@@ -61,7 +61,7 @@ from inference.streaming import (
 
 
 class StreamPredictOptions(PipelineOptions):
-    """Streaming flags; --model_dir/--min_batch_size/--max_batch_size: runtime.ModelOptions."""
+    """Streaming flags; --model_dir/--min_batch_size/--max_batch_size: common_options.ModelOptions."""
 
     @classmethod
     def _add_argparse_args(cls, parser):
@@ -99,46 +99,46 @@ class StreamPredictOptions(PipelineOptions):
         a("--timestamp_attribute", help="Message attribute holding the event time.")
 
 
-OPTION_CLASSES = (runtime.ModelOptions, runtime.ImageOptions, StreamPredictOptions)
+OPTION_CLASSES = (common_options.ModelOptions, common_options.ImageOptions, StreamPredictOptions)
 REQUIRED_OPTIONS = ("model_dir",)
 
 
-Args = runtime.args_dataclass("StreamPredictArgs", OPTION_CLASSES)
+Args = common_options.args_dataclass("StreamPredictArgs", OPTION_CLASSES)
 
 
 def parse_args(options: PipelineOptions) -> Args:
     """The job's typed arguments, checked without any I/O: bad arguments fail here, before a
     model or file is read."""
-    o = runtime.typed_args(Args, options, OPTION_CLASSES)
+    o = common_options.typed_args(Args, options, OPTION_CLASSES)
     if not o.model_dir:
-        raise runtime.JobError(JOB, "--model_dir is required")
+        raise cli.JobError(JOB, "--model_dir is required")
     sources = [x for x in (o.input_subscription, o.input_topic, o.replay) if x]
     if len(sources) != 1:
-        raise runtime.JobError(JOB, "give exactly one of --input_subscription, --input_topic "
+        raise cli.JobError(JOB, "give exactly one of --input_subscription, --input_topic "
                                     "and --replay")
     if not (o.output_topic or o.output_dir or o.output_table):
-        raise runtime.JobError(JOB, "give --output_topic, --output_table or --output_dir")
+        raise cli.JobError(JOB, "give --output_topic, --output_table or --output_dir")
     if o.window_secs <= 0 or o.replay_rate <= 0 or o.allowed_lateness_secs < 0:
-        raise runtime.JobError(JOB, "--window_secs and --replay_rate must be > 0, "
+        raise cli.JobError(JOB, "--window_secs and --replay_rate must be > 0, "
                                     "--allowed_lateness_secs >= 0")
     if o.min_batch_size < 1 or o.max_batch_size < o.min_batch_size:
-        raise runtime.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size")
+        raise cli.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size")
     if o.max_message_bytes < 1 or o.uri_read_timeout_secs <= 0:
-        raise runtime.JobError(JOB, "need --max_message_bytes >= 1 and --uri_read_timeout_secs > 0")
+        raise cli.JobError(JOB, "need --max_message_bytes >= 1 and --uri_read_timeout_secs > 0")
     for prefix in normalize_prefixes(o.allowed_uri_prefixes):
         if "://" in prefix and not prefix.startswith("gs://"):
-            raise runtime.JobError(JOB, f"--allowed_uri_prefixes: {prefix} is neither gs:// nor "
+            raise cli.JobError(JOB, f"--allowed_uri_prefixes: {prefix} is neither gs:// nor "
                                         "a local folder")
         if prefix.startswith("gs://") and len(prefix.rstrip("/")) <= len("gs://"):
-            raise runtime.JobError(JOB, "--allowed_uri_prefixes: name a bucket (gs://B/...)")
+            raise cli.JobError(JOB, "--allowed_uri_prefixes: name a bucket (gs://B/...)")
     if not options.view_as(StandardOptions).streaming:
-        raise runtime.JobError(JOB, "this is a streaming job: add --streaming")
-    if o.replay and not runtime.is_local_runner(options):
-        raise runtime.JobError(JOB, "--replay is a local (DirectRunner) source; on a remote "
+        raise cli.JobError(JOB, "this is a streaming job: add --streaming")
+    if o.replay and not local_runner.is_local_runner(options):
+        raise cli.JobError(JOB, "--replay is a local (DirectRunner) source; on a remote "
                                     "runner read from --input_subscription or --input_topic")
-    runtime.check_image_options(JOB, o)
+    common_options.check_image_options(JOB, o)
     if not (o.dead_letter_topic or o.dead_letter_dir or o.output_dir):
-        raise runtime.JobError(JOB, "give --dead_letter_topic or --dead_letter_dir "
+        raise cli.JobError(JOB, "give --dead_letter_topic or --dead_letter_dir "
                                     "(or --output_dir)")
     return o
 
@@ -153,7 +153,7 @@ class JobConfig:
             self.model_path = mh.resolve_model_dir(o.model_dir)
             self.schema = mh.load_raw_schema(self.model_path)
         except Exception as e:
-            raise runtime.JobError(JOB, f"cannot read the model at {o.model_dir}: "
+            raise cli.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                         f"{str(e).splitlines()[0][:300]}")
         self.image_kw = None
         if any(c.transform == "image" for c in self.schema.columns):
@@ -168,10 +168,13 @@ class JobConfig:
             FileSystems.join(o.output_dir, "rejects") if o.output_dir else None)
         self.monitoring_dir = o.monitoring_dir or (
             FileSystems.join(o.output_dir, "monitoring") if o.output_dir else None)
-        self.events = load_replay(o.replay) if o.replay else None
+        try:
+            self.events = load_replay(o.replay) if o.replay else None
+        except ValueError as e:
+            raise cli.JobError(JOB, str(e))
         for d in (o.output_dir, self.dead_letter_dir, self.monitoring_dir):
             if d:
-                runtime.check_writable(JOB, d)
+                cli.check_writable(JOB, d)
 
 
 def build_pipeline(p: beam.Pipeline, cfg: JobConfig, source=None):
@@ -185,7 +188,7 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, source=None):
         else:
             # On Dataflow, Pub/Sub redeliveries and republished messages with the same
             # --id_attribute value are dropped (id_label); the DirectRunner has no id_label.
-            local = runtime.is_local_runner(p.options)
+            local = local_runner.is_local_runner(p.options)
             source = p | "ReadPubSub" >> beam.io.ReadFromPubSub(
                 topic=o.input_topic, subscription=o.input_subscription, with_attributes=True,
                 timestamp_attribute=o.timestamp_attribute,
@@ -225,7 +228,7 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, source=None):
 
 def run(argv=None, save_main_session=True, test_pipeline=None):
     # Locally, the DirectRunner's streaming engine (the FnApiRunner is batch only).
-    options = runtime.job_options(argv, JOB, StreamPredictOptions, __doc__,
+    options = common_options.job_options(argv, JOB, StreamPredictOptions, __doc__,
                                   shared=OPTION_CLASSES[:-1],
                                   local_runner="BundleBasedDirectRunner")
     options.view_as(SetupOptions).save_main_session = save_main_session
@@ -238,13 +241,13 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
     result = p.run()
     # A replay ends when its file is done; a Pub/Sub pipeline runs until cancelled. Locally
     # this process is the pipeline, so it waits; on Dataflow it waits unless told not to.
-    if runtime.is_local_runner(options) or not getattr(
+    if local_runner.is_local_runner(options) or not getattr(
             options.view_as(StandardOptions), "no_wait_until_finish", False):
         result.wait_until_finish()
     return result
 
 
 if __name__ == "__main__":
-    runtime.setup_logging()
+    cli.setup_logging()
     run()
-    runtime.exit_now()  # a finished job skips the ~2 s interpreter teardown
+    cli.exit_now()  # a finished job skips the ~2 s interpreter teardown

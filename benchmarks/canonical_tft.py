@@ -43,7 +43,7 @@ def main(argv=None) -> None:
     metadata = tft.DatasetMetadata.from_feature_spec(raw_feature_spec(schema))
     csv_tfxio = tfxio.BeamRecordCsvTFXIO(physical_format="text", column_names=columns,
                                          schema=metadata.schema)
-    options = PipelineOptions(beam_args, runner="beam_jobs.runtime.LocalRunner")
+    options = PipelineOptions(beam_args, runner="beam_jobs.local_runner.LocalRunner")
     with beam.Pipeline(options=options) as p, \
             tft_beam.Context(temp_dir=tempfile.mkdtemp(prefix="canonical_tft_")):
         raw = (p | "Read" >> beam.io.ReadFromText(args.input, skip_header_lines=1,

@@ -13,11 +13,10 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.metrics import Metrics
 
-from beam_jobs import runtime
 from inference import model_handler as mh
 from inference.inputs import ServingParser
 from inference.outputs import PredictionBlock
-from preprocessing import fast_csv, parsing, reading, rejects
+from preprocessing import counting, fast_csv, parsing, reading, rejects
 from preprocessing.evaluation import EvalSums
 from preprocessing.schema import Schema
 
@@ -33,7 +32,7 @@ class ParseInputs(beam.DoFn):
         self.schema = schema
         self.key_index = schema.names.index(key) if key in schema.names else None
         self.passthrough = list(passthrough)
-        self.tally = runtime.Tally(JOB)
+        self.tally = counting.Tally(JOB)
         self.rejects = {r: Metrics.counter(JOB, f"rejected_{r}") for r in rejects.REASONS}
 
     def setup(self):
@@ -153,7 +152,7 @@ class FormatPredictions(beam.DoFn):
 
     def __init__(self, label: Optional[str]):
         self.label = label
-        self.tally = runtime.Tally(JOB)
+        self.tally = counting.Tally(JOB)
         self.rejects = {}
 
     def process(self, result):
@@ -183,7 +182,7 @@ class FormatPredictions(beam.DoFn):
             labels = (labels.tolist() if isinstance(labels, np.ndarray) else
                       labels.to_pylist() if isinstance(labels, pa.Array) else list(labels))
         yield self.tally("rows_predicted", len(res.index))
-        runtime.Progress.of(JOB, "predicted").add(len(res.index))
+        counting.Progress.of(JOB, "predicted").add(len(res.index))
         yield PredictionBlock(pick(batch.keys), res.outputs, result.model_id,
                               None if batch.extras is None else pick(batch.extras), labels)
 

@@ -8,10 +8,9 @@ from typing import NamedTuple, Optional
 import apache_beam as beam
 from apache_beam.io import fileio
 
-from beam_jobs import runtime
 from inference import model_handler as mh
 from inference.batch import JOB
-from preprocessing import parsing, reading, rejects
+from preprocessing import counting, parsing, reading, rejects
 
 
 class ImageItem(NamedTuple):
@@ -85,7 +84,7 @@ class ImageFiles(beam.DoFn):
     def __init__(self):
         from inference.images import LIST_EXTENSIONS
         self.list_extensions = LIST_EXTENSIONS
-        self.tally = runtime.Tally(JOB)
+        self.tally = counting.Tally(JOB)
 
     def process(self, metadata):
         path = metadata.path
@@ -163,10 +162,10 @@ class ReadImageInputs(beam.PTransform):
         if self.image_patterns:
             files = (pbegin | "ImagePatterns" >> beam.Create(self.image_patterns)
                      | "MatchImages" >> fileio.MatchAll()
-                     | "FileItems" >> beam.ParDo(ImageFiles()).with_outputs(runtime.COUNTS,
+                     | "FileItems" >> beam.ParDo(ImageFiles()).with_outputs(counting.COUNTS,
                                                                             main="items"))
             sources.append(files.items)
-            tallies.append(files[runtime.COUNTS])
+            tallies.append(files[counting.COUNTS])
         items = tuple(sources) | "AllItems" >> beam.Flatten()
         loaded = (items
                   | "Spread" >> beam.Reshuffle()

@@ -20,8 +20,8 @@ from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.transforms import window
 from apache_beam.utils.timestamp import Timestamp
 
-from beam_jobs import runtime
 from inference.streaming import PUBLISHED_AT
+from preprocessing import filesys
 from preprocessing.parsing import parse_json
 from preprocessing.rejects import Reject
 
@@ -42,11 +42,11 @@ def load_replay(path: str) -> List[tuple]:
     """Replay file -> [(PubsubMessage, event time or None)], in file order.
 
     A line that is not JSON still becomes a message (its bytes as data), so the job's own
-    dead-lettering is what the replay exercises.
+    dead-lettering is what the replay exercises. ValueError when the file holds no event.
     """
     events = []
     last_time = None
-    for i, line in enumerate(runtime.read_text(path).splitlines(), 1):
+    for i, line in enumerate(filesys.read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         attrs, when, data = {}, None, None
@@ -74,7 +74,7 @@ def load_replay(path: str) -> List[tuple]:
         last_time = when
         events.append((PubsubMessage(data, attrs, message_id=attrs["id"]), when))
     if not events:
-        raise runtime.JobError("stream_predict", f"--replay {path} has no events")
+        raise ValueError(f"--replay {path} has no events")
     return events
 
 

@@ -12,8 +12,7 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from beam_jobs import runtime
-from preprocessing import fast_csv, parsing, reading, rejects
+from preprocessing import counting, fast_csv, filesys, parsing, reading, rejects
 from preprocessing.rejects import Reject
 from preprocessing.schema import RAW_SCHEMA_FILE, Schema
 from preprocessing.split import SPLITS, boundaries, split_index, split_indices
@@ -39,7 +38,7 @@ class ParseAndSplit(beam.DoFn):
         self.record_bounds = tuple(record_bounds)  # (--max_record_bytes, --max_record_lines)
         self.key_index = schema.names.index(schema.key) if schema.key else None
         self.reject_counters = {r: Metrics.counter(JOB, f"rejected_{r}") for r in rejects.REASONS}
-        self.tally = runtime.Tally(JOB)
+        self.tally = counting.Tally(JOB)
 
     def setup(self):
         self._parsers = {}
@@ -169,7 +168,7 @@ class ImageFileItems(beam.DoFn):
     """Matched image files -> (source, line, uri, label) items (the label: the file's folder)."""
 
     def __init__(self):
-        self.tally = runtime.Tally(JOB)
+        self.tally = counting.Tally(JOB)
 
     def process(self, metadata):
         yield self.tally("rows_read")
@@ -196,9 +195,9 @@ class ReadImageItems(beam.PTransform):
                     (rejects, items.rejects) | "LabelRejects" >> beam.Flatten(), counts)
         items = (pbegin | "Folders" >> beam.Create(self.patterns)
                  | "MatchImages" >> beam.io.fileio.MatchAll()
-                 | "Items" >> beam.ParDo(ImageFileItems()).with_outputs(runtime.COUNTS,
+                 | "Items" >> beam.ParDo(ImageFileItems()).with_outputs(counting.COUNTS,
                                                                        main="items"))
-        return items.items, pbegin | "NoRejects" >> beam.Create([]), items[runtime.COUNTS]
+        return items.items, pbegin | "NoRejects" >> beam.Create([]), items[counting.COUNTS]
 
 
 class WriteTransformOutput(beam.PTransform):
@@ -222,12 +221,12 @@ class WriteTransformOutput(beam.PTransform):
         import tensorflow_transform.beam as tft_beam
         if not self.stage_locally:
             return transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(self.output)
-        staging = runtime.local_tmp_dir("tft_stage_")
+        staging = filesys.local_tmp_dir("tft_stage_")
         output = self.output
 
         def publish(_):
             for name in ("transform_fn", "transformed_metadata"):
-                runtime.copy_local_tree(os.path.join(staging, name), FileSystems.join(output, name))
+                filesys.copy_local_tree(os.path.join(staging, name), FileSystems.join(output, name))
 
         return (transform_fn
                 | "WriteTransformFnLocally" >> tft_beam.WriteTransformFn(staging)
@@ -258,11 +257,11 @@ class CountTransformed(beam.DoFn):
 
     def __init__(self, split: str):
         self.split = split
-        self.tally = runtime.Tally(JOB)
+        self.tally = counting.Tally(JOB)
 
     def process(self, element):
         n = element[0].num_rows
-        runtime.Progress.of(JOB, "transformed").add(n)
+        counting.Progress.of(JOB, "transformed").add(n)
         yield self.tally(f"rows_{self.split}", n)
         yield element
 

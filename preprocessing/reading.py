@@ -14,8 +14,8 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs import runtime
-from beam_jobs.runtime import COUNTS, Progress, Tally
+from preprocessing import filesys
+from preprocessing.counting import COUNTS, Progress, Tally
 from preprocessing.parsing import (
     MAX_RECORD_BYTES,
     MAX_RECORD_LINES,
@@ -281,8 +281,8 @@ class ReadFileChunks(beam.DoFn):
         compressed = (CompressionTypes.detect_compression_type(path)
                       != CompressionTypes.UNCOMPRESSED)
         try:
-            opened = runtime.open_input(path)
-        except runtime.UnreadableInput as e:  # one file-level dead letter; the run is partial
+            opened = filesys.open_input(path)
+        except filesys.UnreadableInput as e:  # one file-level dead letter; the run is partial
             yield from self._line_reject(path, None, "", "unreadable_file", str(e))
             return
         with opened as f:
@@ -463,7 +463,7 @@ def _header_problem(path: str, line_rejects: list) -> str:
 
 class ReadChunks(beam.PTransform):
     """Globs -> (chunks, rejects, counts): chunks are (path, format, header,
-    [(position, record), ...]); counts are (name, n) tallies (see runtime.Tally).
+    [(position, record), ...]); counts are (name, n) tallies (see counting.Tally).
 
     Local paths and gs:// (or any Beam filesystem); .gz/.bz2 are decompressed by extension.
     `fmt` is csv, jsonl, tfrecord, or auto (by each file's extension). With `block_bytes`,

@@ -7,8 +7,8 @@ import os
 import pytest
 from PIL import Image
 
-from beam_jobs import preprocess, runtime
-from preprocessing import TAXI_SPEC
+from beam_jobs import preprocess
+from preprocessing import TAXI_SPEC, filesys
 from preprocessing.images import MIN_SIDE, normalize_image, read_image
 from preprocessing.rejects import Reject
 from tests.conftest import read_jsonl
@@ -294,14 +294,14 @@ def test_a_first_file_with_cr_only_line_ends_fails_at_launch_saying_so(small_csv
 def test_only_readable_regular_files_are_opened(tmp_path):
     os.mkfifo(tmp_path / "fifo.csv")
     for path in ("/dev/zero", str(tmp_path / "fifo.csv"), str(tmp_path), "/no/such.csv"):
-        with pytest.raises(runtime.UnreadableInput):
-            runtime.open_input(path)
+        with pytest.raises(filesys.UnreadableInput):
+            filesys.open_input(path)
     if os.geteuid() != 0:  # root reads any file: the permission case needs another user
         locked = tmp_path / "locked.csv"
         locked.write_text("a,b\n")
         locked.chmod(0)
-        with pytest.raises(runtime.UnreadableInput, match="Permission denied"):
-            runtime.open_input(str(locked))
+        with pytest.raises(filesys.UnreadableInput, match="Permission denied"):
+            filesys.open_input(str(locked))
 
 
 def test_a_first_file_that_is_not_gzip_fails_at_launch_in_one_line(small_csv, tmp_path):

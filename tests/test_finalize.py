@@ -13,7 +13,7 @@ import time
 import apache_beam as beam
 import pytest
 
-from beam_jobs import finalize, runtime
+from beam_jobs import finalize, local_runner
 from preprocessing import TAXI_SPEC
 from tools.datagen import write_csv
 
@@ -101,7 +101,7 @@ def test_batch_predict_completes_inside_the_pipeline(trained, taxi_csv, tmp_path
 def _finalize_pipeline(tmp_path, tallies, rejects):
     """A pipeline whose sink writes one staged file, then Finalize with the given tallies."""
     out, staging = str(tmp_path / "out"), str(tmp_path / "out" / "_staging-x")
-    p = beam.Pipeline(runner=runtime.LocalRunner())
+    p = beam.Pipeline(runner=local_runner.LocalRunner())
     written = [p | "Rows" >> beam.Create(["a", "b"])
                | "Write" >> beam.io.WriteToText(os.path.join(staging, "part"))]
     counts = p | "Counts" >> beam.Create(tallies)

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_jobs import batch_predict, preprocess, runtime, stream_predict
+from beam_jobs import batch_predict, common_options, local_runner, preprocess, stream_predict
 
 NOWHERE = "/nonexistent/nothing-here"
 
@@ -51,15 +51,15 @@ def test_arguments_are_a_typed_frozen_dataclass():
 
 
 def test_local_runs_name_a_runner_that_downloads_nothing():
-    opts = runtime.job_options(["--input", "x"], "preprocess", preprocess.PreprocessOptions, "")
-    assert opts.get_all_options()["runner"] == runtime.LOCAL_RUNNER
-    opts = runtime.job_options(["--runner", "DataflowRunner"], "preprocess",
+    opts = common_options.job_options(["--input", "x"], "preprocess", preprocess.PreprocessOptions, "")
+    assert opts.get_all_options()["runner"] == local_runner.LOCAL_RUNNER
+    opts = common_options.job_options(["--runner", "DataflowRunner"], "preprocess",
                                preprocess.PreprocessOptions, "")
     assert opts.get_all_options()["runner"] == "DataflowRunner"
 
 
 def test_local_multi_process_workers_run_the_fast_exit_worker():
-    """runtime.LocalRunner starts its multi-process workers as beam_jobs/local_worker.py
+    """local_runner.LocalRunner starts its multi-process workers as beam_jobs/local_worker.py
     (Beam's harness, then an immediate exit), and they run the pipeline."""
     import os
     import sys
@@ -68,10 +68,9 @@ def test_local_multi_process_workers_run_the_fast_exit_worker():
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.testing.util import assert_that, equal_to
 
-    from beam_jobs import runtime
     opts = PipelineOptions(["--direct_num_workers", "2",
                             "--direct_running_mode", "multi_processing"])
-    with beam.Pipeline(runtime.LocalRunner(), options=opts) as p:
+    with beam.Pipeline(local_runner.LocalRunner(), options=opts) as p:
         out = (p | beam.Create([1, 2, 3])
                | beam.Map(lambda x: (x * 2, os.path.basename(sys.argv[0]))))
         assert_that(out, equal_to([(2, "local_worker.py"), (4, "local_worker.py"),
@@ -81,12 +80,12 @@ def test_local_multi_process_workers_run_the_fast_exit_worker():
 def test_runner_data_writes_are_not_cleared_by_a_blocked_flush():
     """The local runner sends a bundle's input through a stream that another thread flushes
     every second; a flush that waits on a full send queue must not clear what is written
-    meanwhile (Beam 2.77 lost those bytes: runtime.fix_runner_data_plane)."""
+    meanwhile (Beam 2.77 lost those bytes: local_runner.fix_runner_data_plane)."""
     import threading
     import time
 
     from apache_beam.runners.worker import data_plane
-    runtime.fix_runner_data_plane()
+    local_runner.fix_runner_data_plane()
     sent, lock = [], threading.Lock()
 
     def flushed(data):  # a send queue that is full: the flush waits before it clears
@@ -115,7 +114,7 @@ def _delivered_across_a_side_input_boundary(options, n, size, delay=0.0):
     import apache_beam as beam
     from apache_beam.testing.util import assert_that, equal_to
 
-    with beam.Pipeline(runtime.LocalRunner(), options=options) as p:
+    with beam.Pipeline(local_runner.LocalRunner(), options=options) as p:
         big = (p | beam.Create(range(n)) | beam.Reshuffle()
                | "Blob" >> beam.Map(lambda i: (i, os.urandom(8) * (size // 8))))
         ready = big | "One" >> beam.Map(lambda kv: 1) | beam.CombineGlobally(min)
@@ -140,7 +139,7 @@ def test_one_process_local_run_delivers_every_element_across_a_side_input_bounda
 @pytest.mark.slow
 def test_multi_process_local_run_delivers_every_element_of_a_large_input():
     """2 GB with 2 worker processes: every element arrives (Beam 2.77 alone lost about 30%
-    of them: runtime.fix_runner_data_plane)."""
+    of them: local_runner.fix_runner_data_plane)."""
     opts = PipelineOptions(["--direct_num_workers", "2",
                             "--direct_running_mode", "multi_processing"])
     _delivered_across_a_side_input_boundary(opts, 2000, 1 << 20, delay=0.002)

@@ -25,14 +25,14 @@ def test_flex_metadata_matches_the_job_options_exactly(job):
     # Each parameter really is an option the job's PipelineOptions parse.
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from beam_jobs import runtime
+    from beam_jobs import common_options
     mod = flex_templates.job_module(job)
     actions = {a.dest: a for a in flex_templates.job_actions(job)[0]}
     for p in meta["parameters"]:
         a = actions[p["name"]]
         value = (str(a.choices[0]) if a.choices else "3" if a.type is int
                  else "0.5" if a.type is float else "gs://b/x")
-        o = runtime.merged_options(PipelineOptions([f"--{p['name']}={value}"]), *mod.OPTION_CLASSES)
+        o = common_options.merged_options(PipelineOptions([f"--{p['name']}={value}"]), *mod.OPTION_CLASSES)
         assert str(getattr(o, p["name"])) == value
 
 

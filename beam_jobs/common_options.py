@@ -1,0 +1,158 @@
+"""The options every job shares (PipelineOptions subclasses), the typed configs made from
+them (checked without I/O), and parsing a job's command line."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import types
+from typing import Optional
+
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+from beam_jobs.cli import JobError, setup_logging
+from beam_jobs.local_runner import LOCAL_RUNNER
+
+STALE_STAGING_HOURS = 24.0  # default of --stale_staging_hours (beam_jobs/finalize.py)
+
+
+class IOOptions(PipelineOptions):
+    """Flags every job shares. Beam registers all PipelineOptions subclasses in one parser,
+    so a flag may be defined once only: jobs read these through `merged_options`."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--input", help="Input path or glob (local or gs://); "
+                            "comma-separate several. Required.")
+        parser.add_argument("--output", help="Output directory (local or gs://). Required. "
+                            "What an earlier run wrote there is replaced when this run "
+                            "succeeds (never before).")
+        parser.add_argument("--key_column", help="Column identifying a row (default: the "
+                            "schema's key).")
+        parser.add_argument("--max_record_bytes", type=int, default=1 << 20,
+                            help="CSV/JSON lines: a longer line is rejected (record_too_large) "
+                                 "and a quoted field may span at most this many bytes.")
+        parser.add_argument("--max_record_lines", type=int, default=1000,
+                            help="CSV: a quoted field may span at most this many lines; past "
+                                 "that its first line is rejected (unterminated_quote) and "
+                                 "reading resumes on the next line.")
+        parser.add_argument("--csv_block_mb", type=float, default=2.0,
+                            help="CSV files are read in blocks of this many MB and parsed "
+                                 "column-wise with Arrow (the same rows, values and rejects "
+                                 "as record by record); 0: record by record.")
+        parser.add_argument("--stale_staging_hours", type=float, default=STALE_STAGING_HOURS,
+                            help="Batch jobs: a `_staging-*` folder under --output whose run "
+                                 "started longer ago than this is a killed run's and is removed "
+                                 "when a run finishes; a younger one may be a live run's.")
+        parser.add_argument("--log_level", default="WARNING",
+                            choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                            help="Log level (default WARNING: progress lines and the summary "
+                                 "only; INFO shows Beam's own log).")
+
+
+class ModelOptions(PipelineOptions):
+    """Flags of the jobs that run the exported model."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--model_dir", help="An export dir, or the base holding numeric "
+                            "versions (the newest is used). Required.")
+        parser.add_argument("--min_batch_size", type=int, default=32,
+                            help="Smallest batch RunInference forms.")
+        parser.add_argument("--max_batch_size", type=int, default=1024,
+                            help="Largest batch RunInference forms.")
+        parser.add_argument("--output_table", help="Also write predictions to BigQuery "
+                            "PROJECT:DATASET.TABLE (batch: the run date's day partition, "
+                            "replaced on a re-run; streaming: appended).")
+
+
+class ImageOptions(PipelineOptions):
+    """Image normalisation flags: preprocess applies them to training images, and the
+    prediction jobs apply the same ones to the images they score (no train/serve skew)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--max_side", type=int, default=256,
+                            help="images: longest side after resizing (aspect kept).")
+        parser.add_argument("--jpeg_quality", type=int, default=90,
+                            help="images: JPEG quality of the re-encoded images.")
+        parser.add_argument("--max_pixels", type=int, default=50_000_000,
+                            help="images: larger images are rejected (decompression bombs).")
+        parser.add_argument("--max_image_bytes", type=int, default=64 << 20,
+                            help="images: larger files are rejected (image_too_large); only "
+                                 "this much of a file is ever read.")
+
+
+def check_image_options(job: str, o) -> None:
+    if (o.max_side < 8 or not 1 <= o.jpeg_quality <= 100 or o.max_pixels < 1
+            or o.max_image_bytes < 1):
+        raise JobError(job, "need --max_side >= 8, 1 <= --jpeg_quality <= 100, --max_pixels >= 1, "
+                            "--max_image_bytes >= 1")
+
+
+def args_dataclass(name: str, option_classes) -> type:
+    """A frozen dataclass with one typed field per flag the option classes define (their
+    argparse dests, types and defaults): a job's typed config, checked without I/O."""
+    parser = argparse.ArgumentParser(add_help=False)
+    for cls in option_classes:
+        cls._add_argparse_args(parser)
+    fields = []
+    for a in parser._actions:
+        kind = a.type if isinstance(a.type, type) else str
+        fields.append((a.dest, Optional[kind], dataclasses.field(default=a.default)))
+    return dataclasses.make_dataclass(name, fields, frozen=True)
+
+
+def typed_args(cls: type, options: PipelineOptions, option_classes, **overrides):
+    """An `args_dataclass` instance from parsed PipelineOptions."""
+    merged = merged_options(options, *option_classes)
+    values = {f.name: getattr(merged, f.name) for f in dataclasses.fields(cls)}
+    values.update(overrides)
+    return cls(**values)
+
+
+def check_record_bounds(job: str, o) -> None:
+    if o.max_record_bytes < 1 or o.max_record_lines < 1:
+        raise JobError(job, "need --max_record_bytes >= 1 and --max_record_lines >= 1")
+    if o.stale_staging_hours < 0:
+        raise JobError(job, "need --stale_staging_hours >= 0")
+    if o.csv_block_mb < 0:
+        raise JobError(job, "--csv_block_mb must be >= 0")
+
+
+def merged_options(options: PipelineOptions, *classes):
+    """One namespace with the attributes of several option views (see IOOptions)."""
+    merged = {}
+    for cls in classes:
+        merged.update(options.view_as(cls).get_all_options(drop_default=False,
+                                                           retain_unknown_options=False))
+    return types.SimpleNamespace(**merged)
+
+
+def job_options(argv, job: str, options_cls, doc: str, shared=(),
+                local_runner: str = LOCAL_RUNNER) -> PipelineOptions:
+    """PipelineOptions from argv; `--help` prints the job's options and the usual Beam ones.
+    With no --runner (or DirectRunner), `local_runner` is named explicitly: no download.
+
+    (Beam's own --help handling shows an empty parser, because options are parsed lazily.)
+    """
+    from apache_beam.options import pipeline_options as po
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "-h" in args or "--help" in args:
+        parser = argparse.ArgumentParser(
+            prog=f"python -m beam_jobs.{job}", description=doc,
+            formatter_class=argparse.RawDescriptionHelpFormatter)
+        group = parser.add_argument_group(f"{job} options")
+        for cls in tuple(shared) + (options_cls,):
+            cls._add_argparse_args(group)
+        for cls in (po.StandardOptions, po.DirectOptions, po.GoogleCloudOptions,
+                    po.WorkerOptions, po.SetupOptions):
+            cls._add_argparse_args(parser.add_argument_group(f"Beam {cls.__name__}"))
+        parser.print_help()
+        raise SystemExit(0)
+    options = PipelineOptions(args)
+    standard = options.view_as(StandardOptions)
+    if standard.runner in (None, "DirectRunner"):
+        standard.runner = local_runner
+    setup_logging(options.view_as(IOOptions).log_level)
+    return options

@@ -1,0 +1,124 @@
+"""Counting inside the graph: tallies, their sum, and progress lines.
+
+A job counts rows twice: a Beam metric (live in the runner's UI) and a (name, n) element on
+the COUNTS output that the finalize step sums in the graph (a Dataflow template launch never
+reads metrics). Progress lines go to stderr (a worker's stderr reaches the console locally
+and Cloud Logging on Dataflow)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from typing import Optional
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+COUNTS = "counts"  # the tagged output carrying (name, n) tallies to the finalize step
+PROGRESS_SECS = float(os.environ.get("TFDATAFLOW_PROGRESS_SECS", "10"))
+
+
+def emit(line: str) -> None:
+    """A line for the person running the job (stderr: worker processes' stderr reaches the
+    console locally and Cloud Logging on Dataflow)."""
+    print(line, file=sys.stderr, flush=True)
+
+
+class Progress:
+    """'<job>: <what> <n> (<rate>/s[, <pct> of <total>, ETA <s>])' at most every
+    PROGRESS_SECS per process, and at the end of each file or split. Shared by a process's
+    threads: get one with `Progress.of(job, what, total)`."""
+
+    _all: dict = {}
+    _lock = threading.Lock()
+
+    def __init__(self, job: str, what: str, total: Optional[float], unit: str):
+        self.job, self.what, self.total, self.unit = job, what, total, unit
+        self.done, self.started, self.last = 0.0, time.time(), time.time()
+
+    @classmethod
+    def of(cls, job: str, what: str, total: Optional[float] = None, unit: str = "rows"):
+        with cls._lock:
+            key = (job, what, unit)  # one counter per unit: rows and MB never mix
+            if key not in cls._all:
+                cls._all[key] = cls(job, what, total, unit)
+            return cls._all[key]
+
+    def add(self, n: float) -> None:
+        with self._lock:
+            self.done += n
+            now = time.time()
+            if now - self.last < PROGRESS_SECS:
+                return
+            self.last = now
+        emit(self.line(now))
+
+    def show(self) -> None:
+        """Prints the line now (the end of a file or split)."""
+        with self._lock:
+            self.last = time.time()
+        emit(self.line(self.last))
+
+    def line(self, now: Optional[float] = None) -> str:
+        elapsed = max((now or time.time()) - self.started, 1e-9)
+        rate = self.done / elapsed
+        scale, unit = (1e6, "MB") if self.unit == "bytes" else (1, self.unit)
+        text = f"{self.job}: {self.what} {self.done / scale:,.0f} {unit} ({rate / scale:,.1f} {unit}/s"
+        if self.total:
+            left = max(self.total - self.done, 0) / rate if rate > 0 else float("inf")
+            text += (f", {100 * self.done / self.total:.0f}% of {self.total / scale:,.0f} {unit}"
+                     f", ETA {left:,.0f} s")
+        return text + ")"
+
+
+class Tally:
+    """Counts rows twice: a Beam metric (live in the runner's UI), and a (name, n) element on
+    the COUNTS output that the finalize step sums in the graph (Dataflow's launcher never
+    reads metrics after a template launch)."""
+
+    def __init__(self, job: str):
+        self.job = job
+        self._metrics = {}
+
+    def __call__(self, name: str, n: int = 1):
+        metric = self._metrics.get(name)
+        if metric is None:
+            metric = self._metrics[name] = Metrics.counter(self.job, name)
+        metric.inc(n)
+        return beam.pvalue.TaggedOutput(COUNTS, (name, n))
+
+
+class SumTallies(beam.CombineFn):
+    """(name, n) pairs -> {name: total}, in one combine (an empty dict when there are none)."""
+
+    def create_accumulator(self):
+        return {}
+
+    def add_input(self, acc, tally):
+        name, n = tally
+        acc[name] = acc.get(name, 0) + n
+        return acc
+
+    def merge_accumulators(self, accs):
+        out = {}
+        for acc in accs:
+            for name, n in acc.items():
+                out[name] = out.get(name, 0) + n
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+class Tallies(beam.PTransform):
+    """Sums (name, n) tallies, plus one `rejected_<reason>` per dead-letter record, into one
+    {name: total} dict."""
+
+    def expand(self, inputs):
+        counts, rejects = inputs
+        by_reason = rejects | "RejectReasons" >> beam.Map(
+            lambda rec: ("rejected_" + json.loads(rec)["reason"], 1))
+        return ((counts, by_reason) | "AllTallies" >> beam.Flatten()
+                | "SumTallies" >> beam.CombineGlobally(SumTallies()))

@@ -1,0 +1,137 @@
+"""File helpers every layer uses, over Beam's FileSystems (local paths and gs:// alike):
+matching input patterns, opening (and decompressing) an input with bounded reads, small text
+files, and copying a local tree to any filesystem."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import List, Optional, Sequence
+
+from apache_beam.io.filesystems import FileSystems
+
+
+def is_remote_path(path: str) -> bool:
+    return "://" in path
+
+
+def split_patterns(text: str) -> List[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def match_by_pattern(patterns: Sequence[str]) -> List[List[str]]:
+    """The files each pattern matches (one listing per pattern)."""
+    return [[m.path for m in result.metadata_list]
+            for result in FileSystems.match(list(patterns))]
+
+
+def match_files(patterns: Sequence[str]) -> List[str]:
+    """All files matching the patterns, sorted; an empty list if none do."""
+    return sorted({f for files in match_by_pattern(patterns) for f in files})
+
+
+def total_size(patterns: Sequence[str]) -> Optional[int]:
+    """Bytes in the files the patterns match (for progress ETAs), one listing per pattern
+    (not one request per file); None when sizes cannot be read."""
+    try:
+        sizes = {m.path: m.size_in_bytes for r in FileSystems.match(list(patterns))
+                 for m in r.metadata_list}
+        return sum(sizes.values())
+    except Exception:
+        return None
+
+
+class UnreadableInput(OSError):
+    """An input that is not a regular file (a device, a pipe, a folder) or that this process
+    may not read: reading it could block or never end, and a retry cannot help."""
+
+
+def is_readable_input(path: str) -> bool:
+    """False for a local path `open_input` refuses (UnreadableInput); remote paths: True."""
+    try:
+        open_input(path).close()
+        return True
+    except UnreadableInput:
+        return False
+    except Exception:  # the read itself reports other problems
+        return True
+
+
+def open_input(path: str):
+    """A binary file object for an input file (any Beam filesystem), decompressed by its
+    extension (.gz, .bz2) with Python's streaming readers: reads are bounded by what is asked
+    (a decompression bomb never expands past it), and a cut or corrupt file raises (EOFError,
+    OSError) instead of ending early as if complete. Raises UnreadableInput for a local path
+    that is not a regular file (`/dev/zero` never ends, a FIFO blocks) or is not readable."""
+    import bz2
+    import gzip
+    import stat
+
+    from apache_beam.io.filesystem import CompressionTypes
+    if not is_remote_path(path):
+        try:
+            if not stat.S_ISREG(os.stat(path).st_mode):  # follows symlinks
+                raise UnreadableInput(f"{path} is not a regular file")
+        except (PermissionError, FileNotFoundError) as e:
+            raise UnreadableInput(f"{path}: {e.strerror}") from None
+    try:
+        raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    except PermissionError as e:
+        raise UnreadableInput(f"{path}: {e.strerror}") from None
+    kind = CompressionTypes.detect_compression_type(path)
+    if kind == CompressionTypes.GZIP:
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if kind == CompressionTypes.BZIP2:
+        return bz2.BZ2File(raw, mode="rb")
+    return raw
+
+
+def read_head(path: str, max_bytes: int = 1 << 20) -> str:
+    """The first ~max_bytes of a (possibly compressed) text file, cut at a line end."""
+    parts, size = [], 0
+    with open_input(path) as f:
+        try:
+            while size < max_bytes:
+                part = f.readline(max_bytes - size)  # by lines: a cut loses one only
+                if not part:
+                    break
+                parts.append(part)
+                size += len(part)
+        except EOFError:  # a cut compressed file: its head is still its head (the job
+            pass          # itself reports the cut)
+    data = b"".join(parts)
+    text = data.decode("utf-8", errors="replace")
+    if len(data) == max_bytes and "\n" in text:
+        text = text[: text.rindex("\n") + 1]
+    return text
+
+
+def write_text(path: str, text: str) -> None:
+    if not is_remote_path(path):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with FileSystems.create(path) as f:
+        f.write(text.encode("utf-8"))
+
+
+def read_text(path: str) -> str:
+    with FileSystems.open(path) as f:
+        return f.read().decode("utf-8")
+
+
+def copy_local_tree(src_dir: str, dst_dir: str) -> None:
+    """Copies a local directory to any Beam filesystem (gs:// included) file by file."""
+    import shutil
+    for root, _, files in os.walk(src_dir):
+        rel = os.path.relpath(root, src_dir)
+        for name in files:
+            dst = FileSystems.join(dst_dir, *([] if rel == "." else rel.split(os.sep)), name)
+            with open(os.path.join(root, name), "rb") as src, FileSystems.create(dst) as out:
+                shutil.copyfileobj(src, out)
+
+
+def local_tmp_dir(prefix: str) -> str:
+    return tempfile.mkdtemp(prefix=prefix)
+
+
+def dumps_json(obj) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"
