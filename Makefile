@@ -13,7 +13,7 @@ IMG_DIR ?= demo_images
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt setup.py
+$(VENV)/.installed: requirements.txt requirements-dev.txt setup.py pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required (set PYTHON=python3.11)"'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
@@ -37,13 +37,13 @@ demo: install
 # Images end to end (~6 min on 2 cores): generated shapes -> preprocess -> CNN -> batch
 # prediction over freshly generated images (another seed: never seen in training).
 demo-images: install
-	$(PY) -m preprocessing.images --output $(IMG_DIR)/shapes --per_class $(IMG_PER_CLASS)
+	$(PY) -m tools.shapes --output $(IMG_DIR)/shapes --per_class $(IMG_PER_CLASS)
 	$(PY) -m beam_jobs.preprocess --format images --input $(IMG_DIR)/shapes/labels.csv \
 	    --output $(IMG_DIR)/prep
 	$(PY) -m training.task --data_dir $(IMG_DIR)/prep --job_dir $(IMG_DIR)/job \
 	    --epochs $(IMG_EPOCHS) --batch_size 32 --learning_rate 0.003 --lr_schedule cosine \
 	    --cache --verbose 0
-	$(PY) -m preprocessing.images --output $(IMG_DIR)/new --per_class 100 --seed 7
+	$(PY) -m tools.shapes --output $(IMG_DIR)/new --per_class 100 --seed 7
 	$(PY) -m beam_jobs.batch_predict --model_dir $(IMG_DIR)/job/export \
 	    --input $(IMG_DIR)/new/labels.csv --output $(IMG_DIR)/predictions/{date} \
 	    --evaluate_label label

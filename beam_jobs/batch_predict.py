@@ -41,8 +41,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
-from beam_jobs import cli, common_options, finalize
-from beam_jobs.finalize import Finalize
+from beam_jobs import cli, common_options, publish
+from beam_jobs.finalize import Finalize, OutputSpec
 from inference import model_handler as mh
 from inference import sinks
 from inference.batch import JOB, EvalMetrics, FormatPredictions, ParseInputs
@@ -53,7 +53,10 @@ from preprocessing.rejects import WriteDeadLetters
 
 REQUIRED_OPTIONS = ("model_dir", "input", "output")
 # What a run publishes (replacing an earlier run's): see beam_jobs/finalize.py.
-OUTPUT_NAMES = ("predictions-*", "rejects", "metrics.json")
+# What a run writes and publishes (replacing an earlier run's), and how it is counted.
+OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects", "metrics.json"),
+                     outputs={"rows_predicted": "rows_predicted"},
+                     attach={"metrics": "metrics.json"})
 
 
 class BatchPredictOptions(PipelineOptions):
@@ -231,9 +234,7 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, staging: str):
             "model_version": cfg.version}
     all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
     _ = (all_tallies, dead) | "Finalize" >> Finalize(
-        JOB, staging, cfg.output, written, OUTPUT_NAMES, info,
-        outputs={"rows_predicted": "rows_predicted"}, attach={"metrics": "metrics.json"},
-        stale_staging_hours=o.stale_staging_hours)
+        OUTPUTS, staging, cfg.output, written, info, stale_staging_hours=o.stale_staging_hours)
     return p
 
 
@@ -259,8 +260,8 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
     options.view_as(SetupOptions).save_main_session = save_main_session
     cfg = JobConfig(options)
     template = getattr(options.view_as(GoogleCloudOptions), "template_location", None)
-    finalize.warn_if_shared(JOB, cfg.output, cfg.options.stale_staging_hours)
-    staging = finalize.new_staging(cfg.output)
+    publish.warn_if_shared(JOB, cfg.output, cfg.options.stale_staging_hours)
+    staging = publish.new_staging(cfg.output)
     p = test_pipeline or beam.Pipeline(options=options)
     build_pipeline(p, cfg, staging)
     result = p.run()

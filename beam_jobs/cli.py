@@ -40,9 +40,9 @@ def setup_logging(level: str = "WARNING") -> None:
 def exit_now(code: int = 0) -> None:
     """Flushes the logs and ends the process at once, skipping the interpreter's teardown.
 
-    With TensorFlow, gRPC and a run's buffers loaded, that teardown takes ~2 s of a job's
-    wall time (1.5-2.5 s measured at the end of a 1M-row preprocess) and does nothing a
-    finished job needs: by now every output is written, renamed and reported. Used by the
+    With TensorFlow, gRPC and a run's buffers loaded, that teardown takes seconds (figures in
+    docs/performance.md) and does nothing a finished job needs: by now every output is
+    written, renamed and reported. Used by the
     jobs' command lines after run() returns and by the local worker processes; never by
     run() itself, which tests call in-process.
     """

@@ -2,8 +2,8 @@
 --direct_running_mode multi_processing`): Beam's SDK harness (sdk_worker_main), then an
 immediate exit.
 
-A harness process has TensorFlow loaded; tearing down its interpreter takes 1.5-2 s, and the
-runner waits for each worker in turn, so a 2-worker run spent ~3.5 s after its last bundle.
+A harness process has TensorFlow loaded; tearing down its interpreter takes seconds, and the
+runner waits for each worker in turn (figures in docs/performance.md).
 When the harness returns, every bundle is done and every file closed: the process leaves
 with `cli.exit_now`, keeping the harness's exit status. Only `local_runner.LocalRunner`
 starts it; on Dataflow the workers are Dataflow's own.

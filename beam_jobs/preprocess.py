@@ -36,8 +36,8 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
-from beam_jobs import cli, common_options, finalize, local_runner
-from beam_jobs.finalize import Finalize
+from beam_jobs import cli, common_options, local_runner, publish
+from beam_jobs.finalize import Finalize, OutputSpec
 from preprocessing import counting, filesys, parsing, reading
 from preprocessing import pipeline as pp
 from preprocessing.infer import image_schema, infer_from_profile, parse_csv_sample, report
@@ -48,9 +48,11 @@ from preprocessing.split import SPLITS, parse_fractions
 from preprocessing.tfrecords import GZIP_LEVEL
 
 JOB = "preprocess"
-# What a run publishes (replacing an earlier run's): see beam_jobs/finalize.py.
-OUTPUT_NAMES = ("train", "eval", "test", "transform_fn", "transformed_metadata", "rejects",
-                RAW_SCHEMA_FILE)
+# What a run writes and publishes (replacing an earlier run's), and how it is counted.
+OUTPUTS = OutputSpec(
+    JOB, managed=("train", "eval", "test", "transform_fn", "transformed_metadata", "rejects",
+                  RAW_SCHEMA_FILE),
+    outputs={s: f"rows_{s}" for s in SPLITS}, outputs_key="splits", require=("train",))
 
 
 class PreprocessOptions(PipelineOptions):
@@ -308,9 +310,7 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
         info["inferred_columns"] = cfg.columns_report
     all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
     _ = (all_tallies, dead) | "Finalize" >> Finalize(
-        JOB, staging, cfg.output, written, OUTPUT_NAMES, info,
-        outputs={s: f"rows_{s}" for s in SPLITS}, outputs_key="splits", require=("train",),
-        stale_staging_hours=o.stale_staging_hours)
+        OUTPUTS, staging, cfg.output, written, info, stale_staging_hours=o.stale_staging_hours)
     return p
 
 
@@ -333,8 +333,8 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
             raise cli.JobError(JOB, "--temp_location is required on remote runners")
         tft_temp = FileSystems.join(temp_location, "tft_tmp")
     stage_locally = local and filesys.is_remote_path(cfg.output)
-    finalize.warn_if_shared(JOB, cfg.output, cfg.options.stale_staging_hours)
-    staging = finalize.new_staging(cfg.output)
+    publish.warn_if_shared(JOB, cfg.output, cfg.options.stale_staging_hours)
+    staging = publish.new_staging(cfg.output)
     p = test_pipeline or beam.Pipeline(options=options)
     build_pipeline(p, cfg, tft_temp, stage_locally, staging)
     result = p.run()

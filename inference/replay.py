@@ -78,8 +78,8 @@ def load_replay(path: str) -> List[tuple]:
     return events
 
 
-TICK_SECS = 0.5  # one TestStream event per half second: each costs the DirectRunner a few
-# hundred ms of scheduling whatever its size, so 0.1 s ticks held a 50 msg/s replay to ~15/s
+TICK_SECS = 0.5  # one TestStream event per half second: each costs the DirectRunner a fixed
+# scheduling time whatever its size, so finer ticks slow a replay below its rate
 
 
 def replay_stream(events, rate: float, tick_secs: float = TICK_SECS, start: float = 0.0):

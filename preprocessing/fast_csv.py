@@ -30,7 +30,7 @@ import pyarrow.csv as pacsv
 
 from preprocessing.parsing import RowParser, append_rows, split_fields
 from preprocessing.rejects import Reject
-from preprocessing.schema import NUMBER_PATTERN, float32_storable
+from preprocessing.values import NUMBER_PATTERN, float32_storable
 
 # Every character str.strip() removes (str.isspace), so utf8_trim is exactly .strip().
 PY_WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())

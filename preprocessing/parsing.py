@@ -16,13 +16,12 @@ import numpy as np
 import pyarrow as pa
 
 from preprocessing.rejects import Reject
-from preprocessing.schema import (
-    DTYPE_TABLE,
+from preprocessing.schema import DTYPE_TABLE, Schema
+from preprocessing.values import (
     INT64_MAX,
     INT64_MIN,
     NONZERO_MANTISSA_RE,
     NumberError,
-    Schema,
     coerce_value,
     float32_storable,
     looks_like_datetime,
@@ -327,7 +326,7 @@ def append_rows(columns: list, rows: Sequence[tuple]) -> None:
                       base.tolist() if isinstance(base, np.ndarray) else list(base)) + list(col)
 
 
-# Characters a field of the number grammar (schema.NUMBER_PATTERN) is made of, surrounding
+# Characters a field of the number grammar (values.NUMBER_PATTERN) is made of, surrounding
 # whitespace included: a block without others needs no per-field grammar check.
 _NUMBER_CHARS = re.compile(r"[^0-9eE+\-.\s]")
 _INT_CHARS = re.compile(r"[^0-9+\-\s]")

@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from preprocessing.parsing import BOM, header_names
-from preprocessing.schema import NUMBER_PATTERN, SchemaError
+from preprocessing.schema import SchemaError
+from preprocessing.values import NUMBER_PATTERN
 
 # Texts that mean "no value" in a numeric column (R, pandas, spreadsheets, surveys).
 NA_TOKENS = ("NA", "N/A", "n/a", "na", "NaN", "nan", "NAN", "null", "NULL", "Null", "None",

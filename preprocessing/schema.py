@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -43,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 
 from preprocessing.names import tf_names
+from preprocessing.values import coerce_value
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,6 @@ DERIVED_OPS = {"haversine_km": 4}
 RAW_SCHEMA_FILE = "raw_schema.json"
 TASKS = ("regression", "classification")
 # Accepts '2025-01-31 13:45:00', '2025-01-31T13:45:00' and a trailing zone word ('UTC').
-DATETIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
 
 
 class SchemaError(ValueError):
@@ -381,91 +379,3 @@ class Schema:
 
     def with_overrides(self, **kw) -> "Schema":
         return dataclasses.replace(self, **kw)
-
-
-# ---- value coercion (shared by the CSV parser, JSON inputs and inference) ------------------
-# The one number grammar of every reader (the CSV row, column and Arrow paths, JSON values,
-# tf.Example text): after surrounding whitespace is stripped, an ASCII decimal with an
-# optional sign, fraction and exponent: `7`, `-3`, `+.5`, `5.`, `1.5e-3`. Not numbers: `1_000`,
-# `0x10`, non-ASCII digits, `nan`/`inf` (non_finite_number). Float columns are stored as
-# float32, so a value beyond it, or a non-zero one that would be stored as 0 (`1e-400`), is
-# number_out_of_range. An int column takes an integer literal within int64, or a decimal
-# with an integral value within +-2**53 (`3.0`, `2e3`).
-NUMBER_PATTERN = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
-INTEGER_PATTERN = r"[+-]?[0-9]+"
-NUMBER_RE = re.compile(NUMBER_PATTERN)
-INTEGER_RE = re.compile(INTEGER_PATTERN)
-NONZERO_MANTISSA_RE = re.compile(r"[^eE]*[1-9]")
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
-FLOAT32_MAX = float(np.finfo(np.float32).max)
-FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # the smallest normal float32
-EXACT_FLOAT_INT = 1 << 53
-
-
-class NumberError(ValueError):
-    """A field that is not a number of its column's type; `reason` is the reject reason."""
-
-    def __init__(self, reason: str, message: str):
-        super().__init__(message)
-        self.reason = reason
-
-
-def float32_out_of_range(value: float, text: str) -> bool:
-    """True when a finite float64 `value` read from `text` does not survive float32
-    storage: beyond float32's range, or non-zero (in value or in text) but stored as 0."""
-    magnitude = abs(value)
-    if FLOAT32_TINY <= magnitude <= FLOAT32_MAX:  # the common case, without numpy
-        return False
-    if magnitude > FLOAT32_MAX:
-        return True
-    if value == 0:
-        return NONZERO_MANTISSA_RE.match(text) is not None
-    return np.float32(value) == 0
-
-
-def float32_storable(values: np.ndarray) -> np.ndarray:
-    """The vectorised float32_out_of_range for the column and Arrow parsers, apart from the
-    text check: True where a float64 value is finite, within float32's range, and not a
-    non-zero value float32 would store as 0. (A 0.0 read from non-zero text, `1e-400`, is each
-    parser's own text check.)"""
-    with np.errstate(over="ignore"):
-        ok = np.abs(values) <= FLOAT32_MAX  # False for NaN and inf too
-        ok &= (values.astype(np.float32) != 0) | (values == 0)
-    return ok
-
-
-def coerce_value(text: str, dtype: str):
-    """Parses one stripped field as the column's type (the grammar above); raises
-    NumberError with the reject reason and a short message."""
-    if dtype == "string":
-        return text
-    if dtype == "int" and INTEGER_RE.fullmatch(text):
-        v = int(text)
-        if not INT64_MIN <= v <= INT64_MAX:
-            raise NumberError("number_out_of_range", f"{text!r} is beyond int64")
-        return v
-    if not NUMBER_RE.fullmatch(text):
-        if text.lstrip("+-").lower() in ("nan", "inf", "infinity"):
-            raise NumberError("non_finite_number", f"non-finite number {text!r}")
-        raise NumberError("unparsable_number", f"{text!r} is not a decimal number")
-    v = float(text)
-    if dtype == "float":
-        if not math.isfinite(v) or float32_out_of_range(v, text):
-            raise NumberError("number_out_of_range", f"{text!r} is beyond float32")
-        return v
-    if not v.is_integer():
-        raise NumberError("unparsable_number", f"{text!r} is not an integer")
-    if abs(v) > EXACT_FLOAT_INT:
-        raise NumberError("number_out_of_range", f"{text!r} is not an exact integer")
-    return int(v)
-
-
-def looks_like_datetime(text: str) -> bool:
-    if not DATETIME_RE.match(text):
-        return False
-    try:
-        import datetime
-        datetime.datetime.fromisoformat(text[:19])
-        return True
-    except ValueError:
-        return False

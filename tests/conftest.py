@@ -1,15 +1,13 @@
 """Shared fixtures: small generated data, a preprocessed output, and a local GCS emulator."""
 from __future__ import annotations
 
-import glob
-import json
 import os
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from tests.helpers import small_train_config
 
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 @pytest.fixture(scope="session")
@@ -32,41 +30,10 @@ def preprocessed(taxi_csv, tmp_path_factory):
     return out, summary
 
 
-def read_examples(pattern: str, feature_spec: dict) -> dict:
-    """All records of gzip TFRecord files, parsed into one dict of numpy arrays."""
-    import tensorflow as tf
-    files = sorted(glob.glob(pattern))
-    assert files, f"no files match {pattern}"
-    ds = tf.data.TFRecordDataset(files, compression_type="GZIP").batch(1_000_000)
-    out = {k: [] for k in feature_spec}
-    for batch in ds:
-        parsed = tf.io.parse_example(batch, feature_spec)
-        for k in out:
-            out[k].extend(parsed[k].numpy().tolist())
-    return out
 
 
-def make_example(d: dict) -> bytes:
-    """A serialized tf.Example of one value per feature (float, int or str)."""
-    import tensorflow as tf
-    feats = {}
-    for k, v in d.items():
-        if isinstance(v, float):
-            feats[k] = tf.train.Feature(float_list=tf.train.FloatList(value=[v]))
-        elif isinstance(v, int):
-            feats[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))
-        else:
-            b = v if isinstance(v, bytes) else v.encode()
-            feats[k] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[b]))
-    return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
 
 
-def read_jsonl(pattern: str) -> list:
-    rows = []
-    for f in sorted(glob.glob(pattern)):
-        with open(f) as fh:
-            rows.extend(json.loads(line) for line in fh if line.strip())
-    return rows
 
 
 @pytest.fixture(scope="session")
@@ -93,13 +60,6 @@ def gcs_emulator():
         proc.wait(timeout=10)
 
 
-def small_train_config(data_dir, job_dir, **kw):
-    from training.config import TrainConfig
-    base = dict(data_dir=data_dir, job_dir=job_dir, epochs=4, batch_size=128,
-                hidden_units=[32, 16], shuffle_buffer=5000, verbose=0,
-                early_stopping_patience=0)  # every epoch runs: tests read epoch checkpoints
-    base.update(kw)
-    return TrainConfig(**base)
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from beam_jobs import preprocess
 from preprocessing import TAXI_SPEC, filesys
 from preprocessing.images import MIN_SIDE, normalize_image, read_image
 from preprocessing.rejects import Reject
-from tests.conftest import read_jsonl
+from tests.helpers import read_jsonl
 from tools import shapes as shape_gen
 from tools.datagen import write_csv
 

@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from beam_jobs import batch_predict
 from preprocessing.split import boundaries, split_index
-from tests.conftest import make_example as _example
-from tests.conftest import read_jsonl
+from tests.helpers import make_example as _example
+from tests.helpers import read_jsonl
 
 
 def _run(model_dir, inp, out, *extra):

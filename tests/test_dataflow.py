@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from preprocessing import TAXI_SPEC
-from tests.conftest import ROOT, read_jsonl
+from tests.helpers import ROOT, read_jsonl
 from tools import dataflow_check
 
 

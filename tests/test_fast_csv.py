@@ -11,7 +11,8 @@ import pytest
 from inference.inputs import ServingParser
 from inference.outputs import PredictionBlock
 from preprocessing import TAXI_SPEC, fast_csv, parsing, rejects
-from preprocessing.schema import Schema, looks_like_datetime
+from preprocessing.schema import Schema
+from preprocessing.values import looks_like_datetime
 from tools.datagen import generate_rows
 
 SCHEMA = Schema.load(TAXI_SPEC)

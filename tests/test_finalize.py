@@ -1,6 +1,7 @@
-"""Completion inside the pipeline (beam_jobs/finalize.py): the jobs publish, summarise and mark
-success even where the code after `p.run()` never runs (a Flex Template launch); counts that
-do not reconcile fail the job and publish nothing; a killed run leaves the previous output."""
+"""Completion inside the pipeline (beam_jobs/finalize.py, beam_jobs/publish.py): the jobs
+publish, summarise and mark success even where the code after `p.run()` never runs (a Flex
+Template launch); counts that do not reconcile fail the job and publish nothing; a killed run
+leaves the previous output."""
 import glob
 import json
 import os
@@ -13,7 +14,7 @@ import time
 import apache_beam as beam
 import pytest
 
-from beam_jobs import finalize, local_runner
+from beam_jobs import finalize, local_runner, publish
 from preprocessing import TAXI_SPEC
 from tools.datagen import write_csv
 
@@ -106,8 +107,8 @@ def _finalize_pipeline(tmp_path, tallies, rejects):
                | "Write" >> beam.io.WriteToText(os.path.join(staging, "part"))]
     counts = p | "Counts" >> beam.Create(tallies)
     bad = p | "Rejects" >> beam.Create(rejects)
-    _ = (counts, bad) | finalize.Finalize("job", staging, out, written, ["part-*"], {"x": 1},
-                                          outputs={"rows_out": "rows_out"})
+    spec = finalize.OutputSpec("job", managed=("part-*",), outputs={"rows_out": "rows_out"})
+    _ = (counts, bad) | finalize.Finalize(spec, staging, out, written, {"x": 1})
     return p, out
 
 
@@ -145,12 +146,12 @@ def test_publish_resumes_after_a_partial_attempt(tmp_path):
         (staging / rel).write_text(rel)
     (out / "train").mkdir(parents=True, exist_ok=True)
     (out / "train" / "old").write_text("old")
-    finalize.publish(str(staging), str(out), ["train", "rejects"])
+    publish.publish(str(staging), str(out), ["train", "rejects"])
     first = _tree(str(out / "train"))
     # A retry after the step died mid-way: one file back in staging, as before its move.
     (staging / "train").mkdir(parents=True, exist_ok=True)
     os.rename(out / "train" / "b", staging / "train" / "b")
-    finalize.publish(str(staging), str(out), ["train", "rejects"])
+    publish.publish(str(staging), str(out), ["train", "rejects"])
     assert _tree(str(out / "train")) == first == {"a": b"train/a", "b": b"train/b"}
     assert (out / "rejects" / "r").read_text() == "rejects/r"
 
@@ -191,16 +192,16 @@ def test_killed_preprocess_leaves_the_previous_output(preprocessed, tmp_path):
 
 def test_only_stale_staging_folders_are_removed(tmp_path):
     out = str(tmp_path / "out")
-    live = finalize.new_staging(out)  # a run that started now: maybe still writing
-    old = os.path.join(out, f"{finalize.STAGING_PREFIX}{int(time.time()) - 25 * 3600}-abc")
-    legacy = os.path.join(out, finalize.STAGING_PREFIX + "0123456789ab")  # no start time
+    live = publish.new_staging(out)  # a run that started now: maybe still writing
+    old = os.path.join(out, f"{publish.STAGING_PREFIX}{int(time.time()) - 25 * 3600}-abc")
+    legacy = os.path.join(out, publish.STAGING_PREFIX + "0123456789ab")  # no start time
     for d in (live, old, legacy):
         os.makedirs(os.path.join(d, "train"))
         open(os.path.join(d, "train", "f"), "w").close()
-    removed = finalize.remove_staging_dirs(out, older_than_hours=24)
+    removed = publish.remove_staging_dirs(out, older_than_hours=24)
     assert sorted(removed) == sorted([old, legacy])
     assert os.path.exists(os.path.join(live, "train", "f"))
-    assert finalize.remove_staging_dirs(out, older_than_hours=0) == [live]
+    assert publish.remove_staging_dirs(out, older_than_hours=0) == [live]
 
 
 def test_publishes_into_one_output_happen_one_at_a_time(tmp_path, monkeypatch):
@@ -210,25 +211,25 @@ def test_publishes_into_one_output_happen_one_at_a_time(tmp_path, monkeypatch):
     out = tmp_path / "out"
     stagings = []
     for run, names in (("a", ["part-0", "part-1", "part-2"]), ("b", ["part-0", "part-9"])):
-        st = out / f"{finalize.STAGING_PREFIX}{int(time.time())}-{run}"
+        st = out / f"{publish.STAGING_PREFIX}{int(time.time())}-{run}"
         (st / "pred").mkdir(parents=True)
         for n in names:
             (st / "pred" / n).write_text(run)
         stagings.append(st)
-    rename = finalize.FileSystems.rename
+    rename = publish.FileSystems.rename
     inside, overlaps = [], []
 
     def slow_rename(src, dst):  # widen the window in which publishes could interleave
         time.sleep(0.05)
         return rename(src, dst)
-    monkeypatch.setattr(finalize.FileSystems, "rename", slow_rename)
+    monkeypatch.setattr(publish.FileSystems, "rename", slow_rename)
 
     def run(st):
-        with finalize.PublishLock(str(out), st.name, "job", poll_secs=0.01):
+        with publish.PublishLock(str(out), st.name, "job", poll_secs=0.01):
             inside.append(st.name)
             if len(inside) > 1:
                 overlaps.append(list(inside))
-            finalize.publish(str(st), str(out), ["pred"])
+            publish.publish(str(st), str(out), ["pred"])
             inside.remove(st.name)
 
     threads = [threading.Thread(target=run, args=(st,)) for st in stagings]
@@ -240,23 +241,23 @@ def test_publishes_into_one_output_happen_one_at_a_time(tmp_path, monkeypatch):
     files = {n: (out / "pred" / n).read_text() for n in os.listdir(out / "pred")}
     assert set(files.values()) in ({"a"}, {"b"})
     assert sorted(files) in (["part-0", "part-1", "part-2"], ["part-0", "part-9"])
-    assert not (out / finalize.LOCK).exists()
+    assert not (out / publish.LOCK).exists()
 
 
 def test_a_killed_publishs_lock_is_taken_over(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    (out / finalize.LOCK).write_text(json.dumps({"owner": "dead", "since": time.time() - 7200}))
-    with finalize.PublishLock(str(out), "me", "job"):
-        assert json.loads((out / finalize.LOCK).read_text())["owner"] == "me"
-    assert not (out / finalize.LOCK).exists()
+    (out / publish.LOCK).write_text(json.dumps({"owner": "dead", "since": time.time() - 7200}))
+    with publish.PublishLock(str(out), "me", "job"):
+        assert json.loads((out / publish.LOCK).read_text())["owner"] == "me"
+    assert not (out / publish.LOCK).exists()
     # A live lock is waited for, not taken.
-    (out / finalize.LOCK).write_text(json.dumps({"owner": "live", "since": time.time()}))
+    (out / publish.LOCK).write_text(json.dumps({"owner": "live", "since": time.time()}))
     import threading
-    timer = threading.Timer(0.5, (out / finalize.LOCK).unlink)
+    timer = threading.Timer(0.5, (out / publish.LOCK).unlink)
     timer.start()
     t0 = time.time()
-    with finalize.PublishLock(str(out), "me", "job", poll_secs=0.05):
+    with publish.PublishLock(str(out), "me", "job", poll_secs=0.05):
         waited = time.time() - t0
     timer.join()
     assert waited >= 0.45

@@ -6,7 +6,7 @@ import pytest
 
 from beam_jobs import preprocess
 from preprocessing import TAXI_SPEC
-from tests.conftest import read_examples
+from tests.helpers import read_examples
 
 
 @pytest.mark.slow
@@ -49,7 +49,7 @@ def test_batch_predict_reads_csv_blocks_from_gcs(gcs_emulator, trained, taxi_csv
     from apache_beam.io.filesystems import FileSystems
 
     from beam_jobs import batch_predict
-    from tests.conftest import read_jsonl
+    from tests.helpers import read_jsonl
     src, stats = taxi_csv
     with open(src, "rb") as f, FileSystems.create("gs://test-bucket/score/taxi.csv") as out:
         out.write(f.read())

@@ -65,7 +65,7 @@ def test_default_fills_empty_optional_column():
     ("pickup_longitude", "n/a", "unparsable_number"),
     ("pickup_longitude", "inf", "non_finite_number"),
     ("passenger_count", "2.5", "unparsable_number"),
-    # the number grammar (schema.NUMBER_PATTERN) and float32 / int64 storage
+    # the number grammar (values.NUMBER_PATTERN) and float32 / int64 storage
     ("pickup_longitude", "1_000", "unparsable_number"),
     ("pickup_longitude", "0x10", "unparsable_number"),
     ("pickup_longitude", "\u0661\u0662", "unparsable_number"),

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from beam_jobs import batch_predict, stream_predict
 from inference.images import ImageInputs
-from tests.conftest import read_jsonl
+from tests.helpers import read_jsonl
 from tools import shapes as shape_gen
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ import tensorflow as tf
 from PIL import Image
 
 from beam_jobs import preprocess
-from tests.conftest import read_examples, read_jsonl
+from tests.helpers import read_examples, read_jsonl
 from tools import shapes as shape_gen
 
 

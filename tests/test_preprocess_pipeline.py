@@ -10,7 +10,7 @@ import pytest
 
 from beam_jobs import preprocess
 from preprocessing import TAXI_SPEC
-from tests.conftest import read_examples, read_jsonl
+from tests.helpers import read_examples, read_jsonl
 from tools.datagen import DIRTY_KINDS, write_csv
 
 

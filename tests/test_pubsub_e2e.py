@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT
 from tests.fake_pubsub import FakePubSub
+from tests.helpers import ROOT
 
 GOOD = {"pickup_datetime": "2025-06-02 08:15:00", "pickup_longitude": -73.95,
         "pickup_latitude": 40.75, "dropoff_longitude": -73.9, "dropoff_latitude": 40.8,

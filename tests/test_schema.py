@@ -4,7 +4,8 @@ import pytest
 
 from preprocessing import TAXI_SPEC
 from preprocessing.infer import infer_schema, parse_csv_sample
-from preprocessing.schema import ColumnSpec, Schema, SchemaError, coerce_value
+from preprocessing.schema import ColumnSpec, Schema, SchemaError
+from preprocessing.values import coerce_value
 from tools.datagen import HEADER, generate_rows
 
 

@@ -13,12 +13,8 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.transforms.window import TimestampedValue
 
 from beam_jobs import stream_predict
-from tests.conftest import make_example as _example
-from tests.conftest import read_jsonl, small_train_config
-
-GOOD = {"pickup_datetime": "2025-06-02 08:15:00", "pickup_longitude": -73.95,
-        "pickup_latitude": 40.75, "dropoff_longitude": -73.9, "dropoff_latitude": 40.8,
-        "passenger_count": 1, "payment_type": "Cash", "company": "Sun Taxi"}
+from tests.helpers import GOOD, read_jsonl, small_train_config
+from tests.helpers import make_example as _example
 
 
 def msg(mid, data=None, **attrs):

@@ -21,8 +21,7 @@ from inference.replay import load_replay
 from inference.streaming import ParseMessages
 from preprocessing.infer import image_schema
 from preprocessing.rejects import Reject
-from tests.conftest import read_jsonl
-from tests.test_stream_predict import GOOD
+from tests.helpers import GOOD, read_jsonl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -163,7 +162,7 @@ def test_a_uri_read_that_hangs_is_a_timeout_dead_letter():
 def test_hot_reload_at_two_messages_a_second_loads_each_version_once(trained, tmp_path):
     """At a low rate (one message per bundle) the model is loaded once per version, the
     refresh is time-based, and a newer complete version is picked up."""
-    from tests.conftest import small_train_config
+    from tests.helpers import small_train_config
     from training import train_and_evaluate
     base = tmp_path / "models"
     shutil.copytree(trained[2]["export_dir"], base / "100")

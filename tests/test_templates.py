@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tools import flex_templates
 
 

@@ -9,7 +9,7 @@ import tensorflow as tf
 from PIL import Image
 
 from preprocessing.image_ops import IMAGE_SIZE, decode_and_resize
-from tests.conftest import make_example
+from tests.helpers import make_example
 from tools import shapes as shape_gen
 
 
@@ -45,7 +45,7 @@ def test_image_model_trains_and_serves_raw_bytes(trained_images):
 @pytest.mark.slow
 def test_keras_application_backbone_trains_without_downloads_and_exports(trained_images,
                                                                          tmp_path):
-    from tests.conftest import small_train_config
+    from tests.helpers import small_train_config
     from training import train_and_evaluate
     shapes, data, _ = trained_images
     m = train_and_evaluate(small_train_config(data, str(tmp_path / "job"), epochs=1,

@@ -13,8 +13,8 @@ import tensorflow as tf
 import yaml
 
 from preprocessing import parsing, rejects
-from tests.conftest import ROOT, read_examples, read_jsonl
-from tests.conftest import small_train_config as _cfg
+from tests.helpers import ROOT, read_examples, read_jsonl
+from tests.helpers import small_train_config as _cfg
 from training.config import ConfigError
 
 

@@ -14,7 +14,7 @@ from preprocessing.names import tf_name
 from preprocessing.parsing import header_names
 from preprocessing.profile import profile_csv, profile_rows
 from preprocessing.schema import Schema, SchemaError
-from tests.conftest import make_example, read_jsonl, small_train_config
+from tests.helpers import make_example, read_jsonl, small_train_config
 
 
 def _profile_text(text):

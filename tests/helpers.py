@@ -1,0 +1,59 @@
+"""Helpers the tests share (fixtures live in conftest.py): reading outputs back, making
+tf.Examples, a small training config, a valid taxi row."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+GOOD = {"pickup_datetime": "2025-06-02 08:15:00", "pickup_longitude": -73.95,
+        "pickup_latitude": 40.75, "dropoff_longitude": -73.9, "dropoff_latitude": 40.8,
+        "passenger_count": 1, "payment_type": "Cash", "company": "Sun Taxi"}
+
+
+def read_examples(pattern: str, feature_spec: dict) -> dict:
+    """All records of gzip TFRecord files, parsed into one dict of numpy arrays."""
+    import tensorflow as tf
+    files = sorted(glob.glob(pattern))
+    assert files, f"no files match {pattern}"
+    ds = tf.data.TFRecordDataset(files, compression_type="GZIP").batch(1_000_000)
+    out = {k: [] for k in feature_spec}
+    for batch in ds:
+        parsed = tf.io.parse_example(batch, feature_spec)
+        for k in out:
+            out[k].extend(parsed[k].numpy().tolist())
+    return out
+
+
+def make_example(d: dict) -> bytes:
+    """A serialized tf.Example of one value per feature (float, int or str)."""
+    import tensorflow as tf
+    feats = {}
+    for k, v in d.items():
+        if isinstance(v, float):
+            feats[k] = tf.train.Feature(float_list=tf.train.FloatList(value=[v]))
+        elif isinstance(v, int):
+            feats[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))
+        else:
+            b = v if isinstance(v, bytes) else v.encode()
+            feats[k] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[b]))
+    return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
+
+
+def read_jsonl(pattern: str) -> list:
+    rows = []
+    for f in sorted(glob.glob(pattern)):
+        with open(f) as fh:
+            rows.extend(json.loads(line) for line in fh if line.strip())
+    return rows
+
+
+def small_train_config(data_dir, job_dir, **kw):
+    from training.config import TrainConfig
+    base = dict(data_dir=data_dir, job_dir=job_dir, epochs=4, batch_size=128,
+                hidden_units=[32, 16], shuffle_buffer=5000, verbose=0,
+                early_stopping_patience=0)  # every epoch runs: tests read epoch checkpoints
+    base.update(kw)
+    return TrainConfig(**base)
