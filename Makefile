@@ -52,6 +52,7 @@ test: install
 	$(PY) -m ruff check .
 	$(PY) -m pytest tests
 
+# The unit tier (~15 s here): no test that runs a whole job, trains or starts an emulator.
 test-fast: install
 	$(PY) -m ruff check .
 	$(PY) -m pytest tests -m "not slow"

@@ -9,6 +9,16 @@ from tests.helpers import small_train_config
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+# Session fixtures that run a whole job (or start an emulator): a test that needs one is an
+# end-to-end test, whatever its own duration.
+END_TO_END_FIXTURES = {"preprocessed", "trained", "trained_images", "gcs_emulator"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if END_TO_END_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def taxi_csv(tmp_path_factory):

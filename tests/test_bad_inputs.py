@@ -40,6 +40,7 @@ def small_csv(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_a_utf8_byte_order_mark_is_not_part_of_the_first_column(small_csv, tmp_path):
     bom = _csv(tmp_path, "bom.csv", "\ufeff" + open(small_csv).read())
     s = preprocess.run(["--input", bom, "--output", str(tmp_path / "out"),
@@ -59,6 +60,7 @@ def test_duplicate_header_names_fail_fast_naming_the_column(small_csv, tmp_path)
     assert not os.path.exists(tmp_path / "out" / "summary.json")
 
 
+@pytest.mark.slow
 def test_a_header_only_file_fails_instead_of_publishing_empty_splits(small_csv, tmp_path):
     header = _csv(tmp_path, "header.csv", open(small_csv).readline())
     out = tmp_path / "out"
@@ -137,6 +139,7 @@ def _with_stray_quote(src, dst, row=1):
     return dst
 
 
+@pytest.mark.slow
 def test_a_stray_quote_on_the_first_row_costs_that_row_only(small_csv, tmp_path):
     bad = _with_stray_quote(small_csv, str(tmp_path / "quote.csv"))
     s = preprocess.run(["--input", bad, "--output", str(tmp_path / "out"),
@@ -201,6 +204,7 @@ def _gzip_bytes(text: str) -> bytes:
     return gzip.compress(text.encode())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["truncated", "not_gzip"])
 def test_a_cut_or_corrupt_gz_is_reported_and_the_run_is_not_complete(small_csv, tmp_path,
                                                                          case):
@@ -222,6 +226,7 @@ def test_a_cut_or_corrupt_gz_is_reported_and_the_run_is_not_complete(small_csv, 
         assert rows == 300
 
 
+@pytest.mark.slow
 def test_devices_fifos_and_unreadable_inputs_are_file_level_dead_letters(small_csv, tmp_path):
     """/dev/zero never ends and a FIFO blocks: only regular files are read; each other
     input is one unreadable_file dead letter and the run is partial, not a plain success."""
@@ -237,6 +242,7 @@ def test_devices_fifos_and_unreadable_inputs_are_file_level_dead_letters(small_c
                    str(tmp_path / "fifo.csv"): "unreadable_file"}
 
 
+@pytest.mark.slow
 def test_encodings_line_ends_control_characters_and_numbers_in_one_run(small_csv, tmp_path):
     """A folder of the same 300 rows written the ways users' files come: every physical line
     is in a split or a dead letter with its reason; a file whose header cannot be read (UTF-16,

@@ -25,6 +25,7 @@ def _csv_keys(path):
         return [r[0] for r in csv.reader(f)][1:]
 
 
+@pytest.mark.slow
 def test_csv_input_keys_and_reconciled_dead_letters(trained, taxi_csv, tmp_path):
     _, job_dir, m = trained
     path, stats = taxi_csv
@@ -50,6 +51,7 @@ def test_csv_input_keys_and_reconciled_dead_letters(trained, taxi_csv, tmp_path)
     assert not glob.glob(os.path.join(out, "_staging-*"))
 
 
+@pytest.mark.slow
 def test_eval_split_reproduces_the_trainers_metric(trained, taxi_csv, tmp_path):
     data_dir, job_dir, m = trained
     summary = json.load(open(os.path.join(data_dir, "summary.json")))
@@ -75,6 +77,7 @@ def test_eval_split_reproduces_the_trainers_metric(trained, taxi_csv, tmp_path):
     assert header == ["key", "prediction", "model_version", "label"]
 
 
+@pytest.mark.slow
 def test_jsonl_objects_instances_and_bad_lines(trained, tmp_path):
     _, _, m = trained
     good = {"pickup_datetime": "2025-06-02 08:15:00", "pickup_longitude": -73.95,
@@ -100,6 +103,7 @@ def test_jsonl_objects_instances_and_bad_lines(trained, tmp_path):
     assert lines_rejected == ["3#2", "4", "5", "6"]
 
 
+@pytest.mark.slow
 def test_tfrecord_of_raw_examples(trained, tmp_path):
     _, _, m = trained
     good = {"key": "t1", "pickup_datetime": "2025-06-02 08:15:00", "pickup_longitude": -73.95,
@@ -125,6 +129,7 @@ def test_tfrecord_of_raw_examples(trained, tmp_path):
     assert preds["t1"]["prediction"] == pytest.approx(float(direct), abs=1e-5)
 
 
+@pytest.mark.slow
 def test_newest_version_is_used(trained, taxi_csv, tmp_path):
     _, _, m = trained
     base = tmp_path / "models"
@@ -138,6 +143,7 @@ def test_newest_version_is_used(trained, taxi_csv, tmp_path):
     assert {p["model_version"] for p in read_jsonl(os.path.join(out, "predictions-*"))} == {"200"}
 
 
+@pytest.mark.slow
 def test_run_date_rerun_replaces_and_failed_run_keeps_the_last_good_output(trained, tmp_path):
     _, _, m = trained
     src = tmp_path / "in" / "2026-03-04"
@@ -252,6 +258,7 @@ def test_command_line_multi_process_run_gives_the_same_predictions(trained, taxi
         == pytest.approx(by_key, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_csv_blocks_give_what_record_by_record_reading_gives(trained, taxi_csv, tmp_path):
     """Blocks of a few hundred bytes (cut inside quoted fields spanning lines, around empty
     lines, CRLF endings and bad UTF-8) give the same predictions and dead letters as

@@ -58,6 +58,7 @@ def test_local_runs_name_a_runner_that_downloads_nothing():
     assert opts.get_all_options()["runner"] == "DataflowRunner"
 
 
+@pytest.mark.slow
 def test_local_multi_process_workers_run_the_fast_exit_worker():
     """local_runner.LocalRunner starts its multi-process workers as beam_jobs/local_worker.py
     (Beam's harness, then an immediate exit), and they run the pipeline."""
@@ -130,6 +131,7 @@ def _delivered_across_a_side_input_boundary(options, n, size, delay=0.0):
         assert_that(got, equal_to([n]))
 
 
+@pytest.mark.slow
 def test_one_process_local_run_delivers_every_element_across_a_side_input_boundary():
     """In one process (the local default) a bundle's input is sent whole before the bundle
     runs, as the in-memory worker reads only what it holds when asked."""

@@ -86,6 +86,7 @@ def test_split_is_identical_across_runs_and_worker_counts(taxi_csv, preprocessed
     assert all(first[s] for s in first)
 
 
+@pytest.mark.slow
 def test_rerun_replaces_earlier_outputs(taxi_csv, tmp_path):
     out = str(tmp_path / "out")
     small = str(tmp_path / "small.csv")
@@ -100,6 +101,7 @@ def test_rerun_replaces_earlier_outputs(taxi_csv, tmp_path):
     assert summary["splits"]["test"] == 0 and summary["reconciled"]
 
 
+@pytest.mark.slow
 def test_inferred_schema_gz_input_and_quoted_multiline_fields(tmp_path):
     src = tmp_path / "in.csv.gz"
     rows = ['id,city,temp,label', '1,"Paris, FR",10.5,hot', '2,"New\nYork",-1.0,cold',
@@ -124,6 +126,7 @@ def test_inferred_schema_gz_input_and_quoted_multiline_fields(tmp_path):
     assert b"2" in got["id"] and b"1" in got["id"]
 
 
+@pytest.mark.slow
 def test_module_file_preprocessing_fn(taxi_csv, tmp_path):
     module = tmp_path / "my_module.py"
     module.write_text(
@@ -141,6 +144,7 @@ def test_module_file_preprocessing_fn(taxi_csv, tmp_path):
     assert s["reconciled"]
 
 
+@pytest.mark.slow
 def test_bad_file_inside_a_glob_is_dead_lettered_not_fatal(taxi_csv, tmp_path):
     d = tmp_path / "in"
     d.mkdir()
@@ -196,6 +200,7 @@ def _without_time(rows):
                   for r in rows)
 
 
+@pytest.mark.slow
 def test_blocks_and_rows_give_the_same_splits_values_and_dead_letters(taxi_csv, tmp_path):
     """Arrow blocks (the default) against record by record, on dirty rows plus the cases that
     send a block or a row back to the row path: a quoted field spanning lines, bad UTF-8,
@@ -244,6 +249,7 @@ def test_blocks_and_rows_give_the_same_splits_values_and_dead_letters(taxi_csv, 
                        "trip-x6": "unparsable_number"}
 
 
+@pytest.mark.slow
 def test_a_number_key_column_splits_by_its_text_and_gzip_level_is_applied(tmp_path):
     """An int key column (declared in a spec) is hashed as its text, row by row and in
     blocks alike; --gzip_level 9 writes smaller files than the default level 1."""

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-from apache_beam.testing.test_stream import TestStream
+from apache_beam.testing.test_stream import TestStream as EventStream
 from apache_beam.transforms.window import TimestampedValue
 
 from beam_jobs import stream_predict
@@ -60,11 +60,12 @@ def _outputs(tmp_path):
             read_jsonl(str(out / "monitoring" / "*")))
 
 
+@pytest.mark.slow
 def test_windowed_monitoring_counts_and_dead_letters(versions, tmp_path):
     model = tmp_path / "m"
     shutil.copytree(versions / "100", model / "100")
     cfg, options = _cfg(tmp_path, model, "--window_secs", "10")
-    stream = (TestStream()
+    stream = (EventStream()
               .add_elements([TimestampedValue(msg(f"a{i}"), i) for i in range(5)])
               .add_elements([TimestampedValue(msg("bad-json", b"{oops"), 6),
                              TimestampedValue(msg("bad-value", dict(GOOD, pickup_latitude="x")), 7),
@@ -88,11 +89,12 @@ def test_windowed_monitoring_counts_and_dead_letters(versions, tmp_path):
     assert 0 <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
 
 
+@pytest.mark.slow
 def test_late_data_is_predicted_and_counted_within_allowed_lateness(versions, tmp_path):
     model = tmp_path / "m"
     shutil.copytree(versions / "100", model / "100")
     cfg, options = _cfg(tmp_path, model, "--window_secs", "10", "--allowed_lateness_secs", "30")
-    stream = (TestStream()
+    stream = (EventStream()
               .add_elements([TimestampedValue(msg("on-time-1"), 1),
                              TimestampedValue(msg("on-time-2"), 2)])
               .advance_watermark_to(15)                       # window [0, 10) fires on time
@@ -111,6 +113,7 @@ def test_late_data_is_predicted_and_counted_within_allowed_lateness(versions, tm
     assert panes == [(0, "ON_TIME", 2), (1, "LATE", 3)]
 
 
+@pytest.mark.slow
 def test_model_switch_predicts_each_message_once_by_the_version_in_force(versions, tmp_path):
     base = tmp_path / "models"
     shutil.copytree(versions / "100", base / "100")
@@ -120,7 +123,7 @@ def test_model_switch_predicts_each_message_once_by_the_version_in_force(version
         # A new export appearing under the base, as training.task writes one.
         shutil.copytree(str(versions / "200"), str(base / "200"))
 
-    stream = (TestStream()
+    stream = (EventStream()
               .add_elements([TimestampedValue(msg(f"before{i}", dict(GOOD, passenger_count=i)), i)
                              for i in range(6)], tag="msgs")
               .advance_processing_time(1)

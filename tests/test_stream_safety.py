@@ -49,6 +49,7 @@ def model(trained, tmp_path_factory):
     (["--max_batch_duration_secs", "1", "--min_batch_size", "1"], 40),
     (["--min_batch_size", "32", "--max_batch_size", "64"], 2),          # a low rate
 ])
+@pytest.mark.slow
 def test_every_message_is_predicted_whatever_the_batching_flags(model, tmp_path, flags, rate):
     n = 40 if rate > 2 else 6
     lines = [json.dumps({"id": f"m{i}", "data": dict(GOOD, passenger_count=1 + i % 4)})
@@ -58,6 +59,7 @@ def test_every_message_is_predicted_whatever_the_batching_flags(model, tmp_path,
     assert not rejects
 
 
+@pytest.mark.slow
 def test_hostile_messages_and_replay_lines_become_dead_letters(model, tmp_path):
     deep = "[" * 100_000 + "]" * 100_000
     lines = [json.dumps({"id": "ok1", "data": GOOD}),
@@ -133,6 +135,7 @@ def test_uris_outside_the_allowed_prefixes_are_refused_alike(tmp_path):
     assert uri_allowed(f"{allowed}/ok.jpg", prefixes)
 
 
+@pytest.mark.slow
 def test_a_uri_read_that_hangs_is_a_timeout_dead_letter():
     """A Cloud Storage endpoint that accepts and never answers: the read gives up after
     --uri_read_timeout_secs per attempt, and the worker moves on."""
@@ -159,6 +162,7 @@ def test_a_uri_read_that_hangs_is_a_timeout_dead_letter():
     assert reason == "uri_read_timeout" and float(secs) < 10, r.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_hot_reload_at_two_messages_a_second_loads_each_version_once(trained, tmp_path):
     """At a low rate (one message per bundle) the model is loaded once per version, the
     refresh is time-based, and a newer complete version is picked up."""

@@ -121,6 +121,7 @@ class _CountingEncoder:
         return self.inner.encode(batch)
 
 
+@pytest.mark.slow
 def test_a_slow_file_holds_back_the_caller_so_memory_stays_bounded():
     raw, encoder = _BlockedFile(), _CountingEncoder()
     writer = tfrecords.BackgroundWriter(raw, level=1)

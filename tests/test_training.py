@@ -74,6 +74,7 @@ def test_training_converges_and_writes_outputs(trained):
     assert os.path.exists(os.path.join(export, "assets.extra", "raw_schema.json"))
 
 
+@pytest.mark.slow
 def test_signatures_agree_with_each_other_and_with_keras(trained, taxi_csv):
     import tensorflow_transform as tft
 
@@ -108,6 +109,7 @@ def test_signatures_agree_with_each_other_and_with_keras(trained, taxi_csv):
     assert rmse == pytest.approx(m["eval"]["rmse"], rel=1e-4)
 
 
+@pytest.mark.slow
 def test_saved_model_cli_runs_the_raw_signature(trained):
     _, _, m = trained
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
@@ -121,6 +123,7 @@ def test_saved_model_cli_runs_the_raw_signature(trained):
     assert "Result for output key predictions" in r.stdout
 
 
+@pytest.mark.slow
 def test_serving_default_runs_from_saved_model_cli(trained, taxi_csv, tmp_path):
     _, _, m = trained
     schema = __import__("inference.model_handler", fromlist=["x"]).load_raw_schema(m["export_dir"])
@@ -135,6 +138,7 @@ def test_serving_default_runs_from_saved_model_cli(trained, taxi_csv, tmp_path):
     assert "Result for output key predictions" in r.stdout
 
 
+@pytest.mark.slow
 def test_mirrored_strategy_trains_and_exports(preprocessed, tmp_path):
     from training import train_and_evaluate
     data_dir, _ = preprocessed
@@ -146,6 +150,7 @@ def test_mirrored_strategy_trains_and_exports(preprocessed, tmp_path):
     assert os.path.exists(os.path.join(m["export_dir"], "saved_model.pb"))
 
 
+@pytest.mark.slow
 def test_classification_exports_class_names(tmp_path):
     from beam_jobs import preprocess
     from training import train_and_evaluate
@@ -311,6 +316,7 @@ def test_vertex_environment_wins(monkeypatch):
                                                                   "gs://b/tb/")
 
 
+@pytest.mark.slow
 def test_missing_data_dir_is_a_clear_error(tmp_path):
     r = subprocess.run([sys.executable, "-m", "training.task", "--data_dir", str(tmp_path / "no"),
                         "--job_dir", str(tmp_path / "j")], cwd=ROOT, capture_output=True,
@@ -362,6 +368,7 @@ def test_only_the_last_checkpoints_are_kept(tmp_path):
         f"epoch-{e:03d}.{s}" for e in (3, 4, 5) for s in ("data-00000-of-00001", "index"))
 
 
+@pytest.mark.slow
 def test_default_flags_on_a_small_dataset_take_enough_steps_and_learn(preprocessed, tmp_path):
     """No batch size, epochs or schedule given on ~2,300 train rows: the trainer chooses batch
     32, at least 1,000 optimizer steps and a cosine decay, records why in metrics.json, and
@@ -383,6 +390,7 @@ def test_default_flags_on_a_small_dataset_take_enough_steps_and_learn(preprocess
     assert len(glob.glob(str(tmp_path / "job" / "checkpoints" / "epoch-*.index"))) == 3
 
 
+@pytest.mark.slow
 def test_a_user_model_module_trains_and_exports_with_the_transform(preprocessed, tmp_path):
     """--model_module: the example module's build_model is trained, and the export serves it
     through the embedded transform (raw features in)."""
@@ -405,6 +413,7 @@ def test_a_user_model_module_trains_and_exports_with_the_transform(preprocessed,
     assert _has_batch_norm(m["export_dir"])
 
 
+@pytest.mark.slow
 def test_a_model_module_without_build_model_is_a_one_line_error(preprocessed, tmp_path):
     bad = tmp_path / "m.py"
     bad.write_text("def other(): pass\n")
@@ -451,6 +460,7 @@ def test_label_key_trains_on_a_transformed_label_and_the_jobs_serve_its_classes(
     assert s["reconciled"] and preds and {p["class"] for p in preds} <= {"0", "1"}
 
 
+@pytest.mark.slow
 def test_jit_compile_trains_like_the_default_step(preprocessed, tmp_path):
     """--jit_compile: the XLA-compiled step trains the same model to about the same error."""
     from training import train_and_evaluate
@@ -463,6 +473,7 @@ def test_jit_compile_trains_like_the_default_step(preprocessed, tmp_path):
     assert runs[True]["eval"]["rmse"] == pytest.approx(runs[False]["eval"]["rmse"], rel=0.1)
 
 
+@pytest.mark.slow
 def test_mixed_precision_computes_in_float16_with_float32_outputs(preprocessed, tmp_path,
                                                                     caplog):
     """Under the mixed policy layers compute in float16 and the model's outputs are float32;

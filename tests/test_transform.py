@@ -4,6 +4,7 @@ import random
 import tempfile
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from preprocessing.schema import ColumnSpec, CrossSpec, Schema
@@ -57,6 +58,7 @@ def _analyze_and_transform(schema, rows):
     return [{k: cols[k][i] for k in cols} for i in range(len(rows))]
 
 
+@pytest.mark.slow
 def test_preprocessing_fn_end_to_end_classification():
     schema = Schema(
         columns=(ColumnSpec("id", "string"),
