@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Optional
+from typing import Callable, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -127,10 +127,37 @@ def parse_args(options: PipelineOptions) -> Args:
     return dataclasses.replace(o, output=o.output.rstrip("/"))
 
 
+@dataclasses.dataclass(frozen=True)
+class PreprocessConfig:
+    """Everything `build_pipeline` reads, as plain values: `launch()` makes one from the
+    command line (with I/O); a test can construct one directly."""
+    args: Args
+    schema: Schema
+    preprocessing_fn: Callable
+    patterns: Tuple[str, ...]           # inputs (CSV) or the image source's pattern
+    staging: str                        # this run's staging folder under args.output
+    tft_temp_dir: str
+    stage_locally: bool = False         # write the transform locally, then copy (gs:// output)
+    input_bytes: Optional[int] = None   # for progress ETAs
+    columns_report: Optional[list] = None  # what schema inference decided, per column
+    image_mode: Optional[str] = None    # images: "labels_csv" or "folders"
+    classes: Tuple[str, ...] = ()       # images: --classes
+    labels_header: Optional[tuple] = None
+
+    @property
+    def output(self) -> str:
+        return self.args.output
+
+    @property
+    def fractions(self) -> Tuple[float, ...]:
+        return tuple(parse_fractions(self.args.split))
+
+
 # ---- launch-time resolution (fails fast, before any pipeline runs) -------------------------------
 class JobConfig:
     """The launch step: the checked arguments plus what only I/O can tell (the input files,
-    the schema from a spec or the data, the preprocessing_fn, an output that can be written)."""
+    the schema from a spec or the data, the preprocessing_fn, an output that can be written).
+    `config()` turns it into the plain PreprocessConfig the pipeline is built from."""
 
     def __init__(self, options: PipelineOptions):
         o = self.options = parse_args(options)
@@ -251,13 +278,39 @@ class JobConfig:
             raise cli.JobError(JOB, f"--module_file {o.module_file}: {e}")
 
 
-def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_locally: bool,
-                   staging: str):
-    """Adds the preprocess graph to `p` (tests build it without running it): everything is
-    written under `staging`, and the Finalize step publishes it to --output."""
+def launch(options: PipelineOptions) -> PreprocessConfig:
+    """The launch step (all of the job's I/O checks, one-line errors) -> the job's config."""
+    cfg = JobConfig(options)
+    o = cfg.options
+    local = local_runner.is_local_runner(options)
+    if o.tft_temp_dir:
+        tft_temp = o.tft_temp_dir
+    elif local:
+        tft_temp = filesys.local_tmp_dir("tft_tmp_")
+    else:
+        temp_location = options.view_as(GoogleCloudOptions).temp_location
+        if not temp_location:
+            raise cli.JobError(JOB, "--temp_location is required on remote runners")
+        tft_temp = FileSystems.join(temp_location, "tft_tmp")
+    publish.warn_if_shared(JOB, cfg.output, o.stale_staging_hours)
+    images = o.format == "images"
+    return PreprocessConfig(
+        args=o, schema=cfg.schema, preprocessing_fn=cfg.preprocessing_fn,
+        patterns=tuple(cfg.patterns), staging=publish.new_staging(cfg.output),
+        tft_temp_dir=tft_temp, stage_locally=local and filesys.is_remote_path(cfg.output),
+        input_bytes=None if images else cfg.input_bytes, columns_report=cfg.columns_report,
+        image_mode=cfg.image_mode if images else None,
+        classes=cfg.classes if images else (),
+        labels_header=cfg.labels_header if images else None)
+
+
+def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig):
+    """Adds the preprocess graph to `p` (pure wiring: tests build it from a config they
+    construct): everything is written under cfg.staging, and the Finalize step publishes it
+    to --output."""
     import tensorflow_transform.beam as tft_beam
 
-    schema, o = cfg.schema, cfg.options
+    schema, o, staging = cfg.schema, cfg.args, cfg.staging
     if o.format == "images":
         items, read_rejects, counts = p | "ReadImageItems" >> pp.ReadImageItems(
             cfg.image_mode, cfg.patterns, cfg.labels_header)
@@ -286,7 +339,7 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
     tallies = [counts]
 
     tac = parsing.tensor_adapter_config(schema)
-    with tft_beam.Context(temp_dir=tft_temp_dir):
+    with tft_beam.Context(temp_dir=cfg.tft_temp_dir):
         transform_fn = ((parsed.train, tac)
                         | "Analyze" >> tft_beam.AnalyzeDataset(cfg.preprocessing_fn))
         for split, fraction in zip(SPLITS, cfg.fractions):
@@ -302,7 +355,7 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, tft_temp_dir: str, stage_lo
                            | f"Write_{split}" >> pp.WriteSplit(staging, split, o.num_shards,
                                                                 o.gzip_level))
         written.append(transform_fn
-                       | "WriteTransform" >> pp.WriteTransformOutput(staging, stage_locally))
+                       | "WriteTransform" >> pp.WriteTransformOutput(staging, cfg.stage_locally))
     info = {"job": JOB, "runner": type(p.runner).__name__, "input": o.input,
             "output": cfg.output, "split_fractions": list(cfg.fractions), "key": schema.key,
             "label": schema.label, "task": schema.task}
@@ -319,24 +372,10 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
     options = common_options.job_options(argv, JOB, PreprocessOptions, __doc__,
                                   shared=OPTION_CLASSES[:-1])
     options.view_as(SetupOptions).save_main_session = save_main_session
-    cfg = JobConfig(options)
-    local = local_runner.is_local_runner(options)
+    cfg = launch(options)
     template = getattr(options.view_as(GoogleCloudOptions), "template_location", None)
-    o = cfg.options
-    if o.tft_temp_dir:
-        tft_temp = o.tft_temp_dir
-    elif local:
-        tft_temp = filesys.local_tmp_dir("tft_tmp_")
-    else:
-        temp_location = options.view_as(GoogleCloudOptions).temp_location
-        if not temp_location:
-            raise cli.JobError(JOB, "--temp_location is required on remote runners")
-        tft_temp = FileSystems.join(temp_location, "tft_tmp")
-    stage_locally = local and filesys.is_remote_path(cfg.output)
-    publish.warn_if_shared(JOB, cfg.output, cfg.options.stale_staging_hours)
-    staging = publish.new_staging(cfg.output)
     p = test_pipeline or beam.Pipeline(options=options)
-    build_pipeline(p, cfg, tft_temp, stage_locally, staging)
+    build_pipeline(p, cfg)
     result = p.run()
     # Everything the job promises happens inside the pipeline (Finalize): here only wait.
     return cli.wait_and_read_summary(result, template, cfg.output)

@@ -4,8 +4,8 @@ Beam's TFModelHandler* load through Keras, and Keras 3 cannot load a TF SavedMod
 handler loads the export itself and calls its `predict_raw` signature (raw feature tensors in,
 the tf.transform graph inside). Elements are dicts of typed raw values (from
 preprocessing.parsing); results are PredictionResults whose `inference` is a dict, or a
-`ModelRejection` for a row the model could not score (a batch that fails is retried row by
-row, so one bad row never takes its neighbours down with it).
+`Reject` (reason `model_rejected`) for a row the model could not score (a batch that fails
+is retried row by row, so one bad row never takes its neighbours down with it).
 """
 from __future__ import annotations
 
@@ -19,16 +19,11 @@ from typing import Any, Iterable, Optional, Sequence
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
+from preprocessing.rejects import Reject
 from preprocessing.schema import RAW_SCHEMA_FILE, Schema
 
 RAW_SCHEMA_ASSET = "assets.extra/" + RAW_SCHEMA_FILE
 SIGNATURE = "predict_raw"
-
-
-@dataclass
-class ModelRejection:
-    reason: str
-    detail: str
 
 
 @dataclass
@@ -95,7 +90,7 @@ class LineSources:
 @dataclass
 class BlockResult:
     """Column-wise model outputs for the rows `index` of a batch (numpy arrays keyed by the
-    signature's output names), and (position, ModelRejection) for the rows it could not score."""
+    signature's output names), and (position, Reject) for the rows it could not score."""
     outputs: dict
     index: list
     rejections: list
@@ -298,7 +293,7 @@ class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
         """Elements are row dicts (streaming) or RowBatches (batch jobs: one call each).
 
         A RowBatch's inference is a BlockResult; a row dict's is its output dict, or a
-        ModelRejection.
+        Reject.
         """
         model.maybe_refresh()
         snap = model.current
@@ -332,7 +327,7 @@ def predict_block(model: "_Version", names: Sequence[str], columns: Sequence, n:
         return BlockResult(predict(model, names, columns), list(range(n)), [])
     except Exception as e:  # a bad value somewhere: find it row by row
         if n == 1:
-            return BlockResult({}, [], [(0, ModelRejection("model_rejected", _short(e)))])
+            return BlockResult({}, [], [(0, Reject("model_rejected", _short(e)))])
         logging.warning("Batch of %d failed (%s); retrying row by row", n, _short(e))
     parts, index, rejections = [], [], []
     for i in range(n):

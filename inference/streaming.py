@@ -18,7 +18,6 @@ from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import trigger, window
 
-from inference import model_handler as mh
 from inference.inputs import ServingParser
 from preprocessing import rejects
 from preprocessing.parsing import parse_json
@@ -69,7 +68,6 @@ class ParseMessages(beam.DoFn):
             self._images = ImageInputs(**self.image_kw)
 
     def process(self, msg: PubsubMessage, ts=beam.DoFn.TimestampParam):
-        from preprocessing.rejects import Reject
         self.received.inc()
         attrs = msg.attributes or {}
         mid = attrs.get(self.id_attribute) or getattr(msg, "message_id", None) or \
@@ -95,7 +93,7 @@ class ParseMessages(beam.DoFn):
             else:
                 values, _ = self._serving.parse_example(data)
                 row = dict(zip(self.schema.names, values))
-        except (rejects.Reject, Reject) as e:
+        except rejects.Reject as e:
             yield from self._reject(mid, raw, e.reason, e.detail, msg, ts)
             return
         except Exception as e:  # one message must never stop (or, on Dataflow, wedge) the stream
@@ -147,7 +145,7 @@ class FormatResults(beam.DoFn):
     def process(self, result):
         row = result.example
         ts = row["__ts"]  # the message's own event time (batching moved it)
-        if isinstance(result.inference, mh.ModelRejection):
+        if isinstance(result.inference, rejects.Reject):
             self.rejected.inc()
             yield beam.pvalue.TaggedOutput("rejects", window.TimestampedValue(reject_record(
                 self.source, row["__id"], row["__raw"], result.inference.reason, result.inference.detail,

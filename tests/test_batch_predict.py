@@ -176,7 +176,8 @@ def test_run_date_rerun_replaces_and_failed_run_keeps_the_last_good_output(train
 
 
 def test_handler_isolates_a_row_the_model_rejects(trained):
-    from inference.model_handler import ModelRejection, SavedModelHandler
+    from inference.model_handler import SavedModelHandler
+    from preprocessing.rejects import Reject
     _, _, m = trained
     handler = SavedModelHandler(m["export_dir"])
     model = handler.load_model()
@@ -185,8 +186,8 @@ def test_handler_isolates_a_row_the_model_rejects(trained):
             "passenger_count": 1, "payment_type": "Cash", "company": "Sun Taxi"}
     bad = dict(good, pickup_datetime=None)
     results = list(handler.run_inference([good, bad, good], model))
-    assert [type(r.inference).__name__ for r in results] == ["dict", "ModelRejection", "dict"]
-    assert isinstance(results[1].inference, ModelRejection)
+    assert [type(r.inference).__name__ for r in results] == ["dict", "Reject", "dict"]
+    assert isinstance(results[1].inference, Reject)
     assert results[1].inference.reason == "model_rejected"
     assert results[0].inference == results[2].inference
 

@@ -1,0 +1,113 @@
+"""The jobs' main PTransforms and DoFns alone, under Beam's TestPipeline + assert_that (as
+Beam's own examples test theirs), and a job built by `build_pipeline` from a config the test
+constructs itself, with no launch-time I/O."""
+import json
+import os
+
+import apache_beam as beam
+import numpy as np
+import pytest
+from apache_beam.ml.inference.base import PredictionResult
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from beam_jobs import preprocess
+from beam_jobs.local_runner import LocalRunner
+from inference.batch import FormatPredictions, ParseInputs
+from inference.model_handler import BlockResult, RowBatch
+from preprocessing import counting
+from preprocessing import pipeline as pp
+from preprocessing.reading import Chunk
+from preprocessing.rejects import Reject
+from preprocessing.schema import ColumnSpec, Schema
+from preprocessing.transform import make_preprocessing_fn
+
+SCHEMA = Schema(columns=(ColumnSpec("id", "string"), ColumnSpec("x", "float", "zscore"),
+                         ColumnSpec("y", "float")),
+                label="y", key="id", task="regression")
+HEADER = ("id", "x", "y")
+RECORDS = [(2, "a,1.5,3"), (3, "b,oops,4"), (4, "c,2.5,5"), (5, "d,,6")]
+
+
+def _pipeline():
+    return BeamTestPipeline(runner=LocalRunner())
+
+
+def test_parse_and_split_gives_every_row_one_split_or_one_dead_letter():
+    with _pipeline() as p:
+        out = (p | beam.Create([Chunk("in.csv", "csv", HEADER, RECORDS)])
+               | beam.ParDo(pp.ParseAndSplit(SCHEMA, (1.0, 0.0, 0.0))).with_outputs(
+                   "rejects", counting.COUNTS, "train", "eval", "test"))
+        # tf.transform's raw RecordBatch: one list per value, strings as bytes
+        ids = out.train | beam.FlatMap(lambda rb: [v[0].decode() for v in
+                                                   rb.column("id").to_pylist()])
+        xs = out.train | beam.FlatMap(lambda rb: [v[0] for v in rb.column("x").to_pylist()])
+        reasons = out.rejects | beam.Map(lambda r: (json.loads(r)["line"],
+                                                    json.loads(r)["reason"]))
+        assert_that(ids, equal_to(["a", "c"]), label="train_ids")
+        assert_that(xs, equal_to([1.5, 2.5]), label="train_values")
+        assert_that(reasons, equal_to([(3, "unparsable_number"), (5, "missing_value")]),
+                    label="dead_letters")
+        assert_that(out.eval, equal_to([]), label="no_eval")
+
+
+def test_parse_inputs_types_csv_and_json_records_and_rejects_the_rest():
+    schema = Schema(columns=SCHEMA.columns[:2] + (ColumnSpec("y", "float"),), label="y",
+                    key="id", task="regression")
+    json_records = [(1, json.dumps({"id": "e", "x": 7.0})), (2, "{not json")]
+    with _pipeline() as p:
+        out = (p | beam.Create([Chunk("in.csv", "csv", HEADER, RECORDS[:2]),
+                                Chunk("in.jsonl", "json", None, json_records)])
+               | beam.ParDo(ParseInputs(schema, "id", [])).with_outputs("rejects", counting.COUNTS,
+                                                                        main="rows"))
+        keys = out.rows | beam.FlatMap(lambda b: list(b.keys))
+        xs = out.rows | beam.FlatMap(lambda b: [float(v) for v in b.column("x")])
+        reasons = out.rejects | beam.Map(lambda r: (json.loads(r)["source"],
+                                                    json.loads(r)["reason"]))
+        assert_that(keys, equal_to(["a", "e"]), label="keys")
+        assert_that(xs, equal_to([1.5, 7.0]), label="values")
+        assert_that(reasons, equal_to([("in.csv", "unparsable_number"),
+                                       ("in.jsonl", "invalid_json")]), label="dead_letters")
+
+
+def test_format_predictions_keeps_keys_and_labels_and_dead_letters_model_rejections():
+    batch = RowBatch(names=("id", "y"), columns=[["a", "b", "c"], np.array([1.0, 2.0, 3.0])],
+                     keys=["a", "b", "c"], extras=None, path="in.csv",
+                     sources=[(2, "a,1"), (3, "b,2"), (4, "c,3")])
+    result = BlockResult(outputs={"prediction": np.array([10.0, 30.0])}, index=[0, 2],
+                         rejections=[(1, Reject("model_rejected", "bad input"))])
+    with _pipeline() as p:
+        out = (p | beam.Create([PredictionResult(batch, result, "v1")])
+               | beam.ParDo(FormatPredictions("y")).with_outputs("rejects", counting.COUNTS,
+                                                                 main="blocks"))
+        rows = out.blocks | beam.FlatMap(
+            lambda b: [(k, float(p), lab, b.version) for k, p, lab in
+                       zip(b.keys, b.outputs["prediction"], b.labels)])
+        reasons = out.rejects | beam.Map(lambda r: (json.loads(r)["line"],
+                                                    json.loads(r)["reason"]))
+        assert_that(rows, equal_to([("a", 10.0, 1.0, "v1"), ("c", 30.0, 3.0, "v1")]),
+                    label="predictions")
+        assert_that(reasons, equal_to([(3, "model_rejected")]), label="dead_letters")
+        assert_that(out[counting.COUNTS], equal_to([("rows_predicted", 2)]), label="tally")
+
+
+@pytest.mark.slow
+def test_preprocess_builds_from_a_config_the_test_constructs(tmp_path):
+    src = tmp_path / "in.csv"
+    src.write_text("id,x,y\n" + "".join(f"r{i},{i * 0.5},{i % 7}\n" for i in range(200))
+                   + "bad,oops,1\n")
+    out = str(tmp_path / "out")
+    args = preprocess.Args(input=str(src), output=out)  # every other flag at its default
+    cfg = preprocess.PreprocessConfig(
+        args=args, schema=SCHEMA, preprocessing_fn=make_preprocessing_fn(SCHEMA),
+        patterns=(str(src),), staging=os.path.join(out, "_staging-0-test"),
+        tft_temp_dir=str(tmp_path / "tft"))
+    p = _pipeline()
+    preprocess.build_pipeline(p, cfg)
+    p.run().wait_until_finish()
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    assert summary["rows_read"] == 201
+    assert sum(summary["splits"].values()) == 200
+    assert summary["rejected"]["by_reason"] == {"unparsable_number": 1}
+    assert os.path.exists(os.path.join(out, "_SUCCESS"))
+    assert not os.path.exists(cfg.staging)
