@@ -49,6 +49,7 @@ from inference.batch import JOB, EvalMetrics, FormatPredictions, ParseInputs
 from inference.image_inputs import ReadImageInputs
 from inference.outputs import PredictionBlock
 from preprocessing import counting, filesys, reading
+from preprocessing.images import ImageLimits
 from preprocessing.rejects import WriteDeadLetters
 
 REQUIRED_OPTIONS = ("model_dir", "input", "output")
@@ -182,8 +183,7 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, staging: str):
     if cfg.image:
         batches, read_rejects, parse_rejects, read_counts = p | "Images" >> ReadImageInputs(
             cfg.list_files, cfg.image_patterns, o.rows_per_chunk, o.input_format, o.key_column,
-            cfg.label, o.max_batch_size, (o.max_side, o.jpeg_quality, o.max_pixels,
-                                             o.max_image_bytes))
+            cfg.label, o.max_batch_size, ImageLimits.of(o))
         tallies = [read_counts]
     else:
         chunks, read_rejects, read_counts = p | "Read" >> reading.ReadChunks(

@@ -12,6 +12,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from beam_jobs.cli import JobError, setup_logging
 from beam_jobs.local_runner import LOCAL_RUNNER
+from preprocessing.images import ImageLimits
 
 STALE_STAGING_HOURS = 24.0  # default of --stale_staging_hours (beam_jobs/finalize.py)
 
@@ -72,13 +73,13 @@ class ImageOptions(PipelineOptions):
 
     @classmethod
     def _add_argparse_args(cls, parser):
-        parser.add_argument("--max_side", type=int, default=256,
+        parser.add_argument("--max_side", type=int, default=ImageLimits.max_side,
                             help="images: longest side after resizing (aspect kept).")
-        parser.add_argument("--jpeg_quality", type=int, default=90,
+        parser.add_argument("--jpeg_quality", type=int, default=ImageLimits.jpeg_quality,
                             help="images: JPEG quality of the re-encoded images.")
-        parser.add_argument("--max_pixels", type=int, default=50_000_000,
+        parser.add_argument("--max_pixels", type=int, default=ImageLimits.max_pixels,
                             help="images: larger images are rejected (decompression bombs).")
-        parser.add_argument("--max_image_bytes", type=int, default=64 << 20,
+        parser.add_argument("--max_image_bytes", type=int, default=ImageLimits.max_image_bytes,
                             help="images: larger files are rejected (image_too_large); only "
                                  "this much of a file is ever read.")
 

@@ -40,6 +40,7 @@ from beam_jobs import cli, common_options, local_runner, publish
 from beam_jobs.finalize import Finalize, OutputSpec
 from preprocessing import counting, filesys, parsing, reading
 from preprocessing import pipeline as pp
+from preprocessing.images import ImageLimits
 from preprocessing.infer import image_schema, infer_from_profile, parse_csv_sample, report
 from preprocessing.profile import profile_csv
 from preprocessing.rejects import WriteDeadLetters
@@ -318,8 +319,8 @@ def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig):
                   | "Redistribute" >> beam.Reshuffle()
                   | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=64)
                   | "ProcessImages" >> beam.ParDo(pp.ProcessImages(
-                      schema, cfg.fractions, cfg.classes, o.max_side, o.jpeg_quality,
-                      o.max_pixels, o.max_image_bytes)).with_outputs("rejects", *SPLITS))
+                      schema, cfg.fractions, cfg.classes, ImageLimits.of(o))).with_outputs(
+                      "rejects", *SPLITS))
     else:
         # Blocks are parsed column-wise (fast_csv), which reads comma-separated CSV only.
         block_bytes = int(o.csv_block_mb * (1 << 20)) if o.delimiter == "," else 0

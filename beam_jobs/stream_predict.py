@@ -58,6 +58,7 @@ from inference.streaming import (
     ParseMessages,
     WriteJson,
 )
+from preprocessing.images import ImageLimits
 
 
 class StreamPredictOptions(PipelineOptions):
@@ -157,8 +158,7 @@ class JobConfig:
                                         f"{str(e).splitlines()[0][:300]}")
         self.image_kw = None
         if any(c.transform == "image" for c in self.schema.columns):
-            self.image_kw = dict(max_side=o.max_side, quality=o.jpeg_quality,
-                                 max_pixels=o.max_pixels, max_image_bytes=o.max_image_bytes,
+            self.image_kw = dict(limits=ImageLimits.of(o),
                                  allowed_prefixes=normalize_prefixes(o.allowed_uri_prefixes),
                                  read_timeout_secs=o.uri_read_timeout_secs)
         if o.max_batch_duration_secs is not None:

@@ -11,6 +11,7 @@ from apache_beam.io import fileio
 from inference import model_handler as mh
 from inference.batch import JOB
 from preprocessing import counting, parsing, reading, rejects
+from preprocessing.images import ImageLimits
 
 
 class ImageItem(NamedTuple):
@@ -100,15 +101,14 @@ class LoadImages(beam.DoFn):
     their keys and labels; unreadable or invalid images go to the dead letters with the
     reason (the same checks and normalisation as preprocess)."""
 
-    def __init__(self, label: Optional[str], max_side: int, quality: int, max_pixels: int,
-                 max_image_bytes: int):
+    def __init__(self, label: Optional[str], limits: ImageLimits):
         self.label = label or "label"
-        self.kw = (max_side, quality, max_pixels, max_image_bytes)
+        self.limits = limits
         self.rejects = {}
 
     def setup(self):
         from inference.images import ImageInputs
-        self._images = ImageInputs(*self.kw)
+        self._images = ImageInputs(self.limits)
 
     def process(self, items):
         from inference.images import IMAGE_INPUT
@@ -136,18 +136,17 @@ class ReadImageInputs(beam.PTransform):
 
     `list_files`: .csv / .jsonl lists of images; `image_patterns`: globs of image files,
     matched in the pipeline (a glob of images may be huge: its paths stay out of the graph).
-    `image_kw`: (max_side, jpeg_quality, max_pixels, max_image_bytes), as preprocess
-    normalised with."""
+    `limits`: the ImageLimits preprocess normalised with."""
 
     def __init__(self, list_files, image_patterns, rows_per_chunk: int, input_format: str,
                  key_column: Optional[str], label: Optional[str], max_batch_size: int,
-                 image_kw: tuple):
+                 limits: ImageLimits):
         super().__init__()
         self.list_files, self.image_patterns = list(list_files), list(image_patterns)
         self.rows_per_chunk, self.input_format = rows_per_chunk, input_format
         # Not self.label: that is the PTransform's own name.
         self.key_column, self.label_column = key_column, label
-        self.max_batch_size, self.image_kw = max_batch_size, tuple(image_kw)
+        self.max_batch_size, self.limits = max_batch_size, limits
 
     def expand(self, pbegin):
         sources, read_rejects, tallies = [], [], []
@@ -171,7 +170,7 @@ class ReadImageInputs(beam.PTransform):
                   | "Spread" >> beam.Reshuffle()
                   | "Batch" >> beam.BatchElements(min_batch_size=1,
                                                   max_batch_size=self.max_batch_size)
-                  | "Load" >> beam.ParDo(LoadImages(self.label_column, *self.image_kw)).with_outputs(
+                  | "Load" >> beam.ParDo(LoadImages(self.label_column, self.limits)).with_outputs(
                       "rejects", main="batches"))
         read = (tuple(read_rejects) | "ReadRejects" >> beam.Flatten()) if read_rejects else \
             (pbegin | "NoReadRejects" >> beam.Create([]))

@@ -16,7 +16,7 @@ import os
 import time
 from typing import Optional, Tuple
 
-from preprocessing.images import DEFAULT_MAX_IMAGE_BYTES, normalize_image, read_image
+from preprocessing.images import ImageLimits, normalize_image, read_image
 from preprocessing.rejects import Reject
 
 IMAGE_INPUT = "image_bytes"  # the image export's predict_raw input
@@ -63,19 +63,17 @@ class ImageInputs:
     `read_timeout_secs`: the longest one read of a uri may take, tried `read_attempts` times,
     then `uri_read_timeout` (a stuck read keeps its thread, never the message's worker)."""
 
-    def __init__(self, max_side: int = 256, quality: int = 90, max_pixels: int = 50_000_000,
-                 max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
+    def __init__(self, limits: ImageLimits = ImageLimits(),
                  allowed_prefixes: Optional[Tuple[str, ...]] = None,
                  read_timeout_secs: Optional[float] = None, read_attempts: int = 3):
-        self.kw = {"max_side": max_side, "quality": quality, "max_pixels": max_pixels,
-                   "keep_conforming": True}
-        self.max_image_bytes = max_image_bytes
+        self.limits = limits
+        self.max_image_bytes = limits.max_image_bytes
         self.allowed = allowed_prefixes
         self.timeout = read_timeout_secs
         self.attempts = max(1, read_attempts)
 
     def from_bytes(self, data: bytes, name: str = "") -> bytes:
-        return normalize_image(data, name, **self.kw).jpeg
+        return normalize_image(data, name, self.limits, keep_conforming=True).jpeg
 
     def from_uri(self, uri: str) -> bytes:
         if self.allowed is not None and not uri_allowed(uri, self.allowed):

@@ -33,7 +33,25 @@ class NormalizedImage:
 
 MIN_SIDE = 8       # px: smaller images carry nothing a model can learn from
 MAX_ASPECT = 32    # longest / shortest side: beyond it, resizing leaves a line of pixels
-DEFAULT_MAX_IMAGE_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class ImageLimits:
+    """How images are bounded and normalised: the same for preprocess and both prediction
+    jobs (their --max_side, --jpeg_quality, --max_pixels, --max_image_bytes), so the model
+    sees what training saw. The only place the defaults are written."""
+    max_side: int = 256                  # longest side after resizing (aspect kept)
+    jpeg_quality: int = 90               # of the re-encoded JPEG
+    max_pixels: int = 50_000_000         # larger images are rejected (decompression bombs)
+    max_image_bytes: int = 64 << 20      # larger files are rejected; only this much is read
+
+    @classmethod
+    def of(cls, args) -> "ImageLimits":
+        """From a job's typed args (or any object with the four flags' attributes)."""
+        return cls(args.max_side, args.jpeg_quality, args.max_pixels, args.max_image_bytes)
+
+
+DEFAULT_MAX_IMAGE_BYTES = ImageLimits.max_image_bytes
 
 
 def read_image(uri: str, max_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> bytes:
@@ -68,14 +86,15 @@ def read_image(uri: str, max_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> bytes:
     return data
 
 
-def normalize_image(data: bytes, name: str = "", max_side: int = 256, quality: int = 90,
-                    max_pixels: int = 50_000_000, keep_conforming: bool = False) -> NormalizedImage:
+def normalize_image(data: bytes, name: str = "", limits: ImageLimits = ImageLimits(),
+                    keep_conforming: bool = False) -> NormalizedImage:
     """Validates and normalises one image; raises Reject with the reason.
 
     keep_conforming: an image that is already what normalising makes (an RGB JPEG within
     max_side and without an EXIF rotation) keeps its bytes instead of being re-encoded; the
     prediction jobs use it, so the bytes preprocess wrote score exactly as they are.
     """
+    max_side, quality, max_pixels = limits.max_side, limits.jpeg_quality, limits.max_pixels
     if not data:
         raise Reject("empty_file", "zero bytes")
     try:

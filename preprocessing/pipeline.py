@@ -13,6 +13,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from preprocessing import counting, fast_csv, filesys, parsing, reading, rejects
+from preprocessing.images import ImageLimits
 from preprocessing.rejects import Reject
 from preprocessing.schema import RAW_SCHEMA_FILE, Schema
 from preprocessing.split import SPLITS, boundaries, split_index, split_indices
@@ -133,13 +134,11 @@ class ProcessImages(beam.DoFn):
     """Batches of (source, line, uri, label) -> normalised images as RecordBatches per split,
     and dead letters with the reason for every image that cannot be used."""
 
-    def __init__(self, schema: Schema, fractions, classes, max_side, quality, max_pixels,
-                 max_image_bytes):
+    def __init__(self, schema: Schema, fractions, classes, limits: ImageLimits):
         self.schema = schema
         self.bounds = boundaries(fractions)
         self.classes = set(classes)
-        self.kw = {"max_side": max_side, "quality": quality, "max_pixels": max_pixels}
-        self.max_image_bytes = max_image_bytes
+        self.limits = limits
         self.reject_counters = {r: Metrics.counter(JOB, f"rejected_{r}") for r in rejects.REASONS}
 
     def process(self, items):
@@ -150,8 +149,8 @@ class ProcessImages(beam.DoFn):
             try:
                 if not label or (self.classes and label not in self.classes):
                     raise Reject("unknown_label", f"label {label!r} is not a known class")
-                data = read_image(uri, self.max_image_bytes)
-                img = normalize_image(data, uri, **self.kw)
+                data = read_image(uri, self.limits.max_image_bytes)
+                img = normalize_image(data, uri, self.limits)
             except Reject as e:
                 self.reject_counters[e.reason].inc()
                 yield beam.pvalue.TaggedOutput("rejects", rejects.dead_letter(

@@ -9,7 +9,7 @@ from PIL import Image
 
 from beam_jobs import preprocess
 from preprocessing import TAXI_SPEC, filesys
-from preprocessing.images import MIN_SIDE, normalize_image, read_image
+from preprocessing.images import MIN_SIDE, ImageLimits, normalize_image, read_image
 from preprocessing.rejects import Reject
 from tests.helpers import read_jsonl
 from tools import shapes as shape_gen
@@ -107,7 +107,7 @@ def test_image_files_are_read_only_when_regular_and_within_the_bound(tmp_path):
 @pytest.mark.parametrize("size", [(30000, 1), (MIN_SIDE - 1, 64), (64, 2048 + 64)])
 def test_degenerate_images_are_rejected(size):
     with pytest.raises(Reject) as e:
-        normalize_image(_png(size), "x.png", max_pixels=10**9)
+        normalize_image(_png(size), "x.png", ImageLimits(max_pixels=10**9))
     assert e.value.reason == "degenerate_image"
     assert normalize_image(_png((MIN_SIDE, MIN_SIDE * 32)), "ok.png").width > 0
 

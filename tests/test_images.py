@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from preprocessing import rejects
-from preprocessing.images import normalize_image
+from preprocessing.images import ImageLimits, normalize_image
 from preprocessing.rejects import Reject
 from tools import shapes as shape_gen
 
@@ -47,7 +47,7 @@ def test_bad_image_corpus_each_reason(good_jpeg):
     }
     for reason, (data, name) in corpus.items():
         with pytest.raises(Reject) as e:
-            normalize_image(data, name, max_pixels=100_000)
+            normalize_image(data, name, ImageLimits(max_pixels=100_000))
         assert e.value.reason == reason, (name, e.value)
         assert reason in rejects.REASONS
 
@@ -79,7 +79,7 @@ def test_exif_orientation_is_applied():
 
 def test_longest_side_is_bounded_keeping_aspect(good_jpeg):
     big = _encode(Image.new("RGB", (600, 300), "green"), "JPEG")
-    out = normalize_image(big, "big.jpg", max_side=200)
+    out = normalize_image(big, "big.jpg", ImageLimits(max_side=200))
     assert (out.width, out.height) == (200, 100)
-    small = normalize_image(good_jpeg, "s.jpg", max_side=200)
+    small = normalize_image(good_jpeg, "s.jpg", ImageLimits(max_side=200))
     assert (small.width, small.height) == (96, 96)

@@ -19,6 +19,7 @@ from inference import model_handler as mh
 from inference.images import ImageInputs, normalize_prefixes, uri_allowed
 from inference.replay import load_replay
 from inference.streaming import ParseMessages
+from preprocessing.images import ImageLimits
 from preprocessing.infer import image_schema
 from preprocessing.rejects import Reject
 from tests.helpers import GOOD, read_jsonl
@@ -192,7 +193,8 @@ def test_hot_reload_at_two_messages_a_second_loads_each_version_once(trained, tm
 
 def test_image_uri_reads_are_bounded_and_regular_only_under_allowed_prefixes(tmp_path):
     os.symlink("/dev/zero", tmp_path / "zero.jpg")
-    images = ImageInputs(allowed_prefixes=normalize_prefixes(str(tmp_path)), max_image_bytes=1000)
+    images = ImageInputs(ImageLimits(max_image_bytes=1000),
+                         allowed_prefixes=normalize_prefixes(str(tmp_path)))
     with pytest.raises(Reject) as e:
         images.from_uri(str(tmp_path / "zero.jpg"))  # the link leaves the folder
     assert e.value.reason == "uri_not_allowed"
