@@ -218,17 +218,9 @@ def float32_outputs(model: keras.Model) -> keras.Model:
                        name=model.name)
 
 
-def train_and_evaluate(cfg: TrainConfig) -> dict:
-    """Trains on `cfg.data_dir`, evaluates, exports; returns the metrics dict (chief) ."""
-    keras.utils.set_random_seed(cfg.seed)
-    kind = resolve_distribution(cfg)
-    strategy = make_strategy(kind)
-    chief = is_chief()
-    info = data_lib.load_feature_info(cfg.data_dir, cfg.label_key)
-    train_files = data_lib.split_files(cfg.data_dir, "train")
-    eval_files = data_lib.split_files(cfg.data_dir, "eval")
-    train_rows = info.split_rows.get("train") or 10_000
-    eval_rows = info.split_rows.get("eval") or 1_000
+def _schedule(cfg: TrainConfig, info, train_rows: int):
+    """(cfg with the data's defaults filled in, what was chosen and why, steps per epoch,
+    epochs)."""
     batch_size, auto_epochs, schedule, chosen = defaults.choose(
         train_rows, cfg.batch_size, cfg.epochs, cfg.lr_schedule, cfg.train_steps,
         cfg.steps_per_epoch)
@@ -241,27 +233,32 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
     if cfg.train_steps:
         steps_per_epoch = min(steps_per_epoch, cfg.train_steps)
         epochs = math.ceil(cfg.train_steps / steps_per_epoch)
-    log.info("distribution=%s replicas=%d chief=%s task=%s epochs=%d steps/epoch=%d",
-             kind, strategy.num_replicas_in_sync, chief, info.task, epochs, steps_per_epoch)
+    return cfg, chosen, steps_per_epoch, epochs
 
-    # Tabular models validate (and stop early) on a hashed slice of the train split, so the
-    # eval split measures a model it never chose; image models validate on the eval split.
+
+def _input_fns(cfg: TrainConfig, info, train_files, eval_files, train_rows: int,
+               eval_rows: int):
+    """(train_fn, validation_fn, validation steps, holdout). Tabular models validate (and
+    stop early) on a hashed slice of the train split, so the eval split measures a model it
+    never chose; image models validate on the eval split."""
     holdout = None if info.image else "exclude"
     train_fn = data_lib.make_dataset_fn(train_files, info, cfg.batch_size, training=True,
                                         shuffle_buffer=cfg.shuffle_buffer, cache=cfg.cache,
                                         seed=cfg.seed, holdout=holdout)
     if holdout:
         val_rows = max(1, train_rows // data_lib.HOLDOUT_BUCKETS)
-        eval_fn = data_lib.make_dataset_fn(train_files, info, cfg.batch_size, training=False,
-                                           repeat=True, holdout="only")
+        val_fn = data_lib.make_dataset_fn(train_files, info, cfg.batch_size, training=False,
+                                          repeat=True, holdout="only")
     else:
         val_rows = eval_rows
-        eval_fn = data_lib.make_dataset_fn(eval_files, info, cfg.batch_size, training=False,
-                                           repeat=True)
-    eval_steps = cfg.eval_steps or data_lib.steps_for(val_rows, cfg.batch_size)
-    patience = cfg.early_stopping_patience
-    if patience is None:
-        patience = 0 if info.image else defaults.EARLY_STOPPING_PATIENCE
+        val_fn = data_lib.make_dataset_fn(eval_files, info, cfg.batch_size, training=False,
+                                          repeat=True)
+    return train_fn, val_fn, cfg.eval_steps or data_lib.steps_for(val_rows, cfg.batch_size), \
+        holdout
+
+
+def _build_compiled(cfg: TrainConfig, info, strategy, kind: str, total_steps: int):
+    """(compiled model, mixed precision used, XLA used), built under the strategy."""
     builder = build_model
     if cfg.model_module:
         from preprocessing.modules import load_module_function
@@ -281,26 +278,27 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
                             "`import tf_keras as keras`)")
         if mixed:
             model = float32_outputs(model)
-        compile_model(model, info, cfg, total_steps=epochs * steps_per_epoch, jit_compile=jit,
+        compile_model(model, info, cfg, total_steps=total_steps, jit_compile=jit,
                       **({"steps_per_execution": 1} if kind == "parameter_server" else {}))
-    if kind == "parameter_server":
-        train_data = keras.utils.experimental.DatasetCreator(train_fn)
-        val_kwargs = {}  # inline validation is not run under PS; the chief evaluates exactly
-    elif kind == "single":
-        train_data = train_fn()
-        val_kwargs = {"validation_data": eval_fn(), "validation_steps": eval_steps}
-    else:
-        train_data = strategy.distribute_datasets_from_function(train_fn)
-        val_kwargs = {"validation_data": strategy.distribute_datasets_from_function(eval_fn),
-                      "validation_steps": eval_steps}
+    return model, mixed, jit
 
-    # Non-chief workers write their share of (collective) saves to scratch dirs.
-    scratch = None if chief else tempfile.mkdtemp(prefix="worker_scratch_")
-    ckpt_dir = cfg.checkpoint_dir if chief else os.path.join(scratch, "ckpt")
-    log_dir = cfg.tensorboard_dir if chief else os.path.join(scratch, "logs")
-    # Keras allows no batch-level callbacks under ParameterServerStrategy: epoch-level there.
-    ps = kind == "parameter_server"
-    progress = (ProgressLogger if ps else StepProgressLogger)(epochs * steps_per_epoch)
+
+def _fit_inputs(kind: str, strategy, train_fn, val_fn, val_steps: int):
+    """(training data, validation keyword arguments of fit) for the strategy."""
+    if kind == "parameter_server":  # the chief evaluates exactly instead of inline validation
+        return keras.utils.experimental.DatasetCreator(train_fn), {}
+    if kind == "single":
+        return train_fn(), {"validation_data": val_fn(), "validation_steps": val_steps}
+    return (strategy.distribute_datasets_from_function(train_fn),
+            {"validation_data": strategy.distribute_datasets_from_function(val_fn),
+             "validation_steps": val_steps})
+
+
+def _callbacks(cfg: TrainConfig, ckpt_dir: str, log_dir: str, ps: bool, total_steps: int,
+               patience: int, validates: bool):
+    """(callbacks, the progress logger). Keras allows no batch-level callbacks under
+    ParameterServerStrategy: epoch-level there."""
+    progress = (ProgressLogger if ps else StepProgressLogger)(total_steps)
     callbacks = [
         # Restores epoch, step, weights and optimizer after a crash; deleted after success.
         keras.callbacks.BackupAndRestore(os.path.join(cfg.checkpoint_dir, "backup"),
@@ -312,9 +310,47 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
         PruneCheckpoints(ckpt_dir, cfg.keep_checkpoints),
         keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch"),
     ]
-    if patience and val_kwargs:
+    if patience and validates:
         callbacks.append(keras.callbacks.EarlyStopping(
             monitor="val_loss", patience=patience, restore_best_weights=True))
+    return callbacks, progress
+
+
+def _write_report(cfg: TrainConfig, metrics: dict) -> None:
+    tf.io.gfile.makedirs(cfg.job_dir)
+    with tf.io.gfile.GFile(os.path.join(cfg.job_dir, "metrics.json"), "w") as f:
+        json.dump(metrics, f, indent=2)
+    if metrics["history"]:
+        plot_curves(metrics["history"], os.path.join(cfg.job_dir, "curves.png"))
+
+
+def train_and_evaluate(cfg: TrainConfig) -> dict:
+    """Trains on `cfg.data_dir`, evaluates, exports; returns the metrics dict (chief) ."""
+    keras.utils.set_random_seed(cfg.seed)
+    kind = resolve_distribution(cfg)
+    strategy = make_strategy(kind)
+    chief = is_chief()
+    info = data_lib.load_feature_info(cfg.data_dir, cfg.label_key)
+    train_files = data_lib.split_files(cfg.data_dir, "train")
+    eval_files = data_lib.split_files(cfg.data_dir, "eval")
+    train_rows = info.split_rows.get("train") or 10_000
+    cfg, chosen, steps_per_epoch, epochs = _schedule(cfg, info, train_rows)
+    log.info("distribution=%s replicas=%d chief=%s task=%s epochs=%d steps/epoch=%d",
+             kind, strategy.num_replicas_in_sync, chief, info.task, epochs, steps_per_epoch)
+    train_fn, val_fn, val_steps, holdout = _input_fns(
+        cfg, info, train_files, eval_files, train_rows, info.split_rows.get("eval") or 1_000)
+    patience = cfg.early_stopping_patience
+    if patience is None:
+        patience = 0 if info.image else defaults.EARLY_STOPPING_PATIENCE
+    model, mixed, jit = _build_compiled(cfg, info, strategy, kind, epochs * steps_per_epoch)
+    train_data, val_kwargs = _fit_inputs(kind, strategy, train_fn, val_fn, val_steps)
+
+    # Non-chief workers write their share of (collective) saves to scratch dirs.
+    scratch = None if chief else tempfile.mkdtemp(prefix="worker_scratch_")
+    ckpt_dir = cfg.checkpoint_dir if chief else os.path.join(scratch, "ckpt")
+    log_dir = cfg.tensorboard_dir if chief else os.path.join(scratch, "logs")
+    callbacks, progress = _callbacks(cfg, ckpt_dir, log_dir, kind == "parameter_server",
+                                     epochs * steps_per_epoch, patience, bool(val_kwargs))
     started = time.time()
     history = model.fit(train_data, epochs=epochs, steps_per_epoch=steps_per_epoch,
                         callbacks=callbacks, verbose=cfg.verbose if chief else 0, **val_kwargs)
@@ -330,16 +366,15 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
     warnings = defaults.collapse_warnings(info.task, info.n_classes, final, hist)
     for w in warnings:
         log.warning("training: %s", w)
+    steps_done = int(model.optimizer.iterations.numpy())
     metrics = {
         "task": info.task, "label": info.label, "distribution": kind,
         "replicas": strategy.num_replicas_in_sync, "eval": final, "history": hist,
         "epochs_run": len(next(iter(hist.values()), [])), "steps_per_epoch": steps_per_epoch,
-        "final_step": int(model.optimizer.iterations.numpy()),
-        "resumed_from_step": progress.resumed_from_step,
+        "final_step": steps_done, "resumed_from_step": progress.resumed_from_step,
         "train_seconds": round(train_seconds, 2),
-        "examples_per_second": round(
-            (int(model.optimizer.iterations.numpy()) - progress.resumed_from_step)
-            * cfg.batch_size / max(train_seconds, 1e-9), 1),
+        "examples_per_second": round((steps_done - progress.resumed_from_step)
+                                     * cfg.batch_size / max(train_seconds, 1e-9), 1),
         "export_dir": export_dir, "config": cfg.to_dict(), "defaults": chosen,
         "precision": "mixed_float16" if mixed else "float32", "jit_compile": jit,
         "label_scaling": info.label_scaler.to_dict() if info.label_scaler else None,
@@ -347,10 +382,6 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
         "early_stopping_patience": patience,
         "warnings": warnings,
     }
-    tf.io.gfile.makedirs(cfg.job_dir)
-    with tf.io.gfile.GFile(os.path.join(cfg.job_dir, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-    if hist:
-        plot_curves(hist, os.path.join(cfg.job_dir, "curves.png"))
+    _write_report(cfg, metrics)
     log.info("eval %s; exported to %s", final, export_dir)
     return metrics
