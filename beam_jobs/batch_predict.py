@@ -44,7 +44,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from beam_jobs import cli, common_options, publish
 from beam_jobs.finalize import Finalize, OutputSpec
 from inference import model_handler as mh
-from inference import sinks
+from inference import sinks, versions
 from inference.batch import JOB, EvalMetrics, FormatPredictions, ParseInputs
 from inference.image_inputs import ReadImageInputs
 from inference.outputs import PredictionBlock
@@ -132,14 +132,14 @@ class JobConfig:
         o = self.options = parse_args(options)
         self.run_date, self.input, self.output = o.run_date, o.input, o.output
         try:
-            self.model_path = mh.resolve_model_dir(o.model_dir)
-            self.schema = mh.load_raw_schema(self.model_path)
+            self.model_path = versions.resolve_model_dir(o.model_dir)
+            self.schema = versions.load_raw_schema(self.model_path)
         except FileNotFoundError as e:
             raise cli.JobError(JOB, str(e))
         except Exception as e:
             raise cli.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                         f"{str(e).splitlines()[0][:300]}")
-        self.version = mh.model_version(self.model_path)
+        self.version = versions.model_version(self.model_path)
         self.key = o.key_column or self.schema.key
         self.passthrough = [c.strip() for c in o.passthrough_columns.split(",") if c.strip()]
         self.label = o.evaluate_label

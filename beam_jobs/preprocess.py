@@ -38,7 +38,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 
 from beam_jobs import cli, common_options, local_runner, publish
 from beam_jobs.finalize import Finalize, OutputSpec
-from preprocessing import counting, filesys, parsing, reading
+from preprocessing import counting, filesys, reading, record_batches
 from preprocessing import pipeline as pp
 from preprocessing.images import ImageLimits
 from preprocessing.infer import image_schema, infer_from_profile, parse_csv_sample, report
@@ -339,7 +339,7 @@ def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig):
     written.append(p | "RawSchema" >> pp.WriteRawSchema(schema, staging))
     tallies = [counts]
 
-    tac = parsing.tensor_adapter_config(schema)
+    tac = record_batches.tensor_adapter_config(schema)
     with tft_beam.Context(temp_dir=cfg.tft_temp_dir):
         transform_fn = ((parsed.train, tac)
                         | "Analyze" >> tft_beam.AnalyzeDataset(cfg.preprocessing_fn))

@@ -47,7 +47,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, 
 
 from beam_jobs import cli, common_options, local_runner
 from inference import model_handler as mh
-from inference import sinks
+from inference import sinks, versions
 from inference.images import normalize_prefixes
 from inference.replay import Pace, load_replay, replay_stream
 from inference.streaming import (
@@ -151,8 +151,8 @@ class JobConfig:
     def __init__(self, options: PipelineOptions):
         o = self.options = parse_args(options)
         try:
-            self.model_path = mh.resolve_model_dir(o.model_dir)
-            self.schema = mh.load_raw_schema(self.model_path)
+            self.model_path = versions.resolve_model_dir(o.model_dir)
+            self.schema = versions.load_raw_schema(self.model_path)
         except Exception as e:
             raise cli.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                         f"{str(e).splitlines()[0][:300]}")
@@ -234,7 +234,7 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
     options.view_as(SetupOptions).save_main_session = save_main_session
     cfg = JobConfig(options)
     logging.info("Serving model version %s from %s (refresh every %ss)",
-                 mh.model_version(cfg.model_path), cfg.options.model_dir,
+                 versions.model_version(cfg.model_path), cfg.options.model_dir,
                  cfg.options.model_refresh_secs)
     p = test_pipeline or beam.Pipeline(options=options)
     build_pipeline(p, cfg)

@@ -50,10 +50,11 @@ def bare_loop(model_dir: str, csv_path: str, batch_size: int) -> tuple:
     the job's way (2 MB blocks, preprocessing.fast_csv: numpy and Arrow columns), then
     `batch_size` rows per call of the job's `predict` (tensors made from those columns)."""
     from inference import model_handler as mh
+    from inference import versions
     from inference.inputs import ServingParser
     from preprocessing import fast_csv
-    from preprocessing.reading import block_cut
-    schema = mh.load_raw_schema(model_dir)
+    from preprocessing.csv_blocks import block_cut
+    schema = versions.load_raw_schema(model_dir)
     with open(csv_path, "rb") as f:
         header = f.readline().decode("utf-8").strip().split(",")
         data = f.read()
@@ -103,7 +104,7 @@ def main(argv=None):
     from tools.datagen import write_csv
 
     tmp = tempfile.mkdtemp(prefix="bench_bp_")
-    from inference.model_handler import resolve_model_dir
+    from inference.versions import resolve_model_dir
     model_dir = resolve_model_dir(args.model_dir or train_small_model(tmp))
     csv_path = os.path.join(tmp, "score.csv")
     small_path = os.path.join(tmp, "small.csv")

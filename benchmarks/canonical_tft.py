@@ -28,7 +28,7 @@ def main(argv=None) -> None:
     from tfx_bsl.public import tfxio
 
     from preprocessing import TAXI_SPEC
-    from preprocessing.parsing import raw_feature_spec
+    from preprocessing.record_batches import raw_feature_spec
     from preprocessing.schema import Schema
     from preprocessing.transform import make_preprocessing_fn
 

@@ -98,8 +98,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="soak_")
     try:
-        from inference import model_handler as mh
-        export = mh.resolve_model_dir(a.model_dir) if a.model_dir else small_model(tmp)
+        from inference import versions
+        export = versions.resolve_model_dir(a.model_dir) if a.model_dir else small_model(tmp)
         base = os.path.join(tmp, "models")
         shutil.copytree(export, os.path.join(base, "100"))
         n = int(a.secs * a.rate)

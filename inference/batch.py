@@ -16,9 +16,10 @@ from apache_beam.metrics import Metrics
 from inference import model_handler as mh
 from inference.inputs import ServingParser
 from inference.outputs import PredictionBlock
-from preprocessing import counting, fast_csv, parsing, reading, rejects
+from preprocessing import counting, csv_blocks, fast_csv, parsing, rejects
 from preprocessing.evaluation import EvalSums
 from preprocessing.schema import Schema
+from preprocessing.values import parse_json
 
 JOB = "batch_predict"  # the metrics namespace
 
@@ -40,7 +41,7 @@ class ParseInputs(beam.DoFn):
 
     def process(self, chunk):
         path, fmt, header, records = chunk
-        if isinstance(records, reading.CsvBlock):
+        if isinstance(records, csv_blocks.CsvBlock):
             yield from self._parse_block(path, header, records)
             return
         if fmt == "csv":
@@ -91,7 +92,7 @@ class ParseInputs(beam.DoFn):
         # them into tensors --max_batch_size rows at a time.
         lines = fast.lines
         if block.path is not None:  # a byte range: the raw lines can be read again if needed
-            lines = functools.partial(reading.block_lines, block.path, block.start, block.end)
+            lines = functools.partial(csv_blocks.block_lines, block.path, block.start, block.end)
         yield from self._batch(path, fast.columns, None, mh.LineSources(lines, fast.rows, first))
 
     def _batch(self, path, columns, extras, sources):
@@ -120,7 +121,7 @@ class ParseInputs(beam.DoFn):
             return
         for pos, record in records:
             try:
-                obj = parsing.parse_json(record)
+                obj = parse_json(record)
             except rejects.Reject as e:
                 yield self._reject(path, pos, record, e.reason, e.detail)
                 continue

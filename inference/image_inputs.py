@@ -12,6 +12,7 @@ from inference import model_handler as mh
 from inference.batch import JOB
 from preprocessing import counting, parsing, reading, rejects
 from preprocessing.images import ImageLimits
+from preprocessing.values import parse_json
 
 
 class ImageItem(NamedTuple):
@@ -60,7 +61,7 @@ class ListedImages(beam.DoFn):
             return
         for line, text in records:
             try:
-                obj = parsing.parse_json(text)
+                obj = parse_json(text)
                 if not isinstance(obj, dict):
                     raise rejects.Reject("invalid_json", "expected a JSON object")
             except rejects.Reject as e:

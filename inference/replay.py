@@ -22,8 +22,8 @@ from apache_beam.utils.timestamp import Timestamp
 
 from inference.streaming import PUBLISHED_AT
 from preprocessing import filesys
-from preprocessing.parsing import parse_json
 from preprocessing.rejects import Reject
+from preprocessing.values import parse_json
 
 
 def _epoch(value) -> Optional[float]:

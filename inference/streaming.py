@@ -20,7 +20,7 @@ from apache_beam.transforms import trigger, window
 
 from inference.inputs import ServingParser
 from preprocessing import rejects
-from preprocessing.parsing import parse_json
+from preprocessing.values import parse_json
 
 JOB = "stream_predict"  # the metrics namespace
 PUBLISHED_AT = "_published_at"  # attribute the replay source stamps (epoch seconds)

@@ -12,7 +12,7 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from preprocessing import counting, fast_csv, filesys, parsing, reading, rejects
+from preprocessing import counting, csv_blocks, fast_csv, filesys, parsing, reading, record_batches, rejects
 from preprocessing.images import ImageLimits
 from preprocessing.rejects import Reject
 from preprocessing.schema import RAW_SCHEMA_FILE, Schema
@@ -49,7 +49,7 @@ class ParseAndSplit(beam.DoFn):
         parser = self._parsers.get(header)
         if parser is None:
             parser = self._parsers[header] = parsing.RowParser(self.schema, header)
-        if isinstance(records, reading.CsvBlock):
+        if isinstance(records, csv_blocks.CsvBlock):
             yield from self._block(path, parser, records)
         else:
             yield from self._rows(path, parser, records)
@@ -72,7 +72,7 @@ class ParseAndSplit(beam.DoFn):
             per_split[split_index(key, self.bounds)].append(values)
         for name, rows in zip(SPLITS, per_split):
             if rows:
-                yield beam.pvalue.TaggedOutput(name, parsing.rows_to_record_batch(rows, self.schema))
+                yield beam.pvalue.TaggedOutput(name, record_batches.rows_to_record_batch(rows, self.schema))
 
     def _block(self, path, parser, block):
         fast = (fast_csv.parse_block(parser, block.data) if self.delimiter == ","
@@ -102,11 +102,11 @@ class ParseAndSplit(beam.DoFn):
             mask = where == s
             if mask.all():
                 yield beam.pvalue.TaggedOutput(
-                    name, parsing.columns_to_record_batch(fast.columns, self.schema))
+                    name, record_batches.columns_to_record_batch(fast.columns, self.schema))
                 return
             if mask.any():
                 yield beam.pvalue.TaggedOutput(
-                    name, parsing.columns_to_record_batch(fast.columns, self.schema, mask))
+                    name, record_batches.columns_to_record_batch(fast.columns, self.schema, mask))
 
 
 class LabelsCsvItems(beam.DoFn):
@@ -160,7 +160,7 @@ class ProcessImages(beam.DoFn):
                 (uri, img.jpeg, img.height, img.width, label))
         for name, rows in zip(SPLITS, per_split):
             if rows:
-                yield beam.pvalue.TaggedOutput(name, parsing.rows_to_record_batch(rows, self.schema))
+                yield beam.pvalue.TaggedOutput(name, record_batches.rows_to_record_batch(rows, self.schema))
 
 
 class ImageFileItems(beam.DoFn):

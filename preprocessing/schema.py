@@ -76,6 +76,8 @@ DERIVED_OPS = {"haversine_km": 4}
 # The raw schema file preprocess writes beside its outputs, and the export carries as
 # assets.extra/RAW_SCHEMA_FILE for serving (one name, every reader).
 RAW_SCHEMA_FILE = "raw_schema.json"
+# Where an export keeps the raw schema it serves (inside the SavedModel folder).
+RAW_SCHEMA_ASSET = "assets.extra/" + RAW_SCHEMA_FILE
 TASKS = ("regression", "classification")
 # Accepts '2025-01-31 13:45:00', '2025-01-31T13:45:00' and a trailing zone word ('UTC').
 

@@ -12,10 +12,13 @@ a `T`), a valid calendar time.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 
 import numpy as np
+
+from preprocessing.rejects import Reject
 
 DATETIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
 NUMBER_PATTERN = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
@@ -96,3 +99,28 @@ def looks_like_datetime(text: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+class JsonNumber(float):
+    """A JSON number with a fraction or exponent that keeps its text: `str()` gives the text,
+    so values read from JSON follow the same number grammar as CSV fields (JSON's `1e-400`
+    would otherwise be 0.0 and `1e400` infinity before the grammar sees them)."""
+
+    def __new__(cls, text: str):
+        obj = super().__new__(cls, text)
+        obj.text = text
+        return obj
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_json(text):
+    """A JSON document (str or bytes), or Reject("invalid_json") saying why it is not one
+    (nesting past the parser's recursion limit included: one line must not stop a job)."""
+    try:
+        return json.loads(text, parse_float=JsonNumber)
+    except ValueError as e:
+        raise Reject("invalid_json", f"not JSON: {e}") from None
+    except RecursionError:
+        raise Reject("invalid_json", "nested too deeply") from None

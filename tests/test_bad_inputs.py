@@ -353,7 +353,7 @@ def test_a_gzip_bomb_is_read_with_bounded_memory(small_csv, tmp_path):
 
 
 def test_an_incomplete_newer_model_version_is_skipped(tmp_path, caplog):
-    from inference.model_handler import RAW_SCHEMA_ASSET, list_versions, resolve_model_dir
+    from inference.versions import RAW_SCHEMA_ASSET, list_versions, resolve_model_dir
     for version, files in ((100, ["saved_model.pb", "variables/variables.index",
                                   RAW_SCHEMA_ASSET]),
                            (200, ["saved_model.pb"]),                       # no variables

@@ -302,12 +302,12 @@ def test_csv_blocks_give_what_record_by_record_reading_gives(trained, taxi_csv, 
 def test_block_cut_is_the_last_newline_after_an_even_number_of_quotes():
     import random
 
-    from preprocessing import reading
+    from preprocessing import csv_blocks
     rng = random.Random(7)
     for _ in range(3000):
         data = bytes(rng.choice(b'ab",\n\n') for _ in range(rng.randint(0, 60)))
         cuts = [i + 1 for i, c in enumerate(data) if c == 10 and data[:i].count(b'"') % 2 == 0]
-        assert reading.block_cut(data) == max(cuts, default=0), data
+        assert csv_blocks.block_cut(data) == max(cuts, default=0), data
 
 
 def test_uncompressed_csv_blocks_travel_as_byte_ranges(tmp_path):

@@ -220,7 +220,7 @@ def test_block_sources_read_again_from_the_file_give_the_same_lines(tmp_path):
     import functools
 
     from inference.model_handler import LineSources
-    from preprocessing.reading import block_lines
+    from preprocessing.csv_blocks import block_lines
     rows = [b"k%d,2025-01-01 00:00:00,1,2,3,4,%d,Cash,C\xc3\xa9,5" % (i, i) for i in range(40)]
     data = b"\r\n".join(rows[:20]) + b"\n\n" + b"\n".join(rows[20:]) + b"\r\r\n"
     path = tmp_path / "x.csv"

@@ -4,9 +4,10 @@ import json
 import pyarrow as pa
 import pytest
 
-from preprocessing import TAXI_SPEC, parsing, rejects
+from preprocessing import TAXI_SPEC, parsing, record_batches, rejects
 from preprocessing.schema import Schema
 from preprocessing.split import boundaries, parse_fractions, split_index, split_indices
+from preprocessing.values import parse_json
 
 SCHEMA = Schema.load(TAXI_SPEC)
 HEADER = list(SCHEMA.names)
@@ -114,13 +115,13 @@ def test_structural_errors():
 def test_record_batch_layout_matches_tensor_adapter():
     p = parsing.RowParser(SCHEMA, HEADER)
     rows = [p.parse(GOOD), p.parse(["k2"] + GOOD[1:])]
-    rb = parsing.rows_to_record_batch(rows, SCHEMA)
+    rb = record_batches.rows_to_record_batch(rows, SCHEMA)
     assert rb.num_rows == 2
-    assert rb.schema == parsing.arrow_schema(SCHEMA)
+    assert rb.schema == record_batches.arrow_schema(SCHEMA)
     assert rb.column(SCHEMA.names.index("key")).to_pylist() == [[b"k1"], [b"k2"]]
     assert rb.column(SCHEMA.names.index("fare_amount")).type == pa.large_list(pa.float32())
     from tfx_bsl.tfxio import tensor_adapter
-    adapter = tensor_adapter.TensorAdapter(parsing.tensor_adapter_config(SCHEMA))
+    adapter = tensor_adapter.TensorAdapter(record_batches.tensor_adapter_config(SCHEMA))
     tensors = adapter.ToBatchTensors(rb)
     assert tensors["passenger_count"].shape == (2,)
     assert tensors["key"].numpy().tolist() == [b"k1", b"k2"]
@@ -216,10 +217,10 @@ def test_one_registry_of_reject_reasons():
 
 def test_json_nested_100000_deep_is_a_reject_not_a_crash():
     with pytest.raises(rejects.Reject) as e:
-        parsing.parse_json("[" * 100_000 + "]" * 100_000)
+        parse_json("[" * 100_000 + "]" * 100_000)
     assert e.value.reason == "invalid_json" and "nested too deeply" in e.value.detail
     with pytest.raises(rejects.Reject, match="not JSON"):
-        parsing.parse_json("{broken")
+        parse_json("{broken")
 
 
 @pytest.mark.parametrize("text, reason", [
@@ -231,8 +232,8 @@ def test_json_numbers_follow_the_csv_number_grammar(text, reason):
     doc = json.dumps(obj).replace(json.dumps(obj["pickup_longitude"]), text, 1)
     parser = parsing.RowParser(SCHEMA, HEADER)
     if reason is None:
-        assert parser.parse_dict(parsing.parse_json(doc))[HEADER.index("pickup_longitude")] == 1.5
+        assert parser.parse_dict(parse_json(doc))[HEADER.index("pickup_longitude")] == 1.5
         return
     with pytest.raises(rejects.Reject) as e:
-        parser.parse_dict(parsing.parse_json(doc))
+        parser.parse_dict(parse_json(doc))
     assert e.value.reason == reason

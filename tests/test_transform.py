@@ -43,7 +43,7 @@ def _analyze_and_transform(schema, rows):
     import tensorflow_transform.beam as tft_beam
     from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
-    from preprocessing.parsing import raw_feature_spec
+    from preprocessing.record_batches import raw_feature_spec
     meta = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(
         raw_feature_spec(schema)))
     out_dir = tempfile.mkdtemp()

@@ -16,11 +16,9 @@ import time
 
 import tensorflow as tf
 
-from preprocessing.parsing import raw_feature_spec
-from preprocessing.schema import DTYPE_TABLE, RAW_SCHEMA_FILE, Schema
+from preprocessing.record_batches import raw_feature_spec
+from preprocessing.schema import DTYPE_TABLE, RAW_SCHEMA_ASSET, Schema
 from training.data import FeatureInfo
-
-RAW_SCHEMA_ASSET = os.path.join("assets.extra", RAW_SCHEMA_FILE)
 
 
 class ServingModule(tf.Module):
