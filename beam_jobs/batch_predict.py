@@ -34,7 +34,7 @@ import dataclasses
 import datetime
 import json
 import logging
-from typing import Optional
+from typing import Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -51,6 +51,7 @@ from inference.outputs import PredictionBlock
 from preprocessing import counting, filesys, reading
 from preprocessing.images import ImageLimits
 from preprocessing.rejects import WriteDeadLetters
+from preprocessing.schema import Schema
 
 REQUIRED_OPTIONS = ("model_dir", "input", "output")
 # What a run publishes (replacing an earlier run's): see beam_jobs/finalize.py.
@@ -123,10 +124,33 @@ def parse_args(options: PipelineOptions) -> Args:
         output=o.output.replace("{date}", run_date).rstrip("/"))
 
 
+@dataclasses.dataclass(frozen=True)
+class BatchPredictConfig:
+    """Everything `build_pipeline` reads, as plain values: `launch()` makes one from the
+    command line (with I/O); a test can construct one directly."""
+    args: Args
+    schema: Schema                      # the model's raw schema
+    model_path: str                     # the export version used
+    version: str
+    patterns: Tuple[str, ...]           # --input
+    staging: str                        # this run's staging folder under args.output
+    key: Optional[str] = None           # the key column (default: the schema's)
+    passthrough: Tuple[str, ...] = ()
+    label: Optional[str] = None         # --evaluate_label
+    input_bytes: Optional[int] = None   # for progress ETAs
+    image: Optional[str] = None         # an image model: its image column
+    list_files: Tuple[str, ...] = ()    # images: .csv / .jsonl lists of images
+    image_patterns: Tuple[str, ...] = ()  # images: globs of image files
+
+    @property
+    def output(self) -> str:
+        return self.args.output
+
+
 class JobConfig:
     """The launch step: the checked arguments plus what only I/O can tell (the model version
     and its raw schema, the input files, an output that can be written); fails fast with one
-    line naming the problem."""
+    line naming the problem. `launch()` turns it into a BatchPredictConfig."""
 
     def __init__(self, options: PipelineOptions):
         o = self.options = parse_args(options)
@@ -176,10 +200,23 @@ class JobConfig:
                                if any(not f.lower().endswith(LIST_EXTENSIONS) for f in files)]
 
 
-def build_pipeline(p: beam.Pipeline, cfg: JobConfig, staging: str):
-    """Adds the batch-prediction graph to `p`: everything is written under `staging`, and
-    the Finalize step publishes it to --output."""
-    o = cfg.options
+def launch(options: PipelineOptions) -> BatchPredictConfig:
+    """The launch step (all of the job's I/O checks, one-line errors) -> the job's config."""
+    cfg = JobConfig(options)
+    publish.warn_if_shared(JOB, cfg.output, cfg.options.stale_staging_hours)
+    return BatchPredictConfig(
+        args=cfg.options, schema=cfg.schema, model_path=cfg.model_path, version=cfg.version,
+        patterns=tuple(cfg.patterns), staging=publish.new_staging(cfg.output), key=cfg.key,
+        passthrough=tuple(cfg.passthrough), label=cfg.label, input_bytes=cfg.input_bytes,
+        image=cfg.image, list_files=tuple(getattr(cfg, "list_files", ())),
+        image_patterns=tuple(getattr(cfg, "image_patterns", ())))
+
+
+def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
+    """Adds the batch-prediction graph to `p` (pure wiring: tests build it from a config they
+    construct): everything is written under cfg.staging, and the Finalize step publishes it
+    to --output."""
+    o, staging = cfg.args, cfg.staging
     if cfg.image:
         batches, read_rejects, parse_rejects, read_counts = p | "Images" >> ReadImageInputs(
             cfg.list_files, cfg.image_patterns, o.rows_per_chunk, o.input_format, o.key_column,
@@ -221,7 +258,7 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, staging: str):
                                                  header=",".join(columns)))
     if o.output_table:
         _ = (preds | "Unbatch" >> beam.FlatMap(PredictionBlock.records)
-             | "WriteBigQuery" >> sinks.WriteBigQuery(o.output_table, columns, cfg.run_date))
+             | "WriteBigQuery" >> sinks.WriteBigQuery(o.output_table, columns, o.run_date))
     if cfg.label:
         written.append(preds | "Metrics" >> beam.CombineGlobally(EvalMetrics(cfg.schema.task))
              | "MetricsJson" >> beam.Map(lambda m: json.dumps(
@@ -229,7 +266,7 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, staging: str):
              | "WriteMetrics" >> beam.io.WriteToText(FileSystems.join(staging, "metrics"),
                                                      file_name_suffix=".json",
                                                      shard_name_template=""))
-    info = {"job": JOB, "run_date": cfg.run_date, "input": cfg.input, "output": cfg.output,
+    info = {"job": JOB, "run_date": o.run_date, "input": o.input, "output": cfg.output,
             "model_dir": o.model_dir, "model_path": cfg.model_path,
             "model_version": cfg.version}
     all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
@@ -258,12 +295,10 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
     options = common_options.job_options(argv, JOB, BatchPredictOptions, __doc__,
                                   shared=OPTION_CLASSES[:-1])
     options.view_as(SetupOptions).save_main_session = save_main_session
-    cfg = JobConfig(options)
+    cfg = launch(options)
     template = getattr(options.view_as(GoogleCloudOptions), "template_location", None)
-    publish.warn_if_shared(JOB, cfg.output, cfg.options.stale_staging_hours)
-    staging = publish.new_staging(cfg.output)
     p = test_pipeline or beam.Pipeline(options=options)
-    build_pipeline(p, cfg, staging)
+    build_pipeline(p, cfg)
     result = p.run()
     # Everything the job promises happens inside the pipeline (Finalize): here only wait.
     summary = cli.wait_and_read_summary(result, template, cfg.output)

@@ -111,3 +111,26 @@ def test_preprocess_builds_from_a_config_the_test_constructs(tmp_path):
     assert summary["rejected"]["by_reason"] == {"unparsable_number": 1}
     assert os.path.exists(os.path.join(out, "_SUCCESS"))
     assert not os.path.exists(cfg.staging)
+
+
+def test_batch_predict_builds_from_a_config_the_test_constructs(trained, taxi_csv, tmp_path):
+    from beam_jobs import batch_predict
+    from inference import versions
+    _, _, metrics = trained
+    model_path = versions.resolve_model_dir(metrics["export_dir"])
+    schema = versions.load_raw_schema(model_path)
+    out = str(tmp_path / "pred")
+    args = batch_predict.Args(input=taxi_csv[0], output=out, model_dir=model_path,
+                              rows_per_chunk=500)
+    cfg = batch_predict.BatchPredictConfig(
+        args=args, schema=schema, model_path=model_path,
+        version=versions.model_version(model_path), patterns=(taxi_csv[0],),
+        staging=os.path.join(out, "_staging-0-test"), key=schema.key)
+    p = _pipeline()
+    batch_predict.build_pipeline(p, cfg)
+    p.run().wait_until_finish()
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    assert summary["reconciled"] and summary["rows_read"] == 3000
+    assert summary["rows_predicted"] + summary["rejected"]["total"] == 3000
+    assert summary["rows_predicted"] > 2800
+    assert os.path.exists(os.path.join(out, "_SUCCESS"))
