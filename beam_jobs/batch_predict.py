@@ -155,6 +155,7 @@ class JobConfig:
     def __init__(self, options: PipelineOptions):
         o = self.options = parse_args(options)
         self.run_date, self.input, self.output = o.run_date, o.input, o.output
+        self.list_files, self.image_patterns = [], []  # an image model's inputs
         try:
             self.model_path = versions.resolve_model_dir(o.model_dir)
             self.schema = versions.load_raw_schema(self.model_path)
@@ -208,8 +209,8 @@ def launch(options: PipelineOptions) -> BatchPredictConfig:
         args=cfg.options, schema=cfg.schema, model_path=cfg.model_path, version=cfg.version,
         patterns=tuple(cfg.patterns), staging=publish.new_staging(cfg.output), key=cfg.key,
         passthrough=tuple(cfg.passthrough), label=cfg.label, input_bytes=cfg.input_bytes,
-        image=cfg.image, list_files=tuple(getattr(cfg, "list_files", ())),
-        image_patterns=tuple(getattr(cfg, "image_patterns", ())))
+        image=cfg.image, list_files=tuple(cfg.list_files),
+        image_patterns=tuple(cfg.image_patterns))
 
 
 def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):

@@ -158,13 +158,14 @@ class PreprocessConfig:
 class JobConfig:
     """The launch step: the checked arguments plus what only I/O can tell (the input files,
     the schema from a spec or the data, the preprocessing_fn, an output that can be written).
-    `config()` turns it into the plain PreprocessConfig the pipeline is built from."""
+    `launch()` turns it into the plain PreprocessConfig the pipeline is built from."""
 
     def __init__(self, options: PipelineOptions):
         o = self.options = parse_args(options)
         self.output = o.output
         self.columns_report = None  # what schema inference decided, per column
-        self.fractions = parse_fractions(o.split)
+        self.input_bytes = None
+        self.image_mode, self.classes, self.labels_header = None, (), None  # images only
         if o.format == "images":
             self._init_images(o)
             return
@@ -294,15 +295,12 @@ def launch(options: PipelineOptions) -> PreprocessConfig:
             raise cli.JobError(JOB, "--temp_location is required on remote runners")
         tft_temp = FileSystems.join(temp_location, "tft_tmp")
     publish.warn_if_shared(JOB, cfg.output, o.stale_staging_hours)
-    images = o.format == "images"
     return PreprocessConfig(
         args=o, schema=cfg.schema, preprocessing_fn=cfg.preprocessing_fn,
         patterns=tuple(cfg.patterns), staging=publish.new_staging(cfg.output),
         tft_temp_dir=tft_temp, stage_locally=local and filesys.is_remote_path(cfg.output),
-        input_bytes=None if images else cfg.input_bytes, columns_report=cfg.columns_report,
-        image_mode=cfg.image_mode if images else None,
-        classes=cfg.classes if images else (),
-        labels_header=cfg.labels_header if images else None)
+        input_bytes=cfg.input_bytes, columns_report=cfg.columns_report,
+        image_mode=cfg.image_mode, classes=cfg.classes, labels_header=cfg.labels_header)
 
 
 def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig):

@@ -67,7 +67,6 @@ class ImageInputs:
                  allowed_prefixes: Optional[Tuple[str, ...]] = None,
                  read_timeout_secs: Optional[float] = None, read_attempts: int = 3):
         self.limits = limits
-        self.max_image_bytes = limits.max_image_bytes
         self.allowed = allowed_prefixes
         self.timeout = read_timeout_secs
         self.attempts = max(1, read_attempts)
@@ -82,14 +81,14 @@ class ImageInputs:
 
     def _read(self, uri: str) -> bytes:
         if not self.timeout:
-            return read_image(uri, self.max_image_bytes)
+            return read_image(uri, self.limits.max_image_bytes)
         import threading
         for attempt in range(self.attempts):
             box, done = {}, threading.Event()
 
             def work():
                 try:
-                    box["data"] = read_image(uri, self.max_image_bytes)
+                    box["data"] = read_image(uri, self.limits.max_image_bytes)
                 except BaseException as e:  # handed to the caller
                     box["error"] = e
                 finally:
