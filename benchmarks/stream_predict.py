@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import glob
 import json
 import os
 import shutil
@@ -55,9 +54,8 @@ def run_rate(model_dir: str, events: str, rate: float, out: str, max_batch: int,
     t = time.time()
     subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wall = time.time() - t
-    recs = []
-    for f in glob.glob(os.path.join(out, "predictions-*.jsonl")):
-        recs.extend(json.loads(line) for line in open(f) if line.strip())
+    from tools.outputs import read_jsonl
+    recs = read_jsonl(os.path.join(out, "predictions-*.jsonl"))
     # Event times are the replay schedule (seconds from the first release): drop the warm-up
     # (TensorFlow and the model load on the first bundle), then measure the steady state.
     steady = [r for r in recs if r["event_time"] >= warmup]

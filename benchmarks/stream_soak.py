@@ -82,14 +82,6 @@ def small_model(tmp: str) -> str:
     return m["export_dir"]
 
 
-def read_jsonl(pattern: str) -> list:
-    rows = []
-    for f in sorted(glob.glob(pattern)):
-        with open(f) as fh:
-            rows.extend(json.loads(line) for line in fh if line.strip())
-    return rows
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model_dir", help="an export (or a base of versions); default: train one")
@@ -136,6 +128,7 @@ def main(argv=None) -> int:
             print(err[-3000:])
             print(f"soak: the job failed (rc {proc.returncode})")
             return 1
+        from tools.outputs import read_jsonl
         preds = read_jsonl(os.path.join(out, "predictions-*.jsonl"))
         rejects = read_jsonl(os.path.join(out, "rejects", "*.jsonl"))
         monitoring = read_jsonl(os.path.join(out, "monitoring", "*.jsonl"))

@@ -81,13 +81,6 @@ class Reject(Exception):
     def __reduce__(self):  # pickled between pipeline stages (e.g. a model's rejection)
         return Reject, (self.reason, self.detail)
 
-    def __eq__(self, other):
-        return (isinstance(other, Reject) and (self.reason, self.detail)
-                == (other.reason, other.detail))
-
-    def __hash__(self):
-        return hash((self.reason, self.detail))
-
 
 def dead_letter_record(job: str, source: str, line, raw, reason: str, detail: str,
                        **extra) -> dict:

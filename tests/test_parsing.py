@@ -237,3 +237,10 @@ def test_json_numbers_follow_the_csv_number_grammar(text, reason):
     with pytest.raises(rejects.Reject) as e:
         parser.parse_dict(parse_json(doc))
     assert e.value.reason == reason
+
+
+def test_a_reject_survives_pickling_between_pipeline_stages():
+    import pickle
+    back = pickle.loads(pickle.dumps(rejects.Reject("model_rejected", "bad input")))
+    assert (type(back), back.reason, back.detail) == (rejects.Reject, "model_rejected",
+                                                      "bad input")
