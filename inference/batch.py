@@ -75,14 +75,14 @@ class ParseInputs(beam.DoFn):
         fast = None if self.passthrough else fast_csv.parse_block(parser, block.data)
         if fast is None:
             line_rejects = []
-            records = block.records(line_rejects, *self.record_bounds)
+            records = block.read_records(line_rejects, *self.record_bounds)
             yield self.tally("rows_read", len(records) + len(line_rejects))
             for line, raw, reason, detail in line_rejects:
                 yield self._reject(path, line, raw, reason, detail)
             if records:
                 yield from self.process((path, "csv", header, records))
             return
-        yield self.tally("rows_read", fast.records)
+        yield self.tally("rows_read", fast.record_count)
         first = block.first_line
         for i, e in fast.errors:
             yield self._reject(path, first + i, fast.lines[i].as_py(), e.reason, e.detail)
@@ -93,7 +93,7 @@ class ParseInputs(beam.DoFn):
         lines = fast.lines
         if block.path is not None:  # a byte range: the raw lines can be read again if needed
             lines = functools.partial(csv_blocks.block_lines, block.path, block.start, block.end)
-        yield from self._batch(path, fast.columns, None, mh.LineSources(lines, fast.rows, first))
+        yield from self._batch(path, fast.columns, None, mh.LineSources(lines, fast.index, first))
 
     def _batch(self, path, columns, extras, sources):
         """All the chunk's valid rows as one RunInference element (the model handler calls

@@ -41,7 +41,7 @@ class CsvBlock:
             self._data = read_range(self.path, self.start, self.end)
         return self._data
 
-    def records(self, line_rejects: list, max_bytes: int = MAX_RECORD_BYTES,
+    def read_records(self, line_rejects: list, max_bytes: int = MAX_RECORD_BYTES,
                 max_lines: int = MAX_RECORD_LINES):
         """The block's records the row-by-row way (as `read_records` reads a file)."""
         import io

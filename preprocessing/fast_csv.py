@@ -28,57 +28,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from preprocessing.parsing import RowParser, append_rows, split_fields
+from preprocessing.columns import convert, join, mask, stripped
+from preprocessing.parsing import ColumnBlock, RowParser, append_rows, split_fields
 from preprocessing.rejects import Reject
-from preprocessing.values import NUMBER_PATTERN, float32_storable
 
-# Every character str.strip() removes (str.isspace), so utf8_trim is exactly .strip().
-PY_WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
 # One CSV field as Python's csv module (strict) and Arrow read it identically: unquoted
 # without quotes, or quoted with doubled inner quotes and nothing after the closing quote.
 _FIELD = r'(?:[^",]*|"(?:[^"]|"")*")'
-_FLOAT = f"^{NUMBER_PATTERN}$"
-_INT = r'^-?[0-9]{1,18}$'  # what int() reads and int64 holds; others go row by row
-_NONZERO_MANTISSA = r'^[^eE]*[1-9]'  # '1e-400' casts to 0.0
-# Byte ranges per position of YYYY-MM-DD?HH:MM:SS (position 10, ' ' or 'T', checked apart).
-_LOW = np.frombuffer(b"0000-00-00 00:00:00", dtype=np.uint8)
-_HIGH = np.frombuffer(b"9999-99-99T99:99:99", dtype=np.uint8)
-_NO_DATE = b"0000-00-00 00:00:00"
-_DAYS = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
-
-
-class FastBlock:
-    """A parsed block: `columns` (schema order: numpy arrays for numeric columns, Arrow
-    string arrays, or lists where a value is None) for the valid rows, `rows` (their line
-    indices within `lines`, fast-path rows first, then rows parsed one by one, each in line
-    order), `errors` ((line index, Reject)), `lines` (the block's lines, line endings
-    stripped) and `records` (how many non-empty lines, i.e. CSV records, the block held)."""
-
-    __slots__ = ("columns", "rows", "errors", "lines", "records")
-
-    def __init__(self, columns, rows, errors, lines, records):
-        self.columns, self.rows, self.errors = columns, rows, errors
-        self.lines, self.records = lines, records
-
-    def __len__(self):
-        return len(self.rows)
-
-
-def join(values: pa.Array, separator) -> pa.Scalar:
-    """All of a string array's values joined into one (C++, no Python strings)."""
-    lst = pa.LargeListArray.from_arrays(pa.array([0, len(values)], pa.int64()), values)
-    return pc.binary_join(lst, pa.scalar(separator, values.type))[0]
 
 
 def _line_pattern(width: int) -> str:
     return "^" + _FIELD + ("(?:," + _FIELD + "){%d}" % (width - 1) if width > 1 else "") + "$"
 
 
-def _mask(arr) -> np.ndarray:
-    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
-
-
-def parse_block(parser: RowParser, data: bytes) -> Optional[FastBlock]:
+def parse_block(parser: RowParser, data: bytes) -> Optional[ColumnBlock]:
     """Parses CSV records (no header) in `data`; None where only the row-by-row path may."""
     if parser.missing_columns or not data:
         return None
@@ -94,7 +57,7 @@ def parse_block(parser: RowParser, data: bytes) -> Optional[FastBlock]:
         lines = pc.utf8_rtrim(lines, characters="\r")
         if pc.any(pc.match_substring(lines, "\r")).as_py():
             return None
-    nonempty = _mask(pc.greater(pc.binary_length(lines), 0))
+    nonempty = mask(pc.greater(pc.binary_length(lines), 0))
     table = None
     if '"' not in text and not crlf:
         # Without quotes a line is strict CSV iff it has the header's field count: Arrow
@@ -104,7 +67,7 @@ def parse_block(parser: RowParser, data: bytes) -> Optional[FastBlock]:
         table = _read(data, parser.width, lambda row: skipped.append(row) or "skip")
         strict = _comma_counts(data, len(lines)) == parser.width - 1 if skipped else nonempty
     else:
-        strict = _mask(pc.match_substring_regex(lines, _line_pattern(parser.width)))
+        strict = mask(pc.match_substring_regex(lines, _line_pattern(parser.width)))
     fast = nonempty & strict
     odd = np.flatnonzero(nonempty & ~strict)
     if table is None and any(lines[int(i)].as_py().count('"') % 2 for i in odd):
@@ -161,71 +124,17 @@ def _convert(parser: RowParser, table, n: int):
             columns.append(("const", c.default))
             continue
         col = table.column(c.pos).combine_chunks() if n else pa.array([], pa.string())
-        s = pc.utf8_trim(col, characters=PY_WHITESPACE)
-        empty = _mask(pc.equal(s, ""))
-        if empty.all() and c.optional and c.default is None and n:
+        s = stripped(col)
+        if n and c.optional and c.default is None and not pc.any(pc.not_equal(s, "")).as_py():
             columns.append(("const", None))
             continue
-        bad |= empty  # defaults and None: parse's business
-        if c.is_datetime:
-            bad |= ~datetime_ok(s)
-        if c.dtype == "string":
-            columns.append(("values", s))
-            continue
-        if c.dtype == "int":
-            ok = _mask(pc.match_substring_regex(s, _INT))
-            bad |= ~ok
-            columns.append(("values", pc.cast(pc.if_else(pa.array(ok), s, "0"),
-                                              pa.int64()).to_numpy()))
-            continue
-        filled = pc.if_else(pa.array(empty), "0", s) if empty.any() else s
-        try:
-            values = pc.cast(filled, pa.float64())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            ok = _mask(pc.match_substring_regex(filled, _FLOAT))
-            bad |= ~ok
-            values = pc.cast(pc.if_else(pa.array(ok), filled, "0"), pa.float64())
-        values = values.to_numpy()
-        # Arrow's cast reads the number grammar plus nan/inf; what float32 cannot hold (and
-        # NaN) goes to the row path for its reason.
-        ok = float32_storable(values)
-        zeros = np.flatnonzero(values == 0)
-        if len(zeros):
-            ok[zeros] &= ~_mask(pc.match_substring_regex(s.take(zeros), _NONZERO_MANTISSA))
-        if not ok.all():
-            bad |= ~ok
+        values, col_bad = convert(s, c.dtype, c.is_datetime)
+        bad |= col_bad
         columns.append(("values", values))
     return columns, bad
 
 
-def datetime_ok(s) -> np.ndarray:
-    """looks_like_datetime, vectorised for ASCII `YYYY-MM-DD[ T]HH:MM:SS...` (a valid
-    date and time); anything else is False and goes to the row-by-row check."""
-    n = len(s)
-    if n == 0:
-        return np.zeros(0, dtype=bool)
-    head = pc.binary_slice(s.cast(pa.binary()), 0, 19)
-    full = _mask(pc.equal(pc.binary_length(head), 19))
-    head = pc.if_else(pa.array(full), head, pa.scalar(_NO_DATE))
-    m = np.frombuffer(join(head, b"").as_buffer(), dtype=np.uint8).reshape(n, 19)
-    ok = full & ((m >= _LOW) & (m <= _HIGH)).all(axis=1)  # digits, '-', ':' (and ASCII)
-    ok &= (m[:, 10] == 32) | (m[:, 10] == 84)  # ' ' or 'T'
-
-    def num(*cols):
-        v = np.zeros(n, dtype=np.int32)
-        for c in cols:
-            v = v * 10 + m[:, c] - 48
-        return v
-
-    year, month, day = num(0, 1, 2, 3), num(5, 6), num(8, 9)
-    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
-    dim = _DAYS[np.clip(month, 0, 12)] + ((month == 2) & leap)
-    ok &= (year >= 1) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= dim)
-    ok &= (num(11, 12) < 24) & (num(14, 15) < 60) & (num(17, 18) < 60)
-    return ok
-
-
-def _with_slow_rows(parser, lines, columns, rows, slow, records) -> FastBlock:
+def _with_slow_rows(parser, lines, columns, rows, slow, records) -> ColumnBlock:
     """Parses the `slow` lines one by one and appends their valid rows after the fast ones."""
     errors: List[tuple] = []
     extra, extra_rows = [], []
@@ -239,4 +148,4 @@ def _with_slow_rows(parser, lines, columns, rows, slow, records) -> FastBlock:
     if extra:
         append_rows(columns, extra)
         rows = np.concatenate([rows, np.asarray(extra_rows, dtype=rows.dtype)])
-    return FastBlock(columns, rows, errors, lines, records)
+    return ColumnBlock(columns, rows, errors, lines, records)

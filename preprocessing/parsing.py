@@ -8,23 +8,15 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import re
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
 
+from preprocessing import columns as columns_mod
 from preprocessing.rejects import Reject
 from preprocessing.schema import DTYPE_TABLE, Schema
-from preprocessing.values import (
-    INT64_MAX,
-    INT64_MIN,
-    NONZERO_MANTISSA_RE,
-    NumberError,
-    coerce_value,
-    float32_storable,
-    looks_like_datetime,
-)
+from preprocessing.values import NumberError, coerce_value, looks_like_datetime
 
 MAX_RECORD_BYTES = 1 << 20  # defaults of --max_record_bytes / --max_record_lines
 MAX_RECORD_LINES = 1000
@@ -201,10 +193,10 @@ class RowParser:
     def parse_many(self, fields_list: Sequence[Optional[Sequence[str]]]) -> "ColumnBlock":
         """Parses many records column by column; the same values and reasons as `parse`.
 
-        Each column is converted in one C-level pass (`map(float, ...)` etc., the same
-        conversions `parse` makes); only the rows a pass cannot take (empty fields, defaults,
-        bad values, wrong width) go through `parse` one by one, which gives their exact value
-        or reason. Valid rows come first in input order, then the valid slow-path rows.
+        Each column is converted in Arrow (preprocessing.columns, as the CSV block parser
+        does); only the rows it cannot take (empty fields, defaults, bad values, wrong width)
+        go through `parse` one by one, which gives their exact value or reason. Valid rows
+        come first in input order, then the valid slow-path rows.
         """
         n = len(fields_list)
         if self.missing_columns or n == 0:
@@ -218,9 +210,16 @@ class RowParser:
             if c.pos is None:  # absent optional column: its default, or None
                 columns.append(("const", c.default))
                 continue
-            texts = [f[c.pos] for f in rows]
-            values, bad = _convert_column(texts, c.dtype, c.is_datetime)
-            slow.update(bad)
+            try:
+                texts = columns_mod.stripped(pa.array([f[c.pos] for f in rows], pa.string()))
+            except (pa.ArrowException, UnicodeError):  # e.g. a lone surrogate from JSON
+                slow.update(range(len(rows)))
+                columns.append(("values", [None] * len(rows)))
+                continue
+            values, bad = columns_mod.convert(texts, c.dtype, c.is_datetime)
+            if c.dtype == "string":
+                values = values.to_pylist()
+            slow.update(np.flatnonzero(bad).tolist())
             columns.append(("values", values))
         keep = [j for j in range(len(rows)) if j not in slow] if slow else None
         fast_index = good if keep is None else [good[j] for j in keep]
@@ -263,20 +262,27 @@ class RowParser:
 
 
 class ColumnBlock:
-    """Column-wise parse result: `columns[k]` (schema column order; a numpy array for a
-    numeric column without None, else a list) holds the values of the valid records
-    `index` (their positions in the input), aligned; `errors` lists (position, Reject)."""
+    """Parsed records, column-wise: the one shape every column parser gives (`parse_many`,
+    `fast_csv.parse_block`). `columns[k]` (schema column order: a numpy array for a numeric
+    column without None, an Arrow string array, or a list) holds the values of the valid
+    records `index` (their positions in the input, aligned with the columns); `errors` lists
+    (position, Reject). A block parsed from CSV bytes also keeps its `lines` (an Arrow
+    array, line endings stripped; positions index it) and `record_count` (its non-empty
+    lines, i.e. CSV records)."""
 
-    __slots__ = ("columns", "index", "errors")
+    __slots__ = ("columns", "index", "errors", "lines", "record_count")
 
-    def __init__(self, columns, index, errors):
+    def __init__(self, columns, index, errors, lines=None, record_count=None):
         self.columns, self.index, self.errors = columns, index, errors
+        self.lines = lines
+        self.record_count = len(index) + len(errors) if record_count is None else record_count
 
     def __len__(self):
         return len(self.index)
 
     def rows(self) -> List[tuple]:
-        cols = [c.tolist() if isinstance(c, np.ndarray) else c for c in self.columns]
+        cols = [c.tolist() if isinstance(c, np.ndarray) else
+                c.to_pylist() if isinstance(c, pa.Array) else c for c in self.columns]
         return list(zip(*cols)) if cols else [() for _ in self.index]
 
 
@@ -297,59 +303,6 @@ def append_rows(columns: list, rows: Sequence[tuple]) -> None:
                 pass
         columns[k] = (base.to_pylist() if isinstance(base, pa.Array) else
                       base.tolist() if isinstance(base, np.ndarray) else list(base)) + list(col)
-
-
-# Characters a field of the number grammar (values.NUMBER_PATTERN) is made of, surrounding
-# whitespace included: a block without others needs no per-field grammar check.
-_NUMBER_CHARS = re.compile(r"[^0-9eE+\-.\s]")
-_INT_CHARS = re.compile(r"[^0-9+\-\s]")
-
-
-def _convert_column(texts: List[str], dtype: str, is_datetime: bool):
-    """(values, positions the fast pass cannot take) for one column's field texts.
-
-    The conversions are the ones `coerce_value` applies (float()/int() accept surrounding
-    whitespace, as `parse`'s strip does); anything else (empty, outside the number grammar,
-    non-finite or out of range, '3.0' for an int, a bad datetime) is left to the row-by-row
-    path, which gives its exact reason.
-    """
-    bad = []
-    if is_datetime:
-        bad = [j for j, t in enumerate(texts) if not looks_like_datetime(t.strip())]
-    if dtype == "string":
-        values = [t.strip() for t in texts]
-        if "" in values:
-            bad += [j for j, v in enumerate(values) if v == ""]
-        return values, bad
-    conv = float if dtype == "float" else int
-    # float()/int() also read '1_000' and non-ASCII digits: one scan of the whole column
-    # finds whether any field has a character outside the grammar's.
-    if (_NUMBER_CHARS if dtype == "float" else _INT_CHARS).search("".join(texts)):
-        outside = _NUMBER_CHARS if dtype == "float" else _INT_CHARS
-        bad += [j for j, t in enumerate(texts) if outside.search(t)]
-    try:
-        values = list(map(conv, texts))
-    except ValueError:
-        values = []
-        for j, t in enumerate(texts):
-            try:
-                values.append(conv(t))
-            except ValueError:
-                values.append(0)
-                bad.append(j)
-    if dtype == "float":
-        arr = np.asarray(values, dtype=np.float64)
-        ok = float32_storable(arr)
-        if not ok.all():
-            bad += np.flatnonzero(~ok).tolist()
-        for j in np.flatnonzero(arr == 0).tolist():  # '1e-400' reads as 0.0
-            if NONZERO_MANTISSA_RE.match(texts[j].strip()):
-                bad.append(j)
-    else:
-        for j in [j for j, v in enumerate(values) if not INT64_MIN <= v <= INT64_MAX]:
-            values[j] = 0
-            bad.append(j)
-    return values, bad
 
 
 def example_to_fields(serialized: bytes, header: Sequence[str]) -> List[str]:

@@ -79,13 +79,13 @@ class ParseAndSplit(beam.DoFn):
                 else None)
         if fast is None:  # bad UTF-8, a field spanning lines...: record by record
             line_rejects = []
-            records = block.records(line_rejects, *self.record_bounds)
+            records = block.read_records(line_rejects, *self.record_bounds)
             yield self.tally("rows_read", len(records) + len(line_rejects))
             for line_no, raw, reason, detail in line_rejects:
                 yield self._reject(path, line_no, raw, reason, detail)
             yield from self._rows(path, parser, records)
             return
-        yield self.tally("rows_read", fast.records)
+        yield self.tally("rows_read", fast.record_count)
         for i, e in fast.errors:
             yield self._reject(path, block.first_line + i, fast.lines[i].as_py(), e.reason,
                                e.detail)
@@ -96,7 +96,7 @@ class ParseAndSplit(beam.DoFn):
             keys = keys.tolist() if isinstance(keys, np.ndarray) else (
                 keys.to_pylist() if isinstance(keys, pa.Array) else keys)
         else:  # the whole record, as row by row
-            keys = fast.lines.take(pa.array(fast.rows)).to_pylist()
+            keys = fast.lines.take(pa.array(fast.index)).to_pylist()
         where = split_indices(keys, self.bounds)
         for s, name in enumerate(SPLITS):
             mask = where == s

@@ -70,7 +70,7 @@ class ColumnStats:
 
     def add(self, values: pa.Array) -> None:
         """Adds one batch of a column's raw text values (in file order)."""
-        from preprocessing.fast_csv import PY_WHITESPACE, datetime_ok
+        from preprocessing.columns import PY_WHITESPACE, datetime_ok
         s = pc.utf8_trim(values, characters=PY_WHITESPACE)
         self.rows += len(s)
         empty = pc.equal(s, "")

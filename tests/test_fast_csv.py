@@ -10,7 +10,7 @@ import pytest
 
 from inference.inputs import ServingParser
 from inference.outputs import PredictionBlock
-from preprocessing import TAXI_SPEC, fast_csv, parsing, rejects
+from preprocessing import TAXI_SPEC, columns, fast_csv, parsing, rejects
 from preprocessing.schema import Schema
 from preprocessing.values import looks_like_datetime
 from tools.datagen import generate_rows
@@ -89,9 +89,9 @@ def _fast(data: bytes):
         return None
     cols = [c.to_pylist() if isinstance(c, pa.Array) else
             c.tolist() if isinstance(c, np.ndarray) else c for c in block.columns]
-    good = {int(i) + 1: tuple(v) for i, v in zip(block.rows.tolist(), zip(*cols))}
+    good = {int(i) + 1: tuple(v) for i, v in zip(block.index.tolist(), zip(*cols))}
     bad = {i + 1: (e.reason, e.detail, block.lines[i].as_py()) for i, e in block.errors}
-    return good, bad, block.records
+    return good, bad, block.record_count
 
 
 @pytest.mark.parametrize("seed, quotes", [(s, q) for s in range(3) for q in (True, False)])
@@ -150,7 +150,7 @@ def test_vectorised_datetime_check_is_looks_like_datetime():
                      + rng.choice(["", " UTC", "Z", ".5"]))
     texts += ["2024-02-29 00:00:00", "1900-02-29 00:00:00", "2000-02-29 00:00:00", "x", "",
               "2025-01-01", "\u0662025-01-01 00:00:00"]
-    got = fast_csv.datetime_ok(pa.array(texts)).tolist()
+    got = columns.datetime_ok(pa.array(texts)).tolist()
     assert got == [looks_like_datetime(t) for t in texts]
     assert sum(got) > 1000
 
@@ -206,12 +206,12 @@ def test_block_keys_fall_back_to_file_and_line(tmp_path):
     from inference.model_handler import LineSources
     data = b"k1,2025-01-01 00:00:00,1,2,3,4,1,Cash,C,5\n,2025-01-01 00:00:00,1,2,3,4,1,Cash,C,5\n"
     block = fast_csv.parse_block(PARSER, data)
-    sources = LineSources(block.lines, block.rows, 10)
+    sources = LineSources(block.lines, block.index, 10)
     key_col = block.columns[HEADER.index("key")]
     keys = sources.keys("gs://b/in/x.csv", key_col).to_pylist()
     assert sorted(keys) == ["k1", "x.csv:11"]
-    assert sources.keys("x.csv").to_pylist() == [f"x.csv:{10 + i}" for i in block.rows]
-    assert sources[0] == (10 + int(block.rows[0]), block.lines[int(block.rows[0])].as_py())
+    assert sources.keys("x.csv").to_pylist() == [f"x.csv:{10 + i}" for i in block.index]
+    assert sources[0] == (10 + int(block.index[0]), block.lines[int(block.index[0])].as_py())
 
 
 def test_block_sources_read_again_from_the_file_give_the_same_lines(tmp_path):
@@ -227,8 +227,8 @@ def test_block_sources_read_again_from_the_file_give_the_same_lines(tmp_path):
     path.write_bytes(b"head\n" + data)
     block = fast_csv.parse_block(PARSER, data)
     assert len(block) == 40
-    held = LineSources(block.lines, block.rows, 2)
+    held = LineSources(block.lines, block.index, 2)
     again = LineSources(functools.partial(block_lines, str(path), 5, 5 + len(data)),
-                        block.rows, 2)
+                        block.index, 2)
     assert [again[i] for i in range(40)] == [held[i] for i in range(40)]
     assert again[0:3][2] == held[2] and again[39][1].endswith("Cé,5")

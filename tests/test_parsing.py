@@ -170,7 +170,7 @@ def test_column_wise_parse_matches_row_by_row(optional):
         (fare, "1_0"), (fare, "1e-400"), (fare, "1e39"), (fare, "0e-9"), (pc, "1_0"),
         (pc, "\u0663"), (pc, "9223372036854775808"), (pc, "2e3"),
         (dt, "2025-13-01 00:00:00"), (dt, "yesterday"), (dt, ""),
-        (0, ""), (HEADER.index("company"), "  "),
+        (0, ""), (HEADER.index("company"), "  "), (HEADER.index("company"), "\ud800"),
     ]
     fields_list = []
     for i in range(3000):
