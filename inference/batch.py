@@ -165,27 +165,16 @@ class FormatPredictions(beam.DoFn):
                                 rejection.detail)
         if not res.index:
             return
-        whole = len(res.index) == len(batch)
-
-        def pick(values):
-            if whole:
-                return values
-            if isinstance(values, np.ndarray):
-                return values[res.index]
-            if isinstance(values, pa.Array):
-                return values.take(pa.array(res.index, pa.int64()))
-            return [values[i] for i in res.index]
-
-        labels = None
-        if self.label and self.label in batch.names:
-            labels = pick(batch.column(self.label))
-            # Plain Python values (an Arrow column's scalars are not JSON-serialisable).
-            labels = (labels.tolist() if isinstance(labels, np.ndarray) else
-                      labels.to_pylist() if isinstance(labels, pa.Array) else list(labels))
-        yield self.tally("rows_predicted", len(res.index))
-        counting.Progress.of(JOB, "predicted").add(len(res.index))
-        yield PredictionBlock(pick(batch.keys), res.outputs, result.model_id,
-                              None if batch.extras is None else pick(batch.extras), labels)
+        has_label = self.label and self.label in batch.names
+        block = res.for_rows(batch.keys, batch.extras,
+                             batch.column(self.label) if has_label else None)
+        if has_label:  # plain Python values (Arrow scalars are not JSON-serialisable)
+            labels = block.labels
+            block.labels = (labels.tolist() if isinstance(labels, np.ndarray) else
+                            labels.to_pylist() if isinstance(labels, pa.Array) else list(labels))
+        yield self.tally("rows_predicted", len(block))
+        counting.Progress.of(JOB, "predicted").add(len(block))
+        yield block
 
 
 class EvalMetrics(beam.CombineFn):

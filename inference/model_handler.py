@@ -18,6 +18,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
+from inference.outputs import PredictionBlock
 from inference.versions import load_raw_schema, model_version, resolve_model_dir
 from preprocessing.rejects import Reject
 
@@ -83,19 +84,6 @@ class LineSources:
         default = pc.binary_join_element_wise(
             os.path.basename(path) + ":", pc.cast(pa.array(positions), pa.string()), "")
         return default if key_column is None else pc.if_else(missing, default, key_column)
-
-
-@dataclass
-class BlockResult:
-    """Column-wise model outputs for the rows `index` of a batch (numpy arrays keyed by the
-    signature's output names), and (position, Reject) for the rows it could not score."""
-    outputs: dict
-    index: list
-    rejections: list
-
-    def rows(self) -> list:
-        """One output dict per scored row (the form the streaming job emits)."""
-        return output_records(self.outputs)
 
 
 class _Version:
@@ -237,20 +225,20 @@ class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
                       inference_args=None) -> Iterable[PredictionResult]:
         """Elements are row dicts (streaming) or RowBatches (batch jobs: one call each).
 
-        A RowBatch's inference is a BlockResult; a row dict's is its output dict, or a
+        A RowBatch's inference is a PredictionBlock; a row dict's is its output dict, or a
         Reject.
         """
         model.maybe_refresh()
         snap = model.current
         if batch and isinstance(batch[0], RowBatch):
             return [PredictionResult(rb, predict_block(snap, rb.names, rb.columns, len(rb),
-                                                       self._rows_per_call),
-                                     snap.version) for rb in batch]
+                                                       self._rows_per_call), snap.version)
+                    for rb in batch]
         names = tuple(snap.columns.values())
         columns = [[r.get(n) for r in batch] for n in names]
         result = predict_block(snap, names, columns, len(batch))
         outs = [None] * len(batch)
-        for i, rec in zip(result.index, result.rows()):
+        for i, rec in zip(result.index, result.output_rows()):
             outs[i] = rec
         for i, rejection in result.rejections:
             outs[i] = rejection
@@ -258,31 +246,39 @@ class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
 
 
 def predict_block(model: "_Version", names: Sequence[str], columns: Sequence, n: int,
-                  rows_per_call: Optional[int] = None) -> BlockResult:
+                  rows_per_call: Optional[int] = None) -> PredictionBlock:
     """Scores n rows, at most `rows_per_call` per model call; a failing call is retried row
-    by row to isolate the bad rows."""
+    by row to isolate the bad rows. The block carries the model's version."""
+    return _scored(model, names, columns, n, rows_per_call)
+
+
+def _scored(model, names, columns, n, rows_per_call=None) -> PredictionBlock:
     if n == 0:
-        return BlockResult({}, [], [])
+        return _block(model, {}, [], [])
     if rows_per_call and n > rows_per_call:
-        parts = [(s, predict_block(model, names, [c[s:s + rows_per_call] for c in columns],
+        parts = [(s, _scored(model, names, [c[s:s + rows_per_call] for c in columns],
                                    min(rows_per_call, n - s)))
                  for s in range(0, n, rows_per_call)]
-        return _concat(parts)
+        return _concat(model, parts)
     try:
-        return BlockResult(predict(model, names, columns), list(range(n)), [])
+        return _block(model, predict(model, names, columns), list(range(n)), [])
     except Exception as e:  # a bad value somewhere: find it row by row
         if n == 1:
-            return BlockResult({}, [], [(0, Reject("model_rejected", _short(e)))])
+            return _block(model, {}, [], [(0, Reject("model_rejected", _short(e)))])
         logging.warning("Batch of %d failed (%s); retrying row by row", n, _short(e))
     parts, index, rejections = [], [], []
     for i in range(n):
-        one = predict_block(model, names, [c[i:i + 1] for c in columns], 1)
+        one = _scored(model, names, [c[i:i + 1] for c in columns], 1)
         if one.index:
             parts.append(one.outputs)
             index.append(i)
         else:
             rejections.append((i, one.rejections[0][1]))
-    return BlockResult(_concat_outputs(parts), index, rejections)
+    return _block(model, _concat_outputs(parts), index, rejections)
+
+
+def _block(model, outputs: dict, index: list, rejections: list) -> PredictionBlock:
+    return PredictionBlock(None, outputs, model.version, index=index, rejections=rejections)
 
 
 def _concat_outputs(parts: list) -> dict:
@@ -293,13 +289,13 @@ def _concat_outputs(parts: list) -> dict:
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {}
 
 
-def _concat(parts: list) -> BlockResult:
-    """BlockResults of consecutive slices (start, result) as one."""
+def _concat(model, parts: list) -> PredictionBlock:
+    """PredictionBlocks of consecutive slices (start, block) as one."""
     index, rejections = [], []
     for start, r in parts:
         index += [start + i for i in r.index]
         rejections += [(start + i, rej) for i, rej in r.rejections]
-    return BlockResult(_concat_outputs([r.outputs for _, r in parts]), index, rejections)
+    return _block(model, _concat_outputs([r.outputs for _, r in parts]), index, rejections)
 
 
 def predict(model: "_Version", names: Sequence[str], columns: Sequence) -> dict:
@@ -318,17 +314,6 @@ def predict(model: "_Version", names: Sequence[str], columns: Sequence) -> dict:
             col = col.to_pylist() if dtype == tf.string else col.to_numpy(zero_copy_only=False)
         tensors[name] = tf.constant(col, dtype=dtype)
     return {k: v.numpy() for k, v in model.fn(**tensors).items()}
-
-
-def output_records(outputs: dict) -> list:
-    """Column-wise outputs -> one dict per row: {prediction} or {class, class_id, probabilities}."""
-    if not outputs:
-        return []
-    if "predictions" in outputs:
-        return [{"prediction": p} for p in outputs["predictions"].tolist()]
-    classes = [c.decode("utf-8") for c in outputs["classes"].tolist()]
-    return [{"class": c, "class_id": i, "probabilities": p} for c, i, p in
-            zip(classes, outputs["class_ids"].tolist(), outputs["probabilities"].tolist())]
 
 
 def _short(e: Exception) -> str:

@@ -1,4 +1,4 @@
-"""Batch prediction outputs, column-wise: what the batch job writes per batch.
+"""Predictions, column-wise: what the model gives for a batch and what the batch job writes.
 
 Classes here live in an importable module (not a job's __main__) because runners pickle
 elements, e.g. to estimate their size.
@@ -11,8 +11,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from inference import model_handler as mh
-
 _ENCODE = json.JSONEncoder().encode
 # Fields the writer emits itself: a passthrough column with one of these names overrides it.
 _OUTPUT_FIELDS = frozenset(("key", "prediction", "class", "class_id", "probabilities",
@@ -20,18 +18,47 @@ _OUTPUT_FIELDS = frozenset(("key", "prediction", "class", "class_id", "probabili
 
 
 class PredictionBlock:
-    """The predictions of one batch, column-wise: keys, the model's outputs (numpy arrays),
-    the version, passthrough dicts and labels (or None). Written as JSON lines / CSV without
-    building a dict per row; `records()` gives the dicts where a sink needs them."""
+    """The predictions of one batch, column-wise: the one predictions type.
 
-    __slots__ = ("keys", "outputs", "version", "extras", "labels")
+    The model handler makes it with the model's `outputs` (numpy arrays keyed by the
+    signature's output names) for the batch's rows `index`, the `version` that scored them,
+    and (position, Reject) `rejections` for the rows it could not score. `for_rows` then
+    attaches what the rows carry (keys, passthrough dicts, labels) for the scored rows, and
+    the block is written as JSON lines / CSV without a dict per row; `records()` gives the
+    dicts where a sink needs them."""
 
-    def __init__(self, keys, outputs, version, extras=None, labels=None):
+    __slots__ = ("keys", "outputs", "version", "extras", "labels", "index", "rejections")
+
+    def __init__(self, keys, outputs, version, extras=None, labels=None, index=None,
+                 rejections=()):
         self.keys, self.outputs, self.version = keys, outputs, version
         self.extras, self.labels = extras, labels
+        self.index = list(range(len(keys))) if index is None else index
+        self.rejections = list(rejections)
 
     def __len__(self):
-        return len(self.keys)
+        return len(self.index)
+
+    def take(self, values):
+        """The scored rows' entries of a batch-aligned column (list, numpy or Arrow)."""
+        if len(self.index) == len(values):
+            return values
+        if isinstance(values, np.ndarray):
+            return values[self.index]
+        if isinstance(values, pa.Array):
+            return values.take(pa.array(self.index, pa.int64()))
+        return [values[i] for i in self.index]
+
+    def for_rows(self, keys, extras=None, labels=None) -> "PredictionBlock":
+        """This block's predictions with the rows' keys, passthrough and labels (each
+        aligned with the batch: only the scored rows' entries are kept)."""
+        return PredictionBlock(self.take(keys), self.outputs, self.version,
+                               None if extras is None else self.take(extras),
+                               None if labels is None else self.take(labels))
+
+    def output_rows(self) -> list:
+        """One output dict per scored row (the form the streaming job emits)."""
+        return output_records(self.outputs)
 
     def key_list(self) -> list:
         return self.keys.to_pylist() if isinstance(self.keys, pa.Array) else self.keys
@@ -40,7 +67,7 @@ class PredictionBlock:
         out = []
         extras = self.extras or [{}] * len(self.keys)
         labels = self.labels
-        for i, (key, pred) in enumerate(zip(self.key_list(), mh.output_records(self.outputs))):
+        for i, (key, pred) in enumerate(zip(self.key_list(), output_records(self.outputs))):
             rec = {"key": key}
             rec.update(pred)
             rec["model_version"] = self.version
@@ -115,6 +142,17 @@ class PredictionBlock:
             head, *key_json, pred_json, f', "model_version": {_ENCODE(self.version)}}}\n', "")
         data, start, end = _text_range(lines)
         return data.slice(start, end - start - 1).to_pybytes()  # the sink adds the last "\n"
+
+
+def output_records(outputs: dict) -> list:
+    """Column-wise outputs -> one dict per row: {prediction} or {class, class_id, probabilities}."""
+    if not outputs:
+        return []
+    if "predictions" in outputs:
+        return [{"prediction": p} for p in outputs["predictions"].tolist()]
+    classes = [c.decode("utf-8") for c in outputs["classes"].tolist()]
+    return [{"class": c, "class_id": i, "probabilities": p} for c, i, p in
+            zip(classes, outputs["class_ids"].tolist(), outputs["probabilities"].tolist())]
 
 
 def _text_range(values: pa.Array):

@@ -14,7 +14,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from beam_jobs import preprocess
 from beam_jobs.local_runner import LocalRunner
 from inference.batch import FormatPredictions, ParseInputs
-from inference.model_handler import BlockResult, RowBatch
+from inference.model_handler import RowBatch
+from inference.outputs import PredictionBlock
 from preprocessing import counting
 from preprocessing import pipeline as pp
 from preprocessing.reading import Chunk
@@ -74,8 +75,8 @@ def test_format_predictions_keeps_keys_and_labels_and_dead_letters_model_rejecti
     batch = RowBatch(names=("id", "y"), columns=[["a", "b", "c"], np.array([1.0, 2.0, 3.0])],
                      keys=["a", "b", "c"], extras=None, path="in.csv",
                      sources=[(2, "a,1"), (3, "b,2"), (4, "c,3")])
-    result = BlockResult(outputs={"prediction": np.array([10.0, 30.0])}, index=[0, 2],
-                         rejections=[(1, Reject("model_rejected", "bad input"))])
+    result = PredictionBlock(None, {"prediction": np.array([10.0, 30.0])}, "v1", index=[0, 2],
+                             rejections=[(1, Reject("model_rejected", "bad input"))])
     with _pipeline() as p:
         out = (p | beam.Create([PredictionResult(batch, result, "v1")])
                | beam.ParDo(FormatPredictions("y")).with_outputs("rejects", counting.COUNTS,
