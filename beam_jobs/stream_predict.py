@@ -42,7 +42,7 @@ import logging
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.ml.inference.base import RunInference
+from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions
 
 from beam_jobs import cli, common_options, local_runner
@@ -204,7 +204,8 @@ def build_pipeline(p: beam.Pipeline, cfg: JobConfig, source=None):
     handler = mh.SavedModelHandler(
         cfg.model_path, min_batch_size=o.min_batch_size, max_batch_size=o.max_batch_size,
         watch_base=o.model_dir, refresh_secs=o.model_refresh_secs)
-    results = parsed.rows | "RunInference" >> RunInference(handler)
+    # Rows are (MessageMeta, values): the metadata rides through as the key.
+    results = parsed.rows | "RunInference" >> RunInference(KeyedModelHandler(handler))
     formatted = results | "Format" >> beam.ParDo(FormatResults(origin)).with_outputs(
         "rejects", main="predictions")
     dead = (parsed.rejects, formatted.rejects) | "AllRejects" >> beam.Flatten()

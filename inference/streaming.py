@@ -10,7 +10,7 @@ import json
 import logging
 import math
 import time
-from typing import Optional
+from typing import NamedTuple, Optional, Union
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -28,6 +28,16 @@ MAX_MESSAGE_BYTES = 10 << 20  # default of --max_message_bytes (Pub/Sub's own li
 DEAD_LETTER_HEAD = 4096  # bytes of an oversized message its dead letter keeps
 
 
+class MessageMeta(NamedTuple):
+    """What a message's row carries beside its values, through RunInference (as the key of
+    Beam's KeyedModelHandler): its id, event time (RunInference's batching re-stamps elements;
+    FormatResults restores it), publish time (for latency) and what came in (dead letters)."""
+    id: str
+    event_time: float
+    published: float
+    raw: Union[bytes, str]
+
+
 def publish_time(msg: PubsubMessage) -> float:
     attrs = msg.attributes or {}
     if PUBLISHED_AT in attrs:
@@ -42,7 +52,7 @@ def publish_time(msg: PubsubMessage) -> float:
 
 
 class ParseMessages(beam.DoFn):
-    """PubsubMessage -> row dict (typed raw values + message metadata), or a dead letter.
+    """PubsubMessage -> (MessageMeta, row dict of typed raw values), or a dead letter.
 
     Tabular models: a JSON object of raw columns, or a serialized raw tf.Example. Image models
     (`image_kw` given): a JSON object with a `uri` (local or gs://), `{"image_bytes": {"b64":
@@ -102,11 +112,7 @@ class ParseMessages(beam.DoFn):
             yield from self._reject(mid, raw, "bad_message",
                                     f"{type(e).__name__}: {str(e)[:300]}", msg, ts)
             return
-        row["__id"] = mid
-        row["__ts"] = float(ts)  # RunInference's batching re-stamps elements; restored below
-        row["__published"] = publish_time(msg)
-        row["__raw"] = raw
-        yield row
+        yield MessageMeta(mid, float(ts), publish_time(msg), raw), row
 
     def _reject(self, mid, raw, reason, detail, msg, ts):
         self.rejects.setdefault(reason, Metrics.counter(JOB, f"rejected_{reason}")).inc()
@@ -135,27 +141,28 @@ def reject_record(source: str, mid, data, reason, detail, published, ts) -> dict
 
 
 class FormatResults(beam.DoFn):
-    """PredictionResult -> prediction record, or a dead letter for a row the model rejected."""
+    """(MessageMeta, PredictionResult) -> prediction record, or a dead letter for a row the
+    model rejected."""
 
     def __init__(self, source: str = "pubsub"):
         self.source = source
         self.predicted = Metrics.counter(JOB, "messages_predicted")
         self.rejected = Metrics.counter(JOB, "rejected_model_rejected")
 
-    def process(self, result):
-        row = result.example
-        ts = row["__ts"]  # the message's own event time (batching moved it)
+    def process(self, keyed):
+        meta, result = keyed
+        ts = meta.event_time  # the message's own event time (batching moved it)
         if isinstance(result.inference, rejects.Reject):
             self.rejected.inc()
             yield beam.pvalue.TaggedOutput("rejects", window.TimestampedValue(reject_record(
-                self.source, row["__id"], row["__raw"], result.inference.reason, result.inference.detail,
-                row["__published"], ts), ts))
+                self.source, meta.id, meta.raw, result.inference.reason,
+                result.inference.detail, meta.published, ts), ts))
             return
         self.predicted.inc()
-        rec = {"id": row["__id"]}
+        rec = {"id": meta.id}
         rec.update(result.inference)
         rec["model_version"] = result.model_id
-        rec["latency_ms"] = round((time.time() - row["__published"]) * 1000, 2)
+        rec["latency_ms"] = round((time.time() - meta.published) * 1000, 2)
         rec["event_time"] = ts
         yield window.TimestampedValue(rec, ts)
 

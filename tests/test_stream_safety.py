@@ -123,9 +123,9 @@ def test_uris_outside_the_allowed_prefixes_are_refused_alike(tmp_path):
                                     "objectId": "images/a.jpg"}))
     msgs.append(PubsubMessage(json.dumps({"uri": f"{allowed}/ok.jpg"}).encode(), {"id": "ok"}))
     out = _parse(msgs, prefixes)
-    rows = [r for r in out if isinstance(r, dict)]
-    dead = {r.value["id"]: r.value for r in out if not isinstance(r, dict)}
-    assert [r["__id"] for r in rows] == ["ok"]
+    rows = [r for r in out if isinstance(r, tuple)]
+    dead = {r.value["id"]: r.value for r in out if not isinstance(r, tuple)}
+    assert [meta.id for meta, _ in rows] == ["ok"]
     assert set(dead) == set(hostile) | {"notif"}
     assert {(d["reason"], d["detail"]) for d in dead.values()} == {
         ("uri_not_allowed", "the uri is not under --allowed_uri_prefixes")}
