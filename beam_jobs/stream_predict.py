@@ -38,7 +38,9 @@ serialized tf.Example); a line without "data"/"data_b64" is itself the features 
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
+from typing import Optional
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -59,6 +61,7 @@ from inference.streaming import (
     WriteJson,
 )
 from preprocessing.images import ImageLimits
+from preprocessing.schema import Schema
 
 
 class StreamPredictOptions(PipelineOptions):
@@ -144,44 +147,60 @@ def parse_args(options: PipelineOptions) -> Args:
     return o
 
 
-class JobConfig:
+@dataclasses.dataclass(frozen=True)
+class StreamPredictConfig:
+    """Everything `build_pipeline` reads, as plain values: `launch()` makes one from the
+    command line (with I/O); a test can construct one directly."""
+    args: Args
+    schema: Schema                        # the model's raw schema
+    model_path: str                       # the export version served first
+    image_kw: Optional[dict] = None       # an image model: ImageInputs' keyword arguments
+    dead_letter_dir: Optional[str] = None
+    monitoring_dir: Optional[str] = None
+    events: Optional[tuple] = None        # --replay's events
+    source: Optional[beam.PTransform] = None  # PubsubMessages from elsewhere (tests)
+
+
+def launch(options: PipelineOptions) -> StreamPredictConfig:
     """The launch step: the checked arguments plus what only I/O can tell (the model and its
-    raw schema, the replay file, writable output folders)."""
+    raw schema, the replay file, writable output folders); fails fast with one line."""
+    o = parse_args(options)
+    try:
+        model_path = versions.resolve_model_dir(o.model_dir)
+        schema = versions.load_raw_schema(model_path)
+    except Exception as e:
+        raise cli.JobError(JOB, f"cannot read the model at {o.model_dir}: "
+                                f"{str(e).splitlines()[0][:300]}")
+    image_kw = None
+    if any(c.transform == "image" for c in schema.columns):
+        image_kw = dict(limits=ImageLimits.of(o),
+                        allowed_prefixes=normalize_prefixes(o.allowed_uri_prefixes),
+                        read_timeout_secs=o.uri_read_timeout_secs)
+    if o.max_batch_duration_secs is not None:
+        logging.warning("%s: --max_batch_duration_secs is ignored: batches never span "
+                        "bundles", JOB)
+    dead_letter_dir = o.dead_letter_dir or (
+        FileSystems.join(o.output_dir, "rejects") if o.output_dir else None)
+    monitoring_dir = o.monitoring_dir or (
+        FileSystems.join(o.output_dir, "monitoring") if o.output_dir else None)
+    try:
+        events = tuple(load_replay(o.replay)) if o.replay else None
+    except ValueError as e:
+        raise cli.JobError(JOB, str(e))
+    for d in (o.output_dir, dead_letter_dir, monitoring_dir):
+        if d:
+            cli.check_writable(JOB, d)
+    return StreamPredictConfig(o, schema, model_path, image_kw, dead_letter_dir,
+                               monitoring_dir, events)
 
-    def __init__(self, options: PipelineOptions):
-        o = self.options = parse_args(options)
-        try:
-            self.model_path = versions.resolve_model_dir(o.model_dir)
-            self.schema = versions.load_raw_schema(self.model_path)
-        except Exception as e:
-            raise cli.JobError(JOB, f"cannot read the model at {o.model_dir}: "
-                                        f"{str(e).splitlines()[0][:300]}")
-        self.image_kw = None
-        if any(c.transform == "image" for c in self.schema.columns):
-            self.image_kw = dict(limits=ImageLimits.of(o),
-                                 allowed_prefixes=normalize_prefixes(o.allowed_uri_prefixes),
-                                 read_timeout_secs=o.uri_read_timeout_secs)
-        if o.max_batch_duration_secs is not None:
-            logging.warning("%s: --max_batch_duration_secs is ignored: batches never span "
-                            "bundles", JOB)
-        self.dead_letter_dir = o.dead_letter_dir or (
-            FileSystems.join(o.output_dir, "rejects") if o.output_dir else None)
-        self.monitoring_dir = o.monitoring_dir or (
-            FileSystems.join(o.output_dir, "monitoring") if o.output_dir else None)
-        try:
-            self.events = load_replay(o.replay) if o.replay else None
-        except ValueError as e:
-            raise cli.JobError(JOB, str(e))
-        for d in (o.output_dir, self.dead_letter_dir, self.monitoring_dir):
-            if d:
-                cli.check_writable(JOB, d)
 
-
-def build_pipeline(p: beam.Pipeline, cfg: JobConfig, source=None):
-    """Adds the streaming graph to `p`. `source`: a PCollection of PubsubMessage (tests pass
-    one made from a TestStream); default: Pub/Sub or the --replay file."""
-    o = cfg.options
-    if source is None:
+def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
+    """Adds the streaming graph to `p`: PubsubMessages from cfg.source (tests give a
+    TestStream), the --replay file, or Pub/Sub."""
+    o = cfg.args
+    if cfg.source is not None:
+        source = p | "Source" >> cfg.source
+    else:
         if cfg.events is not None:
             source = (p | "Replay" >> replay_stream(cfg.events, o.replay_rate)
                       | "Pace" >> beam.ParDo(Pace(o.replay_rate)))
@@ -233,10 +252,10 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
                                   shared=OPTION_CLASSES[:-1],
                                   local_runner="BundleBasedDirectRunner")
     options.view_as(SetupOptions).save_main_session = save_main_session
-    cfg = JobConfig(options)
+    cfg = launch(options)
     logging.info("Serving model version %s from %s (refresh every %ss)",
-                 versions.model_version(cfg.model_path), cfg.options.model_dir,
-                 cfg.options.model_refresh_secs)
+                 versions.model_version(cfg.model_path), cfg.args.model_dir,
+                 cfg.args.model_refresh_secs)
     p = test_pipeline or beam.Pipeline(options=options)
     build_pipeline(p, cfg)
     result = p.run()

@@ -1,6 +1,7 @@
 """stream_predict under TestStream: windowed monitoring, dead letters, late data, the model
 switch (exactly once, by the version in force), and the --replay mode."""
 import base64
+import dataclasses
 import json
 import shutil
 
@@ -41,17 +42,28 @@ def _cfg(tmp_path, model_dir, *extra):
             "--output_dir", str(tmp_path / "out"), "--min_batch_size", "1",
             "--max_batch_size", "4", *extra]
     options = PipelineOptions(args)
-    return stream_predict.JobConfig(options), options
+    return stream_predict.launch(options), options
+
+
+class _Source(beam.PTransform):
+    """PubsubMessages from a TestStream; with `control`, its "control" output drives it."""
+
+    def __init__(self, stream, control=None):
+        super().__init__()
+        self.stream, self.control = stream, control
+
+    def expand(self, pbegin):
+        events = pbegin | self.stream
+        if not self.control:
+            return events
+        _ = events["control"] | "Control" >> beam.Map(self.control)
+        return events["msgs"]
 
 
 def _run(cfg, options, stream, control=None):
     options.view_as(StandardOptions).streaming = True
     with beam.Pipeline(options=options) as p:
-        events = p | stream
-        source = events["msgs"] if control else events
-        if control:
-            _ = events["control"] | "Control" >> beam.Map(control)
-        stream_predict.build_pipeline(p, cfg, source=source)
+        stream_predict.build_pipeline(p, dataclasses.replace(cfg, source=_Source(stream, control)))
 
 
 def _outputs(tmp_path):
