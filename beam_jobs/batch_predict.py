@@ -191,7 +191,7 @@ class JobConfig:
     def _init_images(self, o, per_pattern):
         """An image model: --input names image files (a glob, a folder of class folders) and/or
         list files (.csv with a `uri` column, .jsonl objects with a uri or base64 bytes)."""
-        from inference.images import LIST_EXTENSIONS
+        from preprocessing.image_items import LIST_EXTENSIONS
         if self.passthrough:
             raise cli.JobError(JOB, "--passthrough_columns applies to tabular models only")
         self.list_files = [f for f in self.files if f.lower().endswith(LIST_EXTENSIONS)]

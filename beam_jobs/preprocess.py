@@ -40,6 +40,7 @@ from beam_jobs import cli, common_options, local_runner, publish
 from beam_jobs.finalize import Finalize, OutputSpec
 from preprocessing import counting, filesys, reading, record_batches
 from preprocessing import pipeline as pp
+from preprocessing.image_items import ReadImageItems
 from preprocessing.images import ImageLimits
 from preprocessing.infer import image_schema, infer_from_profile, parse_csv_sample, report
 from preprocessing.profile import profile_csv
@@ -311,8 +312,11 @@ def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig):
 
     schema, o, staging = cfg.schema, cfg.args, cfg.staging
     if o.format == "images":
-        items, read_rejects, counts = p | "ReadImageItems" >> pp.ReadImageItems(
-            cfg.image_mode, cfg.patterns, cfg.labels_header)
+        labels_csv = cfg.image_mode == "labels_csv"
+        items, read_rejects, counts = p | "ReadImageItems" >> ReadImageItems(
+            JOB, list_files=cfg.patterns if labels_csv else (),
+            image_patterns=() if labels_csv else cfg.patterns, input_format="csv",
+            label="label", header=cfg.labels_header)
         parsed = (items
                   | "Redistribute" >> beam.Reshuffle()
                   | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=64)

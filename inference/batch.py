@@ -11,7 +11,6 @@ from typing import Optional
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-from apache_beam.metrics import Metrics
 
 from inference import model_handler as mh
 from inference.inputs import ServingParser
@@ -34,7 +33,7 @@ class ParseInputs(beam.DoFn):
         self.key_index = schema.names.index(key) if key in schema.names else None
         self.passthrough = list(passthrough)
         self.tally = counting.Tally(JOB)
-        self.rejects = {r: Metrics.counter(JOB, f"rejected_{r}") for r in rejects.REASONS}
+        self.dead = rejects.DeadLetters(JOB)
 
     def setup(self):
         self._serving = ServingParser(self.schema, self.passthrough)
@@ -49,7 +48,7 @@ class ParseInputs(beam.DoFn):
             block, extras = self._serving.parse_csv_block(header, fields_list)
             for i, e in block.errors:
                 pos, raw = records[i]
-                yield self._reject(path, pos, raw, e.reason, e.detail)
+                yield self.dead(path, pos, raw, e.reason, e.detail)
             sources = [records[i] for i in block.index]
         else:
             rows, extras, sources = [], [] if self.passthrough else None, []
@@ -78,14 +77,14 @@ class ParseInputs(beam.DoFn):
             records = block.read_records(line_rejects, *self.record_bounds)
             yield self.tally("rows_read", len(records) + len(line_rejects))
             for line, raw, reason, detail in line_rejects:
-                yield self._reject(path, line, raw, reason, detail)
+                yield self.dead(path, line, raw, reason, detail)
             if records:
                 yield from self.process((path, "csv", header, records))
             return
         yield self.tally("rows_read", fast.record_count)
         first = block.first_line
         for i, e in fast.errors:
-            yield self._reject(path, first + i, fast.lines[i].as_py(), e.reason, e.detail)
+            yield self.dead(path, first + i, fast.lines[i].as_py(), e.reason, e.detail)
         if not len(fast):
             return
         # Columns stay numpy / Arrow (cheap to hand on and to size): the model handler turns
@@ -123,13 +122,13 @@ class ParseInputs(beam.DoFn):
             try:
                 obj = parse_json(record)
             except rejects.Reject as e:
-                yield self._reject(path, pos, record, e.reason, e.detail)
+                yield self.dead(path, pos, record, e.reason, e.detail)
                 continue
             instances = obj.get("instances") if isinstance(obj, dict) else None
             if instances is None:
                 yield self._one(path, pos, record, sp.parse_object, obj)
             elif not isinstance(instances, list) or not instances:
-                yield self._reject(path, pos, record, "invalid_json",
+                yield self.dead(path, pos, record, "invalid_json",
                                    "'instances' must be a non-empty list")
             else:
                 yield self.tally("rows_read", len(instances) - 1)  # one record, several rows
@@ -140,11 +139,8 @@ class ParseInputs(beam.DoFn):
         try:
             values, extra = parse(arg)
         except rejects.Reject as e:
-            return self._reject(path, pos, raw, e.reason, e.detail)
+            return self.dead(path, pos, raw, e.reason, e.detail)
         return values, extra, (pos, raw)
-
-    def _reject(self, path, pos, raw, reason, detail):
-        return rejects.reject(JOB, self.rejects, path, pos, raw, reason, detail)
 
 
 class FormatPredictions(beam.DoFn):
@@ -154,15 +150,14 @@ class FormatPredictions(beam.DoFn):
     def __init__(self, label: Optional[str]):
         self.label = label
         self.tally = counting.Tally(JOB)
-        self.rejects = {}
+        self.dead = rejects.DeadLetters(JOB)
 
     def process(self, result):
         batch, res = result.example, result.inference
         for i, rejection in res.rejections:
             path, pos, raw = ((batch.path,) + batch.sources[i] if batch.path is not None
                               else batch.sources[i])
-            yield rejects.reject(JOB, self.rejects, path, pos, raw, rejection.reason,
-                                rejection.detail)
+            yield self.dead.of(path, pos, raw, rejection)
         if not res.index:
             return
         has_label = self.label and self.label in batch.names

@@ -20,7 +20,6 @@ from preprocessing.images import ImageLimits, normalize_image, read_image
 from preprocessing.rejects import Reject
 
 IMAGE_INPUT = "image_bytes"  # the image export's predict_raw input
-LIST_EXTENSIONS = (".csv", ".json", ".jsonl", ".ndjson", ".txt")
 
 
 def normalize_prefixes(text: Optional[str]) -> Tuple[str, ...]:

@@ -69,7 +69,7 @@ class ParseMessages(beam.DoFn):
         self.image_kw = image_kw  # ImageInputs' keyword arguments, for an image model
         self.max_bytes = max_message_bytes
         self.received = Metrics.counter(JOB, "messages_read")
-        self.rejects = {r: Metrics.counter(JOB, f"rejected_{r}") for r in rejects.REASONS}
+        self.dead = rejects.DeadLetters(JOB, as_json=False)
 
     def setup(self):
         self._serving = ServingParser(self.schema)
@@ -115,9 +115,8 @@ class ParseMessages(beam.DoFn):
         yield MessageMeta(mid, float(ts), publish_time(msg), raw), row
 
     def _reject(self, mid, raw, reason, detail, msg, ts):
-        self.rejects.setdefault(reason, Metrics.counter(JOB, f"rejected_{reason}")).inc()
-        yield beam.pvalue.TaggedOutput("rejects", reject_record(
-            self.source, mid, raw, reason, detail, publish_time(msg), ts))
+        yield self.dead(self.source, None, raw, reason, detail, **message_extras(
+            mid, publish_time(msg), ts))
 
 
 def _parse_image_message(images, data: bytes, fmt: str, attrs: dict):
@@ -131,13 +130,11 @@ def _parse_image_message(images, data: bytes, fmt: str, attrs: dict):
     return {IMAGE_INPUT: jpeg}, uri
 
 
-def reject_record(source: str, mid, data, reason, detail, published, ts) -> dict:
-    """The dead letter of a message: the shape every job writes (rejects.dead_letter_record),
-    with the message id, its latency and event time."""
-    return rejects.dead_letter_record(
-        JOB, source, None, data, reason, detail, id=mid,
-        latency_ms=round((time.time() - published) * 1000, 2),
-        event_time=float(ts) if ts is not None else None)
+def message_extras(mid, published: float, ts) -> dict:
+    """What a message's dead letter adds to the shape every job writes: its id, latency and
+    event time."""
+    return dict(id=mid, latency_ms=round((time.time() - published) * 1000, 2),
+                event_time=float(ts) if ts is not None else None)
 
 
 class FormatResults(beam.DoFn):
@@ -147,16 +144,14 @@ class FormatResults(beam.DoFn):
     def __init__(self, source: str = "pubsub"):
         self.source = source
         self.predicted = Metrics.counter(JOB, "messages_predicted")
-        self.rejected = Metrics.counter(JOB, "rejected_model_rejected")
+        self.dead = rejects.DeadLetters(JOB, as_json=False)
 
     def process(self, keyed):
         meta, result = keyed
         ts = meta.event_time  # the message's own event time (batching moved it)
         if isinstance(result.inference, rejects.Reject):
-            self.rejected.inc()
-            yield beam.pvalue.TaggedOutput("rejects", window.TimestampedValue(reject_record(
-                self.source, meta.id, meta.raw, result.inference.reason,
-                result.inference.detail, meta.published, ts), ts))
+            yield self.dead.of(self.source, None, meta.raw, result.inference, timestamp=ts,
+                               **message_extras(meta.id, meta.published, ts))
             return
         self.predicted.inc()
         rec = {"id": meta.id}

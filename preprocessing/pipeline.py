@@ -4,15 +4,13 @@ labelled images, count what is transformed, and write splits, the transform and 
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics import Metrics
 
-from preprocessing import counting, csv_blocks, fast_csv, filesys, parsing, reading, record_batches, rejects
+from preprocessing import counting, csv_blocks, fast_csv, filesys, parsing, record_batches, rejects
 from preprocessing.images import ImageLimits
 from preprocessing.rejects import Reject
 from preprocessing.schema import RAW_SCHEMA_FILE, Schema
@@ -38,7 +36,7 @@ class ParseAndSplit(beam.DoFn):
         self.delimiter = delimiter
         self.record_bounds = tuple(record_bounds)  # (--max_record_bytes, --max_record_lines)
         self.key_index = schema.names.index(schema.key) if schema.key else None
-        self.reject_counters = {r: Metrics.counter(JOB, f"rejected_{r}") for r in rejects.REASONS}
+        self.dead = rejects.DeadLetters(JOB)
         self.tally = counting.Tally(JOB)
 
     def setup(self):
@@ -54,11 +52,6 @@ class ParseAndSplit(beam.DoFn):
         else:
             yield from self._rows(path, parser, records)
 
-    def _reject(self, path, line_no, text, reason, detail):
-        self.reject_counters[reason].inc()
-        return beam.pvalue.TaggedOutput(
-            "rejects", rejects.dead_letter(JOB, path, line_no, text, reason, detail))
-
     def _rows(self, path, parser, records):
         per_split = [[] for _ in SPLITS]
         fields_list = parsing.split_fields([text for _, text in records], self.delimiter)
@@ -66,7 +59,7 @@ class ParseAndSplit(beam.DoFn):
             try:
                 values = parser.parse(fields)
             except rejects.Reject as e:
-                yield self._reject(path, line_no, text, e.reason, e.detail)
+                yield self.dead(path, line_no, text, e.reason, e.detail)
                 continue
             key = values[self.key_index] if self.key_index is not None else text
             per_split[split_index(key, self.bounds)].append(values)
@@ -82,12 +75,12 @@ class ParseAndSplit(beam.DoFn):
             records = block.read_records(line_rejects, *self.record_bounds)
             yield self.tally("rows_read", len(records) + len(line_rejects))
             for line_no, raw, reason, detail in line_rejects:
-                yield self._reject(path, line_no, raw, reason, detail)
+                yield self.dead(path, line_no, raw, reason, detail)
             yield from self._rows(path, parser, records)
             return
         yield self.tally("rows_read", fast.record_count)
         for i, e in fast.errors:
-            yield self._reject(path, block.first_line + i, fast.lines[i].as_py(), e.reason,
+            yield self.dead(path, block.first_line + i, fast.lines[i].as_py(), e.reason,
                                e.detail)
         if not len(fast):
             return
@@ -109,94 +102,36 @@ class ParseAndSplit(beam.DoFn):
                     name, record_batches.columns_to_record_batch(fast.columns, self.schema, mask))
 
 
-class LabelsCsvItems(beam.DoFn):
-    """Labels-CSV chunks -> (source, line, uri, label) items; bad lines are dead-lettered."""
-
-    def __init__(self):
-        self.wrong = Metrics.counter(JOB, "rejected_wrong_column_count")
-
-    def process(self, chunk):
-        path, _, header, records = chunk
-        pos = {h: i for i, h in enumerate(header)}
-        base = path.rsplit("/", 1)[0]
-        for (line, text), fields in zip(records, parsing.split_fields([t for _, t in records])):
-            if fields is None or len(fields) != len(header):
-                self.wrong.inc()
-                yield beam.pvalue.TaggedOutput("rejects", rejects.dead_letter(
-                    JOB, path, line, text, "wrong_column_count",
-                    f"expected {len(header)} fields ({', '.join(header)})"))
-                continue
-            uri = reading.resolve_uri(base, fields[pos["uri"]].strip())
-            yield (path, line, uri, fields[pos["label"]].strip())
-
-
 class ProcessImages(beam.DoFn):
-    """Batches of (source, line, uri, label) -> normalised images as RecordBatches per split,
-    and dead letters with the reason for every image that cannot be used."""
+    """Batches of ImageItems -> normalised images as RecordBatches per split, and dead
+    letters with the reason for every image that cannot be used."""
 
     def __init__(self, schema: Schema, fractions, classes, limits: ImageLimits):
         self.schema = schema
         self.bounds = boundaries(fractions)
         self.classes = set(classes)
         self.limits = limits
-        self.reject_counters = {r: Metrics.counter(JOB, f"rejected_{r}") for r in rejects.REASONS}
+        self.dead = rejects.DeadLetters(JOB)
 
     def process(self, items):
-
         from preprocessing.images import normalize_image, read_image
         per_split = [[] for _ in SPLITS]
-        for source, line, uri, label in items:
+        for item in items:
+            uri, label = item.uri, item.label
             try:
                 if not label or (self.classes and label not in self.classes):
                     raise Reject("unknown_label", f"label {label!r} is not a known class")
                 data = read_image(uri, self.limits.max_image_bytes)
                 img = normalize_image(data, uri, self.limits)
             except Reject as e:
-                self.reject_counters[e.reason].inc()
-                yield beam.pvalue.TaggedOutput("rejects", rejects.dead_letter(
-                    JOB, source, line, uri, e.reason, e.detail))
+                yield self.dead.of(item.source, item.pos, item.raw, e)
                 continue
             per_split[split_index(uri, self.bounds)].append(
                 (uri, img.jpeg, img.height, img.width, label))
         for name, rows in zip(SPLITS, per_split):
             if rows:
-                yield beam.pvalue.TaggedOutput(name, record_batches.rows_to_record_batch(rows, self.schema))
-
-
-class ImageFileItems(beam.DoFn):
-    """Matched image files -> (source, line, uri, label) items (the label: the file's folder)."""
-
-    def __init__(self):
-        self.tally = counting.Tally(JOB)
-
-    def process(self, metadata):
-        yield self.tally("rows_read")
-        yield (metadata.path, None, metadata.path, metadata.path.rstrip("/").split("/")[-2])
-
-
-class ReadImageItems(beam.PTransform):
-    """--input (a labels CSV, or a folder of class sub-folders) -> (source, line, uri, label)
-    items, rejects, and (name, n) tallies."""
-
-    def __init__(self, mode: str, patterns, header: Optional[tuple] = None):
-        super().__init__()
-        self.mode = mode  # labels_csv | folders
-        self.patterns = list(patterns)
-        self.header = header  # a labels CSV without a header row: its columns
-
-    def expand(self, pbegin):
-        if self.mode == "labels_csv":
-            chunks, rejects, counts = pbegin | "ReadLabels" >> reading.ReadChunks(
-                JOB, self.patterns, 500, header=self.header)
-            items = chunks | "LabelItems" >> beam.ParDo(LabelsCsvItems()).with_outputs(
-                "rejects", main="items")
-            return (items.items,
-                    (rejects, items.rejects) | "LabelRejects" >> beam.Flatten(), counts)
-        items = (pbegin | "Folders" >> beam.Create(self.patterns)
-                 | "MatchImages" >> beam.io.fileio.MatchAll()
-                 | "Items" >> beam.ParDo(ImageFileItems()).with_outputs(counting.COUNTS,
-                                                                       main="items"))
-        return items.items, pbegin | "NoRejects" >> beam.Create([]), items[counting.COUNTS]
+                yield beam.pvalue.TaggedOutput(
+                    name, record_batches.rows_to_record_batch(rows, self.schema))
 
 
 class WriteTransformOutput(beam.PTransform):

@@ -30,7 +30,7 @@ from preprocessing.parsing import (
     iter_csv_records,
     split_fields,
 )
-from preprocessing.rejects import reject
+from preprocessing.rejects import DeadLetters
 
 
 def resolve_uri(base: str, uri: str) -> str:
@@ -145,7 +145,7 @@ class ReadFileChunks(beam.DoFn):
         self.block_bytes = block_bytes
         self.total_bytes = total_bytes
         self.tally = Tally(job)
-        self.reject_counters = {}
+        self.dead = DeadLetters(job)
 
     def process(self, readable: fileio.ReadableFile):
         try:
@@ -318,7 +318,7 @@ class ReadFileChunks(beam.DoFn):
 
     def _line_reject(self, path, line_no, raw, reason, detail):
         yield self.tally("rows_read")
-        yield reject(self.job, self.reject_counters, path, line_no, raw, reason, detail)
+        yield self.dead(path, line_no, raw, reason, detail)
 
 
 # What a cut or corrupt compressed input raises while it is read (gzip: EOFError, BadGzipFile,

@@ -14,6 +14,7 @@ from typing import Optional
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
+from apache_beam.transforms import window
 
 REASONS = {
     # CSV / JSON / tf.Example records
@@ -95,17 +96,38 @@ def dead_letter_record(job: str, source: str, line, raw, reason: str, detail: st
     return rec
 
 
-def dead_letter(job: str, source: str, line: Optional[int], raw, reason: str, detail: str) -> str:
+def dead_letter(job: str, source: str, line: Optional[int], raw, reason: str, detail: str,
+                **extra) -> str:
     """`dead_letter_record` as one JSON line (what the batch jobs write)."""
-    return json.dumps(dead_letter_record(job, source, line, raw, reason, detail),
+    return json.dumps(dead_letter_record(job, source, line, raw, reason, detail, **extra),
                       ensure_ascii=False)
 
 
-def reject(job: str, counters: dict, source: str, line, raw, reason: str, detail: str):
-    """Counts a reject under the metric `rejected_<reason>` (counters: reason -> Counter, filled
-    lazily) and returns its dead-letter line on the `rejects` output."""
-    counters.setdefault(reason, Metrics.counter(job, f"rejected_{reason}")).inc()
-    return beam.pvalue.TaggedOutput("rejects", dead_letter(job, source, line, raw, reason, detail))
+class DeadLetters:
+    """The one way a DoFn rejects a record: counts it under the metric `rejected_<reason>`
+    (namespace `job`) and returns its dead letter on the `rejects` output, as a JSON line
+    (`as_json`, what the batch jobs write) or the record itself (streaming, which adds
+    extras and an event `timestamp`)."""
+
+    def __init__(self, job: str, as_json: bool = True):
+        self.job, self.as_json = job, as_json
+        self._counters = {}  # reason -> Counter, made on first use
+
+    def __call__(self, source: str, line, raw, reason: str, detail: str, timestamp=None,
+                 **extra) -> beam.pvalue.TaggedOutput:
+        counter = self._counters.get(reason)
+        if counter is None:
+            counter = self._counters[reason] = Metrics.counter(self.job, f"rejected_{reason}")
+        counter.inc()
+        make = dead_letter if self.as_json else dead_letter_record
+        value = make(self.job, source, line, raw, reason, detail, **extra)
+        if timestamp is not None:
+            value = window.TimestampedValue(value, timestamp)
+        return beam.pvalue.TaggedOutput("rejects", value)
+
+    def of(self, source: str, line, raw, e: Reject, **kw) -> beam.pvalue.TaggedOutput:
+        """The dead letter of a raised Reject."""
+        return self(source, line, raw, e.reason, e.detail, **kw)
 
 
 class WriteDeadLetters(beam.PTransform):
