@@ -135,3 +135,20 @@ def test_batch_predict_builds_from_a_config_the_test_constructs(trained, taxi_cs
     assert summary["rows_predicted"] + summary["rejected"]["total"] == 3000
     assert summary["rows_predicted"] > 2800
     assert os.path.exists(os.path.join(out, "_SUCCESS"))
+
+
+@pytest.mark.slow
+def test_a_job_runs_on_the_pipeline_a_test_hands_it(tmp_path):
+    """run(argv, test_pipeline=...) as Beam's examples are tested: the job's graph goes on
+    the given pipeline, which the job runs and whose summary it returns."""
+    src = tmp_path / "in.csv"
+    src.write_text("id,x,y\n" + "".join(f"r{i},{i * 0.5},{i % 7}\n" for i in range(120)))
+    spec = tmp_path / "spec.json"
+    spec.write_text(SCHEMA.dumps())
+    p = _pipeline()
+    summary = preprocess.run(["--input", str(src), "--output", str(tmp_path / "out"),
+                              "--schema_spec", str(spec)], save_main_session=False,
+                             test_pipeline=p)
+    labels = {t.full_label for t in p.transforms_stack[0].parts}
+    assert "ParseAndSplit" in labels and "Finalize" in labels
+    assert summary["rows_read"] == 120 and sum(summary["splits"].values()) == 120
