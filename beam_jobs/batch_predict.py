@@ -256,14 +256,14 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
         written.append(preds | "ToCsv" >> beam.Map(
                 lambda block: "\n".join(sinks.csv_line(r, columns) for r in block.records()))
              | "WriteCsv" >> beam.io.WriteToText(prefix, file_name_suffix=".csv",
-                                                 header=",".join(columns)))
+                                                 header=sinks.csv_line(dict(zip(columns, columns)), columns)))
     if o.output_table:
         _ = (preds | "Unbatch" >> beam.FlatMap(PredictionBlock.records)
              | "WriteBigQuery" >> sinks.WriteBigQuery(o.output_table, columns, o.run_date))
     if cfg.label:
         written.append(preds | "Metrics" >> beam.CombineGlobally(EvalMetrics(cfg.schema.task))
-             | "MetricsJson" >> beam.Map(lambda m: json.dumps(
-                 dict(m, label=cfg.label, model_version=cfg.version), indent=2))
+             | "MetricsJson" >> beam.Map(lambda m: filesys.dumps_json(
+                 dict(m, label=cfg.label, model_version=cfg.version), sort_keys=False))
              | "WriteMetrics" >> beam.io.WriteToText(FileSystems.join(staging, "metrics"),
                                                      file_name_suffix=".json",
                                                      shard_name_template=""))

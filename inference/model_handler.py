@@ -261,7 +261,7 @@ def _scored(model, names, columns, n, rows_per_call=None) -> PredictionBlock:
                  for s in range(0, n, rows_per_call)]
         return _concat(model, parts)
     try:
-        return _block(model, predict(model, names, columns), list(range(n)), [])
+        return _finite(model, predict(model, names, columns), n)
     except Exception as e:  # a bad value somewhere: find it row by row
         if n == 1:
             return _block(model, {}, [], [(0, Reject("model_rejected", _short(e)))])
@@ -275,6 +275,24 @@ def _scored(model, names, columns, n, rows_per_call=None) -> PredictionBlock:
         else:
             rejections.append((i, one.rejections[0][1]))
     return _block(model, _concat_outputs(parts), index, rejections)
+
+
+def _finite(model, outputs: dict, n: int) -> PredictionBlock:
+    """The n rows' outputs, with the rows whose outputs are not all finite taken out as
+    non_finite_prediction rejections (JSON and BigQuery have no NaN or infinity)."""
+    import numpy as np
+    ok = np.ones(n, dtype=bool)
+    for v in outputs.values():
+        if v.dtype.kind == "f":
+            ok &= np.isfinite(v.reshape(n, -1)).all(axis=1)
+    if ok.all():
+        return _block(model, outputs, list(range(n)), [])
+    bad = np.flatnonzero(~ok).tolist()
+    names = ", ".join(k for k, v in outputs.items() if v.dtype.kind == "f"
+                      and not np.isfinite(v.reshape(n, -1)[bad[0]]).all())
+    reject = Reject("non_finite_prediction", f"the model's {names} is NaN or infinite")
+    return _block(model, {k: v[ok] for k, v in outputs.items()}, np.flatnonzero(ok).tolist(),
+                  [(i, reject) for i in bad])
 
 
 def _block(model, outputs: dict, index: list, rejections: list) -> PredictionBlock:

@@ -37,8 +37,10 @@ def csv_line(rec: dict, columns: Sequence[str]) -> str:
     for c in columns:
         v = rec.get(c)
         values.append(json.dumps(v) if isinstance(v, (list, dict)) else ("" if v is None else v))
-    csv.writer(buf, lineterminator="").writerow(values)
-    return buf.getvalue()
+    # RFC 4180: a field holding a comma, quote, CR or LF is quoted (the csv module quotes
+    # only what holds the delimiter, the quote or its line terminator's characters).
+    csv.writer(buf, lineterminator="\r\n").writerow(values)
+    return buf.getvalue()[:-2]
 
 
 class WriteBigQuery(beam.PTransform):

@@ -19,7 +19,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms import trigger, window
 
 from inference.inputs import ServingParser
-from preprocessing import rejects
+from preprocessing import filesys, rejects
 from preprocessing.values import parse_json
 
 JOB = "stream_predict"  # the metrics namespace
@@ -246,13 +246,13 @@ class WriteJson(beam.PTransform):
                 attrs = {"id": str(rec.get("id", ""))}
                 if rec.get("model_version"):
                     attrs["model_version"] = str(rec["model_version"])
-                return PubsubMessage(json.dumps(rec).encode(), attrs)
+                return PubsubMessage(_json(rec).encode(), attrs)
             _ = (records | "ToMessage" >> beam.Map(to_message)
                  | "Publish" >> beam.io.WriteToPubSub(self.topic, with_attributes=True))
         if self.directory:
             # Late records are written too (in a later pane's file), never dropped.
             _ = (records
-                 | "ToLine" >> beam.Map(json.dumps)
+                 | "ToLine" >> beam.Map(_json)
                  | "FileWindows" >> beam.WindowInto(
                      window.FixedWindows(self.window_secs),
                      trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)),
@@ -265,6 +265,11 @@ class WriteJson(beam.PTransform):
 
 
 NEVER_DROP_SECS = 10 * 365 * 24 * 3600
+
+
+def _json(rec) -> str:
+    """A record as strict JSON (a non-finite number, e.g. a latency statistic, is null)."""
+    return json.dumps(filesys.json_safe(rec), allow_nan=False)
 
 
 def pane_file_naming(prefix: str):

@@ -4,6 +4,7 @@ files, and copying a local tree to any filesystem."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from typing import List, Optional, Sequence
@@ -133,5 +134,21 @@ def local_tmp_dir(prefix: str) -> str:
     return tempfile.mkdtemp(prefix=prefix)
 
 
-def dumps_json(obj) -> str:
-    return json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"
+def json_safe(obj):
+    """`obj` with every non-finite float (NaN, infinity; numpy's too) as None: strict JSON,
+    which json.loads(parse_constant=...) and BigQuery accept."""
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, float) or type(obj).__module__ == "numpy" and hasattr(obj, "dtype") \
+            and obj.dtype.kind == "f":
+        v = float(obj)
+        return v if math.isfinite(v) else None
+    return obj
+
+
+def dumps_json(obj, indent=2, sort_keys=True) -> str:
+    """A JSON file's text: strict JSON (a non-finite number is null, see json_safe)."""
+    return json.dumps(json_safe(obj), indent=indent, sort_keys=sort_keys, default=str,
+                      allow_nan=False) + "\n"

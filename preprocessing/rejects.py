@@ -62,6 +62,9 @@ REASONS = {
     "bad_message": "a message the parser failed on unexpectedly (the error is in the detail)",
     # the model
     "model_rejected": "a row the model could not score",
+    "non_finite_prediction": "a row the model scored as NaN or infinity (an input far outside "
+                             "what it was trained on): written as a dead letter, never as "
+                             "invalid JSON",
 }
 
 

@@ -339,3 +339,38 @@ def test_uncompressed_csv_blocks_travel_as_byte_ranges(tmp_path):
     path.write_bytes(body[:100])
     with pytest.raises(IOError, match="changed while it was read"):
         pickle.loads(pickle.dumps(blocks[-1])).data
+
+
+@pytest.mark.slow
+def test_extreme_inputs_give_strict_json_and_csv_outputs(trained, tmp_path):
+    """Inputs at float32's edge: each row is a prediction or a dead letter (a non-finite
+    output is a non_finite_prediction one, see test_sinks), every output file stays strict
+    JSON, and a key with a line break survives the CSV output."""
+    _, _, m = trained
+    from tests.helpers import GOOD
+    header = ["key", *GOOD, "fare_amount"]
+    rows = [dict(GOOD, key=f"ok{i}", fare_amount=9.5) for i in range(3)]
+    for i, col in enumerate(("pickup_longitude", "pickup_latitude", "dropoff_longitude")):
+        for sign in ("", "-"):
+            rows.append(dict(GOOD, key=f"huge{i}{sign}", fare_amount=9.5,
+                             **{col: f"{sign}3.0e38"}))
+    rows.append(dict(GOOD, key="line\nbreak", fare_amount=9.5))
+    src = tmp_path / "in.csv"
+    with open(src, "w", newline="") as f:
+        w = csv.DictWriter(f, header)
+        w.writeheader()
+        w.writerows(rows)
+    out = str(tmp_path / "out")
+    s = _run(m["export_dir"], str(src), out, "--output_format", "both",
+             "--evaluate_label", "fare_amount")
+    strict = dict(parse_constant=lambda c: pytest.fail(f"{c} in a JSON output"))
+    preds = [json.loads(line, **strict) for p in glob.glob(os.path.join(out, "predictions-*.jsonl"))
+             for line in open(p) if line.strip()]
+    for name in ("summary.json", "metrics.json"):
+        json.loads(open(os.path.join(out, name)).read(), **strict)
+    rejects = read_jsonl(os.path.join(out, "rejects", "*.jsonl"))
+    assert s["reconciled"] and len(preds) + len(rejects) == len(rows)
+    assert {r["reason"] for r in rejects} <= {"non_finite_prediction", "number_out_of_range"}
+    with open(glob.glob(os.path.join(out, "predictions-*.csv"))[0], newline="") as f:
+        keys = [r[0] for r in csv.reader(f)][1:]
+    assert "line\nbreak" in keys and sorted(keys) == sorted(p["key"] for p in preds)

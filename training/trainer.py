@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from preprocessing import filesys
 from preprocessing.evaluation import EvalSums
 from training import data as data_lib
 from training import defaults
@@ -319,7 +320,7 @@ def _callbacks(cfg: TrainConfig, ckpt_dir: str, log_dir: str, ps: bool, total_st
 def _write_report(cfg: TrainConfig, metrics: dict) -> None:
     tf.io.gfile.makedirs(cfg.job_dir)
     with tf.io.gfile.GFile(os.path.join(cfg.job_dir, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
+        f.write(filesys.dumps_json(metrics, sort_keys=False))
     if metrics["history"]:
         plot_curves(metrics["history"], os.path.join(cfg.job_dir, "curves.png"))
 
