@@ -184,6 +184,7 @@ class JobConfig:
         self.image = next((c.name for c in self.schema.columns if c.transform == "image"), None)
         if self.image:
             self._init_images(o, per_pattern)
+        cli.check_output_apart(JOB, self.patterns, self.output)
         cli.check_writable(JOB, self.output)
         logging.info("Using model version %s (%s); run date %s", self.version, self.model_path,
                      self.run_date)
@@ -300,9 +301,8 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
     template = getattr(options.view_as(GoogleCloudOptions), "template_location", None)
     p = test_pipeline or beam.Pipeline(options=options)
     build_pipeline(p, cfg)
-    result = p.run()
     # Everything the job promises happens inside the pipeline (Finalize): here only wait.
-    summary = cli.wait_and_read_summary(result, template, cfg.output)
+    summary = cli.run_and_read_summary(p, template, cfg.output, cleanup=(cfg.staging,))
     if summary is not None:
         # (The counts were printed by the pipeline's Finalize step.)
         print(f"{JOB}: model version {cfg.version}; outputs in {cfg.output}/" +

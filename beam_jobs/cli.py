@@ -6,7 +6,7 @@ import json
 import logging
 import os
 import sys
-from typing import Optional
+from typing import Optional, Sequence
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -60,6 +60,16 @@ class _KnownNoise(logging.Filter):
         return not str(record.msg).startswith("Resource module is not available")
 
 
+def check_output_apart(job: str, patterns, output: str) -> None:
+    """Refuses an output that an input pattern reaches: the next run would read this run's
+    outputs back as input."""
+    from preprocessing.filesys import pattern_reaching
+    pattern = pattern_reaching(patterns, output)
+    if pattern:
+        raise JobError(job, f"--input {pattern} matches files this job writes under --output "
+                            f"{output}; put the output outside the input")
+
+
 def check_writable(job: str, output: str) -> None:
     """Fails fast when the output location cannot be written."""
     probe = FileSystems.join(output, ".write_probe")
@@ -73,11 +83,22 @@ def check_writable(job: str, output: str) -> None:
         raise JobError(job, f"output {output} is not writable: {str(e).splitlines()[0][:300]}")
 
 
-def wait_and_read_summary(result, template: Optional[str], output: str) -> Optional[dict]:
-    """What `run()` does after `p.run()`: nothing more than wait (unless only a template was
-    built) and read the summary the pipeline's finalize step wrote."""
-    if template:
-        emit(f"Built the job's template at {template}; the job publishes its own outputs.")
-        return None
-    result.wait_until_finish()
+def run_and_read_summary(p, template: Optional[str], output: str,
+                         cleanup: Sequence[str] = ()) -> Optional[dict]:
+    """What a batch job's `run()` does with its built pipeline: run it, then nothing more
+    than wait (unless only a template was built) and read the summary its Finalize step
+    wrote. When the run fails where this process sees it (e.g. a full disk), the `cleanup`
+    folders (its staging, scratch) are removed before the error goes on; a failure Finalize
+    sees is cleaned up by Finalize itself, which is all a Flex Template launch has."""
+    try:
+        result = p.run()
+        if template:
+            emit(f"Built the job's template at {template}; the job publishes its own outputs.")
+            return None
+        result.wait_until_finish()
+    except BaseException:
+        from beam_jobs.publish import remove_tree
+        for path in cleanup:
+            remove_tree(path)
+        raise
     return json.loads(read_text(FileSystems.join(output, "summary.json")))

@@ -31,7 +31,16 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.common_options import STALE_STAGING_HOURS
-from beam_jobs.publish import SUCCESS, SUMMARY, PublishLock, publish, remove_staging_dirs, remove_tree
+from beam_jobs.publish import (
+    SUCCESS,
+    SUMMARY,
+    PublishLock,
+    discard,
+    publish,
+    recover,
+    remove_staging_dirs,
+    remove_tree,
+)
 from preprocessing import counting, filesys
 from preprocessing.counting import Tallies
 from preprocessing.rejects import FILE_REASONS
@@ -67,7 +76,8 @@ class PartialInput(RuntimeError):
 
 
 class EmptyOutput(RuntimeError):
-    """An output the job cannot do without (preprocess's train split) got no rows."""
+    """No rows were read, or an output the job cannot do without (preprocess's train split)
+    got none: nothing is published, the previous output stays."""
 
 
 def summarize(info: dict, tallies: Dict[str, int], outputs: Dict[str, str],
@@ -96,9 +106,19 @@ def summarize(info: dict, tallies: Dict[str, int], outputs: Dict[str, str],
 
 
 def finalize(_, tallies, *written, spec: OutputSpec, staging: str, output: str, info: dict,
-             started: float, stale_staging_hours: float = STALE_STAGING_HOURS):
-    """The body of the Finalize step (see the module docstring). Returns the summary."""
+             started: float, stale_staging_hours: float = STALE_STAGING_HOURS,
+             scratch: Sequence[str] = ()):
+    """The body of the Finalize step (see the module docstring). Returns the summary.
+    `scratch`: this run's temporary folders, removed whatever the outcome."""
     del written  # side inputs only so that this runs after every sink has finished
+    try:
+        return _finalize(tallies, spec, staging, output, info, started, stale_staging_hours)
+    finally:
+        for path in scratch:
+            remove_tree(path)
+
+
+def _finalize(tallies, spec, staging, output, info, started, stale_staging_hours):
     job, outputs_key = spec.job, spec.outputs_key
     summary = summarize(info, dict(tallies), dict(spec.outputs), outputs_key,
                         time.time() - started)
@@ -108,24 +128,23 @@ def finalize(_, tallies, *written, spec: OutputSpec, staging: str, output: str, 
             summary[key] = json.loads(filesys.read_text(path))
     partial = {r: n for r, n in summary["rejected"]["by_reason"].items() if r in FILE_REASONS}
     summary["complete"] = not partial
-    text = filesys.dumps_json(summary)
+    filesys.write_text(FileSystems.join(staging, SUMMARY), filesys.dumps_json(summary))
     if not summary["reconciled"]:
-        filesys.write_text(FileSystems.join(staging, SUMMARY), text)
+        failed = discard(staging, output)
         raise NotReconciled(f"{job}: counts do not reconcile, nothing was published "
-                            f"(staged under {staging}): {json.dumps(summary)}")
+                            f"(summary and dead letters in {failed}): {json.dumps(summary)}")
     written_rows = summary.get(outputs_key, {}) if outputs_key else summary
     empty = [name for name in spec.require if not written_rows.get(name)]
-    if empty:
-        filesys.write_text(FileSystems.join(staging, SUMMARY), text)
-        raise EmptyOutput(f"{job}: no rows reached {', '.join(empty)} ({summary['rows_read']} "
-                          f"rows read, {summary['rejected']['total']} rejected "
-                          f"{summary['rejected']['by_reason']}); nothing was published")
+    if empty or not summary["rows_read"]:
+        failed = discard(staging, output)
+        what = f"no rows reached {', '.join(empty)}" if summary["rows_read"] else "no rows read"
+        raise EmptyOutput(f"{job}: {what} ({summary['rows_read']} rows read, "
+                          f"{summary['rejected']['total']} rejected "
+                          f"{summary['rejected']['by_reason']}); nothing was published, the "
+                          f"previous output stays (summary and dead letters in {failed})")
     with PublishLock(output, staging.rstrip("/").rsplit("/", 1)[-1], job):
-        publish(staging, output, list(spec.managed) + [SUMMARY])
-        filesys.write_text(FileSystems.join(output, SUMMARY), text)
-        if not partial:
-            filesys.write_text(FileSystems.join(output, SUCCESS), "")
-    remove_tree(staging)
+        recover(output, job)  # a publish a kill interrupted: completed before this one
+        publish(staging, output, list(spec.managed) + [SUMMARY], success=not partial)
     remove_staging_dirs(output, older_than_hours=stale_staging_hours)
     if partial:
         raise PartialInput(f"{job}: input files were cut short, corrupt or unreadable {partial} (see "
@@ -156,12 +175,12 @@ class Finalize(beam.PTransform):
 
     def __init__(self, spec: OutputSpec, staging: str, output: str, written: Sequence,
                  info: Optional[dict] = None, started: Optional[float] = None,
-                 stale_staging_hours: float = STALE_STAGING_HOURS):
+                 stale_staging_hours: float = STALE_STAGING_HOURS, scratch: Sequence[str] = ()):
         super().__init__()
         self.written = list(written)
         self.kw = dict(spec=spec, staging=staging, output=output, info=dict(info or {}),
                        started=time.time() if started is None else started,
-                       stale_staging_hours=stale_staging_hours)
+                       stale_staging_hours=stale_staging_hours, scratch=tuple(scratch))
 
     def expand(self, inputs):
         counts, rejects = inputs

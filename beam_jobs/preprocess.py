@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
+import uuid
 from typing import Callable, Optional, Tuple
 
 import apache_beam as beam
@@ -184,6 +186,7 @@ class JobConfig:
             raise cli.JobError(JOB, f"cannot read {first}: {str(e).splitlines()[0]}")
         self.schema = self._resolve_schema(o, header)
         self.preprocessing_fn = self._resolve_preprocessing_fn(o)
+        cli.check_output_apart(JOB, self.patterns, self.output)
         cli.check_writable(JOB, self.output)
 
     def _init_images(self, o):
@@ -214,6 +217,7 @@ class JobConfig:
             self.patterns = [FileSystems.join(src, "*", "*")]
             self.files = self._match(src, f"no <class>/<image> files under --input {src}")
             self.labels_header = None
+        cli.check_output_apart(JOB, self.patterns, self.output)
         cli.check_writable(JOB, self.output)
 
     def _match(self, shown: str, none_message: str):
@@ -286,15 +290,14 @@ def launch(options: PipelineOptions) -> PreprocessConfig:
     cfg = JobConfig(options)
     o = cfg.options
     local = local_runner.is_local_runner(options)
-    if o.tft_temp_dir:
-        tft_temp = o.tft_temp_dir
-    elif local:
-        tft_temp = filesys.local_tmp_dir("tft_tmp_")
-    else:
-        temp_location = options.view_as(GoogleCloudOptions).temp_location
-        if not temp_location:
+    # tf.transform's scratch: a folder of this run's own, removed whatever the outcome.
+    if o.tft_temp_dir or not local:
+        base = o.tft_temp_dir or options.view_as(GoogleCloudOptions).temp_location
+        if not base:
             raise cli.JobError(JOB, "--temp_location is required on remote runners")
-        tft_temp = FileSystems.join(temp_location, "tft_tmp")
+        tft_temp = FileSystems.join(base, f"tft_tmp-{int(time.time())}-{uuid.uuid4().hex[:8]}")
+    else:
+        tft_temp = filesys.local_tmp_dir("tft_tmp_")
     publish.warn_if_shared(JOB, cfg.output, o.stale_staging_hours)
     return PreprocessConfig(
         args=o, schema=cfg.schema, preprocessing_fn=cfg.preprocessing_fn,
@@ -366,7 +369,8 @@ def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig):
         info["inferred_columns"] = cfg.columns_report
     all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
     _ = (all_tallies, dead) | "Finalize" >> Finalize(
-        OUTPUTS, staging, cfg.output, written, info, stale_staging_hours=o.stale_staging_hours)
+        OUTPUTS, staging, cfg.output, written, info, stale_staging_hours=o.stale_staging_hours,
+        scratch=(cfg.tft_temp_dir,))
     return p
 
 
@@ -379,9 +383,9 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
     template = getattr(options.view_as(GoogleCloudOptions), "template_location", None)
     p = test_pipeline or beam.Pipeline(options=options)
     build_pipeline(p, cfg)
-    result = p.run()
     # Everything the job promises happens inside the pipeline (Finalize): here only wait.
-    return cli.wait_and_read_summary(result, template, cfg.output)
+    return cli.run_and_read_summary(p, template, cfg.output,
+                                    cleanup=(cfg.staging, cfg.tft_temp_dir))
 
 
 if __name__ == "__main__":

@@ -3,13 +3,15 @@ Beam in it (the Finalize step calls it; tests call it directly).
 
 A run writes only under its own `OUTPUT/_staging-<started>-<run>/`. `publish()` moves what
 was staged to the same place under OUTPUT, replacing what an earlier run wrote under the
-job's managed names: `_SUCCESS` is removed first (and written last by the caller), so a
-reader that waits for it never sees a mix; files are moved following a manifest, so a
-retried step resumes. Two runs into one output publish one at a time under
-`OUTPUT/_PUBLISH_LOCK` (created exclusively: O_EXCL locally, a generation-0 precondition on
-Cloud Storage); a lock older than LOCK_STALE_SECS is a killed publish's and is taken over.
-Staging folders older than --stale_staging_hours are a killed run's and are removed; younger
-ones may be a live run's.
+job's managed names: `_SUCCESS` is removed first (and written last), so a reader that waits
+for it never sees a mix. Files are moved following a manifest written first in the staging
+folder (what to move, and whether the run ends in `_SUCCESS`), so a publish that a kill
+interrupts is completed by the next run that takes the lock (`recover`), and a retried step
+resumes. Two runs into one output publish one at a time under `OUTPUT/_PUBLISH_LOCK`
+(created exclusively: O_EXCL locally, a generation-0 precondition on Cloud Storage). Its
+holder renews it every few seconds; a lock whose process is gone (same host) or that has not
+been renewed for LEASE_SECS is taken over. Staging folders older than --stale_staging_hours
+are a killed run's and are removed; younger ones may be a live run's.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import logging
 import os
 import re
 import shutil
+import socket
 import time
 import uuid
 from typing import Iterable, List, Optional, Sequence
@@ -31,8 +34,9 @@ STAGING_PREFIX = "_staging-"
 STAGING_RE = re.compile(re.escape(STAGING_PREFIX) + r"(\d+)-")
 MANIFEST = "_MANIFEST"
 LOCK = "_PUBLISH_LOCK"
-LOCK_STALE_SECS = 1800  # a publish moves files for seconds or minutes; older is a dead one
+LEASE_SECS = 30.0  # a lock not renewed for this long is a dead holder's
 SUCCESS = "_SUCCESS"
+FAILED_RUN = "_FAILED_RUN"  # what explains the last failed run (summary, dead letters)
 SUMMARY = "summary.json"
 
 
@@ -54,17 +58,57 @@ def _relative(root: str, path: str) -> str:
     return path[len(root):].lstrip("/").replace(os.sep, "/")
 
 
-def publish(staging: str, output: str, managed: Sequence[str]) -> None:
+def publish(staging: str, output: str, managed: Sequence[str], success: bool = True) -> None:
     """Moves everything under `staging` to the same place under `output`, replacing what an
-    earlier run wrote under the `managed` names (files or folders). Safe to repeat."""
+    earlier run wrote under the `managed` names (files or folders), then writes `_SUCCESS`
+    (when `success`) and removes the staging folder. Safe to repeat, and to complete from
+    another process (`recover`): the manifest says what to move and how to end."""
     manifest_path = FileSystems.join(staging, MANIFEST)
     if FileSystems.exists(manifest_path):  # a retry: the manifest names what was staged
-        staged = json.loads(filesys.read_text(manifest_path))
+        manifest = json.loads(filesys.read_text(manifest_path))
+        if isinstance(manifest, list):  # an earlier version's: the files only
+            manifest = {"files": manifest, "managed": [], "success": False}
     else:
         staged = [_relative(staging, p) for p in _list(FileSystems.join(staging, "**"))]
         if not staged:  # a retry after an attempt that published and removed the staging
             return
-        filesys.write_text(manifest_path, json.dumps(staged))
+        manifest = {"files": staged, "managed": list(managed), "success": success}
+        filesys.write_text(manifest_path, json.dumps(manifest))
+    _move(staging, output, manifest["files"], manifest["managed"])
+    if manifest["success"]:
+        filesys.write_text(FileSystems.join(output, SUCCESS), "")
+    remove_tree(staging)
+
+
+def recover(output: str, job: str) -> List[str]:
+    """Completes the publishes that a kill interrupted (staging folders holding a manifest),
+    oldest first; the caller holds the lock. Returns the staging folders completed."""
+    done = []
+    for staging in staging_dirs(output):
+        if FileSystems.exists(FileSystems.join(staging, MANIFEST)):
+            counting.emit(f"{job}: completing the publish of {staging}, interrupted earlier")
+            publish(staging, output, ())
+            done.append(staging)
+    return done
+
+
+def discard(staging: str, output: str, keep: Sequence[str] = (SUMMARY, "rejects")) -> str:
+    """A failed run: moves what explains the failure (its summary, dead letters) to
+    OUTPUT/_FAILED_RUN/ (replacing an earlier failure's) and removes the rest of its staging.
+    The published output is not touched. Returns the folder."""
+    failed = FileSystems.join(output, FAILED_RUN)
+    remove_tree(failed)
+    for rel in [_relative(staging, p) for p in _list(FileSystems.join(staging, "**"))]:
+        if rel.split("/")[0] in keep:
+            dst = FileSystems.join(failed, rel)
+            if not filesys.is_remote_path(dst):
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+            FileSystems.rename([FileSystems.join(staging, rel)], [dst])
+    remove_tree(staging)
+    return failed
+
+
+def _move(staging: str, output: str, staged: Sequence[str], managed: Sequence[str]) -> None:
     keep = set(staged)
     success = FileSystems.join(output, SUCCESS)
     if FileSystems.exists(success):
@@ -197,29 +241,49 @@ def _read_lock(path: str) -> Optional[dict]:
         return None
 
 
+def _holder_gone(held: dict, lease_secs: float) -> bool:
+    """Whether the process that holds a lock is gone: on this host, its pid is not running;
+    anywhere, it has not renewed the lock for `lease_secs`."""
+    if held.get("host") == socket.gethostname() and held.get("pid"):
+        try:
+            os.kill(int(held["pid"]), 0)
+        except ProcessLookupError:
+            return True
+        except (PermissionError, OSError, ValueError):
+            pass
+    renewed = float(held.get("renewed", held.get("since", 0)))
+    return time.time() - renewed > lease_secs
+
+
 class PublishLock:
     """`with PublishLock(output, owner, job):` holds OUTPUT/_PUBLISH_LOCK (see the module
-    docstring); waits while another run publishes, takes over a lock older than
-    `stale_secs`, and is re-entrant for the same owner (a retried step)."""
+    docstring): waits while another live run publishes, takes over the lock of one that is
+    gone, renews its own every lease_secs / 4 while held, and is re-entrant for the same
+    owner (a retried step)."""
 
-    def __init__(self, output: str, owner: str, job: str, stale_secs: float = LOCK_STALE_SECS,
+    def __init__(self, output: str, owner: str, job: str, lease_secs: float = LEASE_SECS,
                  poll_secs: float = 1.0):
         self.path = FileSystems.join(output, LOCK)
-        self.owner, self.job, self.stale, self.poll = owner, job, stale_secs, poll_secs
+        self.owner, self.job, self.lease, self.poll = owner, job, lease_secs, poll_secs
+        self._stop = None
+
+    def _record(self) -> str:
+        now = time.time()
+        return json.dumps({"owner": self.owner, "since": now, "renewed": now,
+                           "host": socket.gethostname(), "pid": os.getpid()})
 
     def __enter__(self):
         told = False
-        while not _create_exclusive(self.path, json.dumps({"owner": self.owner,
-                                                             "since": time.time()})):
+        while not _create_exclusive(self.path, self._record()):
             held = _read_lock(self.path)
             if held is None:
                 time.sleep(self.poll / 10)
                 continue
             if held.get("owner") == self.owner:
                 break
-            if time.time() - float(held.get("since", 0)) > self.stale:
-                logging.warning("%s: taking over a publish lock of %s held since %s (a killed "
-                                "run's)", self.job, held.get("owner"), held.get("since"))
+            if _holder_gone(held, self.lease):
+                logging.warning("%s: taking over the publish lock of run %s (its process is "
+                                "gone)", self.job, held.get("owner"))
                 try:
                     FileSystems.delete([self.path])
                 except Exception:  # another waiter took it over first
@@ -230,9 +294,24 @@ class PublishLock:
                              f"publishing into the same output")
                 told = True
             time.sleep(self.poll)
+        self._renew_in_background()
         return self
 
+    def _renew_in_background(self):
+        import threading
+        self._stop = threading.Event()
+
+        def renew():
+            while not self._stop.wait(self.lease / 4):
+                held = _read_lock(self.path)
+                if held is None or held.get("owner") != self.owner:
+                    return
+                filesys.write_text(self.path, json.dumps(dict(held, renewed=time.time())))
+        threading.Thread(target=renew, daemon=True, name="publish-lock").start()
+
     def __exit__(self, *exc):
+        if self._stop is not None:
+            self._stop.set()
         held = _read_lock(self.path)
         if held is not None and held.get("owner") == self.owner:
             FileSystems.delete([self.path])

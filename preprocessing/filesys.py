@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from typing import List, Optional, Sequence
 
@@ -18,6 +19,31 @@ def is_remote_path(path: str) -> bool:
 
 def split_patterns(text: str) -> List[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
+
+
+# Files a job writes under its output (and staging, failed-run folders): an input pattern
+# that matches one of these would read a run's output back as input.
+_OUTPUT_PROBES = ("x.csv", "x.csv.gz", "x.json", "x.jsonl", "x.tfrecord", "summary.json",
+                  "metrics.json", "predictions-00000-of-00001.jsonl",
+                  "predictions-00000-of-00001.csv", "rejects/rejects-00000-of-00001.jsonl",
+                  "train/part-00000-of-00001.tfrecord.gz", "_staging-1-a/x.csv",
+                  "_staging-1-a/rejects/rejects-00000-of-00001.jsonl",
+                  "_FAILED_RUN/rejects/rejects-00000-of-00001.jsonl")
+
+
+def pattern_reaching(patterns: Sequence[str], output: str) -> Optional[str]:
+    """The first input pattern that matches files a job writes under `output` (by Beam's
+    own glob rules: `*` stays within a folder, `**` crosses folders), or None."""
+    from apache_beam.io.filesystem import FileSystem
+
+    def norm(path: str) -> str:
+        return path if is_remote_path(path) else os.path.abspath(path)
+    out = norm(output).rstrip("/")
+    for pattern in patterns:
+        rx = re.compile(FileSystem.translate_pattern(norm(pattern)))
+        if any(rx.match(f"{out}/{name}") for name in _OUTPUT_PROBES):
+            return pattern
+    return None
 
 
 def match_by_pattern(patterns: Sequence[str]) -> List[List[str]]:

@@ -4,6 +4,7 @@ labelled images, count what is transformed, and write splits, the transform and 
 from __future__ import annotations
 
 import os
+import shutil
 
 import apache_beam as beam
 import numpy as np
@@ -161,6 +162,7 @@ class WriteTransformOutput(beam.PTransform):
         def publish(_):
             for name in ("transform_fn", "transformed_metadata"):
                 filesys.copy_local_tree(os.path.join(staging, name), FileSystems.join(output, name))
+            shutil.rmtree(staging, ignore_errors=True)
 
         return (transform_fn
                 | "WriteTransformFnLocally" >> tft_beam.WriteTransformFn(staging)

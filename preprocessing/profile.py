@@ -187,15 +187,20 @@ def read_csv_tables(stream: BinaryIO, delimiter: str = ",", block_bytes: int = 8
     except ValueError as e:
         raise SchemaError(str(e)) from None
     names = [f"c{i}" for i in range(len(header))]
-    reader = pacsv.open_csv(
-        stream,
-        read_options=pacsv.ReadOptions(block_size=block_bytes, use_threads=True,
-                                       column_names=names),
-        parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True,
-                                          invalid_row_handler=lambda row: "skip"),
-        convert_options=pacsv.ConvertOptions(
-            check_utf8=False, strings_can_be_null=False, quoted_strings_can_be_null=False,
-            column_types={n: pa.string() for n in names}))
+    try:
+        reader = pacsv.open_csv(
+            stream,
+            read_options=pacsv.ReadOptions(block_size=block_bytes, use_threads=True,
+                                           column_names=names),
+            parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True,
+                                              invalid_row_handler=lambda row: "skip"),
+            convert_options=pacsv.ConvertOptions(
+                check_utf8=False, strings_can_be_null=False, quoted_strings_can_be_null=False,
+                column_types={n: pa.string() for n in names}))
+    except pa.ArrowInvalid as e:
+        if "Empty CSV" not in str(e):
+            raise
+        return header, iter(())  # a header and no rows
 
     def tables():
         for batch in reader:

@@ -120,9 +120,10 @@ def test_finalize_fails_the_job_when_counts_do_not_reconcile(tmp_path):
     p, out = _finalize_pipeline(tmp_path, [("rows_read", 5), ("rows_out", 2)], [reject])
     with pytest.raises(Exception, match="counts do not reconcile"):
         p.run().wait_until_finish()
-    # Nothing published: the previous output is as it was.
-    assert sorted(os.listdir(out)) == ["_SUCCESS", "_staging-x", "part-old"]
-    staged = json.load(open(os.path.join(out, "_staging-x", "summary.json")))
+    # Nothing published: the previous output is as it was; the failed run's staging is gone
+    # but for what explains the failure (its summary, dead letters).
+    assert sorted(os.listdir(out)) == ["_FAILED_RUN", "_SUCCESS", "part-old"]
+    staged = json.load(open(os.path.join(out, "_FAILED_RUN", "summary.json")))
     assert staged["rows_read"] == 5 and staged["rejected"]["by_reason"] == {"bad_row": 1}
     assert not staged["reconciled"]
 
@@ -139,21 +140,91 @@ def test_finalize_publishes_when_counts_reconcile(tmp_path):
     assert summary["rows_out"] == 2 and summary["reconciled"] and summary["x"] == 1
 
 
-def test_publish_resumes_after_a_partial_attempt(tmp_path):
-    out, staging = tmp_path / "out", tmp_path / "out" / "_staging-r"
-    for rel in ("train/a", "train/b", "rejects/r"):
+def _staged(out, run, files):
+    staging = out / f"{publish.STAGING_PREFIX}{int(time.time())}-{run}"
+    for rel, text in files.items():
         (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-        (staging / rel).write_text(rel)
-    (out / "train").mkdir(parents=True, exist_ok=True)
+        (staging / rel).write_text(text)
+    return staging
+
+
+def test_a_publish_a_kill_interrupts_is_completed_by_the_next_lock_holder(tmp_path,
+                                                                          monkeypatch):
+    out = tmp_path / "out"
+    (out / "train").mkdir(parents=True)
     (out / "train" / "old").write_text("old")
-    publish.publish(str(staging), str(out), ["train", "rejects"])
-    first = _tree(str(out / "train"))
-    # A retry after the step died mid-way: one file back in staging, as before its move.
-    (staging / "train").mkdir(parents=True, exist_ok=True)
-    os.rename(out / "train" / "b", staging / "train" / "b")
-    publish.publish(str(staging), str(out), ["train", "rejects"])
-    assert _tree(str(out / "train")) == first == {"a": b"train/a", "b": b"train/b"}
-    assert (out / "rejects" / "r").read_text() == "rejects/r"
+    (out / publish.SUCCESS).write_text("")
+    staging = _staged(out, "r", {"train/a": "a", "train/b": "b", "rejects/r": "r",
+                                 "summary.json": "{}"})
+    rename, moves = publish.FileSystems.rename, []
+
+    def dies_after_one(src, dst):  # the process is killed after its first move
+        if moves:
+            raise KeyboardInterrupt("killed")
+        moves.append(src)
+        return rename(src, dst)
+    monkeypatch.setattr(publish.FileSystems, "rename", dies_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        publish.publish(str(staging), str(out), ["train", "rejects", "summary.json"])
+    monkeypatch.setattr(publish.FileSystems, "rename", rename)
+    # Neither output is whole now, and no reader takes it: _SUCCESS went first.
+    assert not (out / publish.SUCCESS).exists() and staging.exists()
+    with publish.PublishLock(str(out), "next", "job"):
+        assert publish.recover(str(out), "job") == [str(staging)]
+    assert _tree(str(out / "train")) == {"a": b"a", "b": b"b"}
+    assert (out / "rejects" / "r").read_text() == "r" and (out / publish.SUCCESS).exists()
+    assert not staging.exists()
+
+
+def test_a_retried_publish_resumes(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    staging = _staged(out, "r", {"train/a": "a", "train/b": "b"})
+    rename = publish.FileSystems.rename
+    calls = []
+
+    def fails_once(src, dst):
+        calls.append(src)
+        if len(calls) == 2:
+            raise OSError("transient")
+        return rename(src, dst)
+    monkeypatch.setattr(publish.FileSystems, "rename", fails_once)
+    with pytest.raises(OSError):
+        publish.publish(str(staging), str(out), ["train"], success=False)
+    publish.publish(str(staging), str(out), ["train"], success=False)
+    assert _tree(str(out / "train")) == {"a": b"a", "b": b"b"}
+    assert not (out / publish.SUCCESS).exists() and not staging.exists()
+
+
+def test_a_lock_whose_process_is_gone_is_taken_over_at_once(tmp_path):
+    import socket
+    out = tmp_path / "out"
+    out.mkdir()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    now = time.time()
+    (out / publish.LOCK).write_text(json.dumps({"owner": "killed", "since": now,
+                                                "renewed": now, "pid": gone.pid,
+                                                "host": socket.gethostname()}))
+    t0 = time.time()
+    with publish.PublishLock(str(out), "me", "job", poll_secs=0.05):
+        assert json.loads((out / publish.LOCK).read_text())["owner"] == "me"
+    assert time.time() - t0 < 5
+    # Elsewhere, a holder that stopped renewing is gone once its lease has passed.
+    (out / publish.LOCK).write_text(json.dumps({"owner": "far", "since": now - 60,
+                                                "renewed": now - 60, "pid": 1,
+                                                "host": "another-host"}))
+    with publish.PublishLock(str(out), "me", "job", lease_secs=30, poll_secs=0.05):
+        pass
+    assert time.time() - t0 < 10
+
+
+def test_a_held_lock_is_renewed_so_it_is_not_taken_over(tmp_path):
+    out = tmp_path / "out"
+    with publish.PublishLock(str(out), "slow", "job", lease_secs=0.4):
+        first = json.loads((out / publish.LOCK).read_text())["renewed"]
+        time.sleep(0.5)
+        assert json.loads((out / publish.LOCK).read_text())["renewed"] > first
+        assert not publish._holder_gone(json.loads((out / publish.LOCK).read_text()), 0.4)
 
 
 @pytest.mark.slow
@@ -261,3 +332,57 @@ def test_a_killed_publishs_lock_is_taken_over(tmp_path):
         waited = time.time() - t0
     timer.join()
     assert waited >= 0.45
+
+
+def test_an_output_the_input_glob_reaches_is_refused_at_launch(tmp_path):
+    from beam_jobs import preprocess
+    from beam_jobs.cli import JobError
+    (tmp_path / "in.csv").write_text("id,x,y\na,1,2\n")
+    with pytest.raises(JobError, match="put the output outside the input"):
+        preprocess.run(["--input", str(tmp_path / "**"), "--output", str(tmp_path / "out"),
+                        "--label_column", "y"])
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_failed_run_keeps_the_previous_output_and_leaves_no_scratch(tmp_path):
+    """A run that reads no rows publishes nothing (the last complete output stays, with its
+    _SUCCESS); its staging goes but for what explains it; tf.transform's scratch is removed
+    after a success and after a failure."""
+    import shutil
+
+    from beam_jobs import preprocess
+    src, empty, out, scratch = (tmp_path / "in.csv", tmp_path / "empty.csv",
+                                str(tmp_path / "out"), tmp_path / "scratch")
+    src.write_text("id,x,y\n" + "".join(f"r{i},{i},{i % 5}\n" for i in range(100)))
+    empty.write_text("id,x,y\n")
+    preprocess.run(["--input", str(src), "--output", out, "--label_column", "y",
+                    "--tft_temp_dir", str(scratch)])
+    # The next run (its input has no rows) uses the schema the first one inferred.
+    shutil.copy(os.path.join(out, "raw_schema.json"), tmp_path / "spec.json")
+    args = ["--output", out, "--schema_spec", str(tmp_path / "spec.json"),
+            "--tft_temp_dir", str(scratch)]
+    before = _tree(out)
+    assert os.listdir(scratch) == []
+    with pytest.raises(Exception, match="no rows read"):
+        preprocess.run(["--input", str(empty), *args])
+    after = _tree(out)
+    assert {k: v for k, v in after.items() if not k.startswith("_FAILED_RUN")} == before
+    assert json.load(open(os.path.join(out, "_FAILED_RUN", "summary.json")))["rows_read"] == 0
+    assert not glob.glob(os.path.join(out, "_staging-*")) and os.listdir(scratch) == []
+
+
+def test_a_run_that_fails_where_run_sees_it_removes_its_staging(tmp_path):
+    from beam_jobs import cli
+
+    class Failing:
+        def run(self):
+            raise OSError("No space left on device")
+    staging, scratch = tmp_path / "out" / "_staging-1-a", tmp_path / "tft"
+    for d in (staging / "train", scratch):
+        d.mkdir(parents=True)
+        (d / "f").write_text("x")
+    with pytest.raises(OSError, match="No space"):
+        cli.run_and_read_summary(Failing(), None, str(tmp_path / "out"),
+                                 cleanup=(str(staging), str(scratch)))
+    assert not staging.exists() and not scratch.exists()
