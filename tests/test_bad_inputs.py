@@ -1,5 +1,6 @@
 """Bad inputs the jobs meet on users' real data: each gets a clear error or a dead letter with
 its reason, and the counts reconcile."""
+import glob
 import io
 import json
 import os
@@ -64,7 +65,7 @@ def test_duplicate_header_names_fail_fast_naming_the_column(small_csv, tmp_path)
 def test_a_header_only_file_fails_instead_of_publishing_empty_splits(small_csv, tmp_path):
     header = _csv(tmp_path, "header.csv", open(small_csv).readline())
     out = tmp_path / "out"
-    with pytest.raises(Exception, match="no rows reached train"):
+    with pytest.raises(Exception, match="no rows read"):
         preprocess.run(["--input", header, "--output", str(out), "--schema_spec", TAXI_SPEC])
     assert not (out / "_SUCCESS").exists() and not (out / "train").exists()
 
@@ -348,8 +349,10 @@ def test_a_gzip_bomb_is_read_with_bounded_memory(small_csv, tmp_path):
     # Reading that line whole takes over 3 GB on top of the job (~0.8 GB); streamed, the
     # job stays near its own size (0.8-1.5 GB seen).
     assert int(rss) < 2500, rss
-    staged = read_jsonl(str(tmp_path / "o" / "_staging-*" / "rejects" / "*.jsonl"))
-    assert [r["reason"] for r in staged] == ["record_too_large"]  # (not published)
+    # Not published: the failed run keeps its dead letters in _FAILED_RUN/.
+    failed = read_jsonl(str(tmp_path / "o" / "_FAILED_RUN" / "rejects" / "*.jsonl"))
+    assert [r["reason"] for r in failed] == ["record_too_large"]
+    assert not glob.glob(str(tmp_path / "o" / "_staging-*"))
 
 
 def test_an_incomplete_newer_model_version_is_skipped(tmp_path, caplog):
