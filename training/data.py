@@ -13,9 +13,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+import numpy as np
 import tensorflow as tf
 
 from preprocessing.schema import RAW_SCHEMA_FILE, Schema
+from training import guards
 from training.target import LabelScaler, read_labels
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -155,7 +157,13 @@ def load_feature_info(data_dir: str, label_key: Optional[str] = None) -> Feature
             split_rows = json.load(f).get("splits", {})
     scaler = None
     if task == "regression":
-        scaler = LabelScaler.fit(read_labels(split_files(data_dir, "train"), label))
+        labels = read_labels(split_files(data_dir, "train"), label)
+        guards.check_labels_finite(labels, schema.label if not label_key else label_key)
+        guards.check_label(task, n_classes, class_names,
+                           float(np.std(labels)) if len(labels) > 1 else None)
+        scaler = LabelScaler.fit(labels)
+    else:
+        guards.check_label(task, n_classes, class_names, None)
     return FeatureInfo(label=label, task=task, numeric=numeric,
                        categorical=categorical, feature_spec=spec, n_classes=n_classes,
                        class_names=class_names, split_rows=split_rows, raw_schema=schema,

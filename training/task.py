@@ -27,10 +27,12 @@ def main(argv=None) -> int:
     except ConfigError as e:
         parser.error(str(e))
     from training.data import EmptySplitError, LabelKeyError
+    from training.guards import TrainingError
     from training.trainer import train_and_evaluate
     try:
         metrics = train_and_evaluate(cfg)
-    except (FileNotFoundError, EmptySplitError, LabelKeyError, AttributeError, TypeError) as e:
+    except (FileNotFoundError, EmptySplitError, LabelKeyError, TrainingError, AttributeError,
+            TypeError) as e:
         # Includes a --model_module without build_model, or returning no tf_keras Model.
         print(f"training.task: error: {e}", file=sys.stderr)
         return 2

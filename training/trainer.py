@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -27,7 +26,7 @@ import tf_keras as keras
 from preprocessing import filesys
 from preprocessing.evaluation import EvalSums
 from training import data as data_lib
-from training import defaults
+from training import defaults, guards
 from training.config import TrainConfig
 from training.export import export_model, next_version_dir
 from training.model import build_model, compile_model
@@ -37,7 +36,7 @@ log = logging.getLogger("training")
 
 # ---- cluster / strategy ------------------------------------------------------------------------
 def tf_config() -> dict:
-    return json.loads(os.environ.get("TF_CONFIG") or "{}")
+    return guards.read_tf_config(os.environ.get("TF_CONFIG"))
 
 
 def task_info() -> tuple:
@@ -296,7 +295,7 @@ def _fit_inputs(kind: str, strategy, train_fn, val_fn, val_steps: int):
 
 
 def _callbacks(cfg: TrainConfig, ckpt_dir: str, log_dir: str, ps: bool, total_steps: int,
-               patience: int, validates: bool):
+               patience: int, validates: bool, cause=lambda: "an extreme label or feature"):
     """(callbacks, the progress logger). Keras allows no batch-level callbacks under
     ParameterServerStrategy: epoch-level there."""
     progress = (ProgressLogger if ps else StepProgressLogger)(total_steps)
@@ -310,6 +309,7 @@ def _callbacks(cfg: TrainConfig, ckpt_dir: str, log_dir: str, ps: bool, total_st
                                         save_weights_only=True),
         PruneCheckpoints(ckpt_dir, cfg.keep_checkpoints),
         keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch"),
+        (guards.StopOnNonFiniteEpoch if ps else guards.StopOnNonFinite)(cause),
     ]
     if patience and validates:
         callbacks.append(keras.callbacks.EarlyStopping(
@@ -350,8 +350,18 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
     scratch = None if chief else tempfile.mkdtemp(prefix="worker_scratch_")
     ckpt_dir = cfg.checkpoint_dir if chief else os.path.join(scratch, "ckpt")
     log_dir = cfg.tensorboard_dir if chief else os.path.join(scratch, "logs")
+    if chief:  # a checkpoint made on other data is not resumed
+        guards.check_resume(cfg.checkpoint_dir, guards.data_fingerprint(cfg.data_dir),
+                            os.path.join(cfg.checkpoint_dir, "backup"))
+
+    def cause() -> str:
+        found = guards.extreme_columns(data_lib.make_dataset_fn(
+            train_files, info, cfg.batch_size, training=False)())
+        return ("extreme values in " + ", ".join(found) if found else
+                "no extreme value seen in the first batches; try a lower --learning_rate")
     callbacks, progress = _callbacks(cfg, ckpt_dir, log_dir, kind == "parameter_server",
-                                     epochs * steps_per_epoch, patience, bool(val_kwargs))
+                                     epochs * steps_per_epoch, patience, bool(val_kwargs),
+                                     cause)
     started = time.time()
     history = model.fit(train_data, epochs=epochs, steps_per_epoch=steps_per_epoch,
                         callbacks=callbacks, verbose=cfg.verbose if chief else 0, **val_kwargs)

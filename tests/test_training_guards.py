@@ -1,0 +1,84 @@
+"""Training refuses runs that would export garbage, each with one line: a bad TF_CONFIG, a
+label with one value or extreme values, a loss that stops being a number, and a checkpoint
+made on other data."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.helpers import ROOT
+from training import guards
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{oops", "TF_CONFIG is not JSON"),
+    ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 2}}',
+     "task worker:2 is not in the cluster"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "boss", "index": 0}}',
+     "task type 'boss'"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": "0"}}',
+     "task index '0'"),
+])
+def test_a_bad_tf_config_is_one_line_naming_it(text, message):
+    with pytest.raises(guards.TrainingError, match=message):
+        guards.read_tf_config(text)
+
+
+def test_a_good_tf_config_passes():
+    cfg = {"cluster": {"chief": ["a:1"], "worker": ["b:1"], "ps": ["c:1"]},
+           "task": {"type": "ps", "index": 0}}
+    assert guards.read_tf_config(json.dumps(cfg)) == cfg
+    assert guards.read_tf_config("") == {}
+
+
+def test_a_checkpoint_made_on_other_data_is_not_resumed(tmp_path):
+    ckpt, backup = str(tmp_path / "ckpt"), tmp_path / "ckpt" / "backup"
+    first = {"schema": "s1", "train": "t1", "data_dir": "/d1"}
+    guards.check_resume(ckpt, first, str(backup))  # a fresh start records the data
+    backup.mkdir(parents=True)
+    (backup / "chief").write_text("state")
+    guards.check_resume(ckpt, first, str(backup))  # same data: resumes
+    with pytest.raises(guards.TrainingError, match="train differ.*new --job_dir"):
+        guards.check_resume(ckpt, dict(first, train="t2", data_dir="/d2"), str(backup))
+
+
+def test_a_non_finite_loss_stops_training_with_its_cause():
+    import tf_keras as keras
+    model = keras.Sequential([keras.layers.Dense(1, input_shape=(2,))])
+    model.compile("sgd", "mse")
+    x = np.array([[1.0, 2.0]] * 64, np.float32)
+    y = np.full(64, 3.0e38, np.float32)  # squared: infinity
+    stop = guards.StopOnNonFinite(lambda: "extreme values in y")
+    with pytest.raises(guards.TrainingError, match="loss became (inf|nan).*extreme values in y"):
+        model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[stop])
+
+
+def _prep(tmp_path, rows, label):
+    from beam_jobs import preprocess
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    src = tmp_path / "in.csv"
+    src.write_text("id,x,z,y\n" + "".join(rows))
+    out = str(tmp_path / "prep")
+    preprocess.run(["--input", str(src), "--output", out, "--label_column", label])
+    return out
+
+
+def _train(data_dir, job):
+    return subprocess.run([sys.executable, "-m", "training.task", "--data_dir", data_dir,
+                           "--job_dir", job, "--epochs", "1", "--verbose", "0"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_an_extreme_label_and_a_single_class_fail_fast_with_one_line(tmp_path):
+    rows = [f"r{i},{i % 17},{i % 5},{(i % 13) * 1.5}\n" for i in range(300)]
+    rows[7] = "r7,3,1,1e30\n"
+    r = _train(_prep(tmp_path / "a", rows, "y"), str(tmp_path / "job_a"))
+    assert r.returncode == 2 and "label 'y'" in r.stderr and "1e+30" in r.stderr
+    assert not os.path.exists(tmp_path / "job_a" / "export")
+    rows = [f"r{i},{i % 17},{i % 5},only\n" for i in range(300)]
+    r = _train(_prep(tmp_path / "b", rows, "y"), str(tmp_path / "job_b"))
+    assert r.returncode == 2 and "1 class(es)" in r.stderr, r.stderr[-2000:]
