@@ -209,6 +209,36 @@ class Schema:
             out[x.name] = x.hash_buckets
         return out
 
+    def transformed_origins(self) -> list:
+        """(transformed feature name, what makes it) for every output of the
+        preprocessing_fn (preprocessing/transform.py), in order."""
+        out = []
+        for c in self.feature_columns():
+            name = self.tf_names[c.name]
+            what = f"column '{c.name}'"
+            if c.transform == "datetime":
+                out += [(f"{name}_{p}", f"{what} ({p})") for p in c.parts]
+            else:
+                out.append((name, what))
+            if c.transform == "numeric":
+                out.append((f"{name}_bucket", f"{what} (quantile bucket)"))
+            if c.imputed:
+                out.append((f"{name}_missing", f"{what} (missing flag)"))
+        out += [(d.name, f"derived '{d.name}'") for d in self.derived]
+        out += [(x.name, f"cross {list(x.features)}") for x in self.crosses]
+        out.append((self.tf_names[self.label], f"label '{self.label}'"))
+        if self.key:
+            out.append((self.tf_names[self.key], f"key '{self.key}'"))
+        return out
+
+    def _check_unique_outputs(self) -> None:
+        seen = {}
+        for name, what in self.transformed_origins():
+            if name in seen:
+                raise SchemaError(f"{seen[name]} and {what} both make the transformed feature "
+                                  f"'{name}': rename one of the columns")
+            seen[name] = what
+
     def numeric_outputs(self) -> tuple:
         names = [self.tf_names[c.name] for c in self.feature_columns()
                  if c.transform in ("numeric", "zscore", "scale_0_1", "passthrough")]
@@ -286,6 +316,7 @@ class Schema:
                         f"(one of {sorted(k for k in categorical if not k.startswith('cross_'))})")
             if x.hash_buckets < 1:
                 raise SchemaError(f"cross {list(x.features)}: hash_buckets must be >= 1")
+        self._check_unique_outputs()
 
     # ---- (de)serialisation ---------------------------------------------------------------
     def to_dict(self) -> dict:

@@ -15,7 +15,7 @@ Transformed feature names (`<name>`: the column's TensorFlow name, schema.tf_nam
                                                  0=Monday, month 0-11, day 0-30, minute 0-59)
   crosses                                     -> int64 `cross_<a>_x_<b>`
   label                                       -> float32 (regression) or int64 class index
-                                                 (classification; vocab file `label`; -1 when
+                                                 (classification; vocab file `_label_classes`; -1 when
                                                  the class was never seen in train)
   key                                         -> string, passed through for joins
 """
@@ -26,7 +26,7 @@ import tensorflow_transform as tft
 
 from preprocessing.schema import Schema
 
-LABEL_VOCAB = "label"
+LABEL_VOCAB = "_label_classes"  # column vocabularies are named after TF names: never "_..."
 
 
 def datetime_parts(s: tf.Tensor) -> dict:

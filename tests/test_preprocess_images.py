@@ -10,6 +10,7 @@ import tensorflow as tf
 from PIL import Image
 
 from beam_jobs import preprocess
+from preprocessing.transform import LABEL_VOCAB
 from tests.helpers import read_examples, read_jsonl
 from tools import shapes as shape_gen
 
@@ -58,7 +59,7 @@ def test_class_folders_with_bad_images(shapes, tmp_path):
     rejects = read_jsonl(os.path.join(out, "rejects", "*.jsonl"))
     assert {os.path.basename(r["source"]): r["reason"] for r in rejects} == expected
     import tensorflow_transform as tft
-    vocab = [v.decode() for v in tft.TFTransformOutput(out).vocabulary_by_name("label")]
+    vocab = [v.decode() for v in tft.TFTransformOutput(out).vocabulary_by_name(LABEL_VOCAB)]
     assert sorted(vocab) == sorted(shape_gen.CLASSES)
     records = _read(out)
     n = 0

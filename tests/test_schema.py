@@ -118,3 +118,16 @@ def test_parse_csv_sample_handles_quotes():
     assert header == ["a", "b"] and rows == [["1", "x, y"], ["2", "multi\nline"]]
     with pytest.raises(SchemaError, match="empty"):
         parse_csv_sample("")
+
+
+def test_two_columns_that_make_one_transformed_feature_are_refused():
+    from preprocessing.schema import ColumnSpec, Schema, SchemaError
+    with pytest.raises(SchemaError, match="column 'ts_hour' and column 'ts' \\(hour\\) both "
+                                          "make the transformed feature 'ts_hour'"):
+        Schema(columns=(ColumnSpec("ts_hour", "float", "zscore"),
+                        ColumnSpec("ts", "string", "datetime"), ColumnSpec("y", "float")),
+               label="y", task="regression")
+    with pytest.raises(SchemaError, match="'x_bucket'"):
+        Schema(columns=(ColumnSpec("x", "float", "numeric"),
+                        ColumnSpec("x_bucket", "float", "zscore"), ColumnSpec("y", "float")),
+               label="y", task="regression")

@@ -82,3 +82,26 @@ def test_an_extreme_label_and_a_single_class_fail_fast_with_one_line(tmp_path):
     rows = [f"r{i},{i % 17},{i % 5},only\n" for i in range(300)]
     r = _train(_prep(tmp_path / "b", rows, "y"), str(tmp_path / "job_b"))
     assert r.returncode == 2 and "1 class(es)" in r.stderr, r.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_feature_named_label_keeps_the_real_labels_classes(tmp_path):
+    """A string feature called `label` beside the label `species`: each keeps its own
+    vocabulary, so every train row has its class (none is -1, unknown)."""
+    import tensorflow_transform as tft
+
+    from beam_jobs import preprocess
+    from preprocessing.transform import LABEL_VOCAB
+    from tests.helpers import read_examples
+    src = tmp_path / "in.csv"
+    src.write_text("id,label,x,species\n" + "".join(
+        f"r{i},tag{i % 4},{i % 11},{['adelie', 'gentoo', 'chinstrap'][i % 3]}\n"
+        for i in range(300)))
+    out = str(tmp_path / "prep")
+    preprocess.run(["--input", str(src), "--output", out, "--label_column", "species"])
+    tft_out = tft.TFTransformOutput(out)
+    classes = sorted(v.decode() for v in tft_out.vocabulary_by_name(LABEL_VOCAB))
+    assert classes == ["adelie", "chinstrap", "gentoo"]
+    got = read_examples(os.path.join(out, "train", "*.tfrecord.gz"),
+                        {"species": tft_out.transformed_feature_spec()["species"]})
+    assert got["species"] and min(got["species"]) >= 0

@@ -148,7 +148,7 @@ def load_feature_info(data_dir: str, label_key: Optional[str] = None) -> Feature
         class_names = [str(i) for i in range(n_classes)]
     elif task == "classification":
         class_names = [v.decode() if isinstance(v, bytes) else str(v)
-                       for v in tft_out.vocabulary_by_name("label")]
+                       for v in _label_vocabulary(tft_out)]
         n_classes = len(class_names)
     split_rows = {}
     summary = os.path.join(data_dir, "summary.json")
@@ -168,6 +168,15 @@ def load_feature_info(data_dir: str, label_key: Optional[str] = None) -> Feature
                        categorical=categorical, feature_spec=spec, n_classes=n_classes,
                        class_names=class_names, split_rows=split_rows, raw_schema=schema,
                        image=image, label_scaler=scaler)
+
+
+def _label_vocabulary(tft_out) -> list:
+    """The label's classes (outputs of earlier versions named that vocabulary `label`)."""
+    from preprocessing.transform import LABEL_VOCAB
+    try:
+        return tft_out.vocabulary_by_name(LABEL_VOCAB)
+    except (ValueError, OSError, tf.errors.NotFoundError):
+        return tft_out.vocabulary_by_name("label")
 
 
 def split_files(data_dir: str, split: str) -> List[str]:
