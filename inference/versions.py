@@ -44,7 +44,9 @@ def list_versions(base: str):
     for m in matches:
         version_dir = m.path[: -len("/saved_model.pb")]
         name = version_dir.rstrip("/").split("/")[-1]
-        if not name.isdigit():
+        if not (name.isascii() and name.isdigit()):  # '²'.isdigit() is True too
+            logging.warning("ignoring %s under the model folder: a version is a folder named "
+                            "by digits (0-9) only", version_dir)
             continue
         if not is_complete(version_dir):
             logging.warning("skipping model version %s: incomplete (no variables or no %s)",

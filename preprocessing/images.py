@@ -100,6 +100,8 @@ def normalize_image(data: bytes, name: str = "", limits: ImageLimits = ImageLimi
     try:
         img = Image.open(io.BytesIO(data))
         fmt = img.format or "?"
+    except Image.DecompressionBombError as e:  # PIL's own bound, past twice its pixel limit
+        raise Reject("too_many_pixels", str(e)[:200]) from None
     except Exception as e:  # PIL raises UnidentifiedImageError and friends
         if "too large" in str(e).lower():  # e.g. a PNG text chunk over PIL's bound
             raise Reject("oversized_metadata", str(e)[:200]) from None

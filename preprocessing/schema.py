@@ -79,6 +79,7 @@ RAW_SCHEMA_FILE = "raw_schema.json"
 # Where an export keeps the raw schema it serves (inside the SavedModel folder).
 RAW_SCHEMA_ASSET = "assets.extra/" + RAW_SCHEMA_FILE
 TASKS = ("regression", "classification")
+MAX_SPEC_BYTES = 1 << 20  # a spec is a few KB; a larger file is not one
 # Accepts '2025-01-31 13:45:00', '2025-01-31T13:45:00' and a trailing zone word ('UTC').
 
 
@@ -387,8 +388,7 @@ class Schema:
     def loads(cls, text: str, path_hint: str = "") -> "Schema":
         try:
             if path_hint.endswith((".yaml", ".yml")):
-                import yaml
-                data = yaml.safe_load(text)
+                data = _load_yaml(text)
             else:
                 data = json.loads(text)
         except Exception as e:  # the parser's own message is the useful part
@@ -400,7 +400,12 @@ class Schema:
         from apache_beam.io.filesystems import FileSystems
         try:
             with FileSystems.open(path) as f:
-                text = f.read().decode("utf-8")
+                raw = f.read(MAX_SPEC_BYTES + 1)
+            if len(raw) > MAX_SPEC_BYTES:
+                raise SchemaError(f"spec file {path} is over {MAX_SPEC_BYTES >> 20} MiB")
+            text = raw.decode("utf-8")
+        except SchemaError:
+            raise
         except Exception as e:
             raise SchemaError(f"cannot read spec file {path}: {e}") from None
         return cls.loads(text, path)
@@ -412,3 +417,18 @@ class Schema:
 
     def with_overrides(self, **kw) -> "Schema":
         return dataclasses.replace(self, **kw)
+
+
+def _load_yaml(text: str):
+    """A YAML spec without aliases: `*name` references can expand a few hundred bytes into
+    gigabytes ("billion laughs"), and a spec never needs them."""
+    import yaml
+
+    class NoAliases(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark
+                raise yaml.YAMLError(f"aliases (*name) are not allowed in a spec (line "
+                                     f"{mark.line + 1})")
+            return super().compose_node(parent, index)
+    return yaml.load(text, Loader=NoAliases)

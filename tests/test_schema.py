@@ -131,3 +131,20 @@ def test_two_columns_that_make_one_transformed_feature_are_refused():
         Schema(columns=(ColumnSpec("x", "float", "numeric"),
                         ColumnSpec("x_bucket", "float", "zscore"), ColumnSpec("y", "float")),
                label="y", task="regression")
+
+
+def test_a_yaml_spec_with_aliases_is_refused_before_it_expands(tmp_path):
+    import time
+    bomb = ["columns: [{name: y, type: float}]", "label: y", 'a: &a ["lol","lol","lol","lol"]']
+    for i in range(1, 12):  # each level 9x the last: 4 * 9**11 strings if expanded
+        bomb.append(f"{chr(97 + i)}: &{chr(97 + i)} [{', '.join(['*' + chr(96 + i)] * 9)}]")
+    path = tmp_path / "bomb.yaml"
+    path.write_text("\n".join(bomb) + "\n")
+    t0 = time.time()
+    with pytest.raises(SchemaError, match="aliases"):
+        Schema.load(str(path))
+    assert time.time() - t0 < 5
+    big = tmp_path / "big.yaml"
+    big.write_text("# " + "x" * (2 << 20))
+    with pytest.raises(SchemaError, match="over 1 MiB"):
+        Schema.load(str(big))

@@ -152,3 +152,16 @@ def test_a_job_runs_on_the_pipeline_a_test_hands_it(tmp_path):
     labels = {t.full_label for t in p.transforms_stack[0].parts}
     assert "ParseAndSplit" in labels and "Finalize" in labels
     assert summary["rows_read"] == 120 and sum(summary["splits"].values()) == 120
+
+
+def test_folders_that_are_not_versions_are_ignored_with_a_warning(tmp_path, caplog):
+    from inference import versions
+    from preprocessing.schema import RAW_SCHEMA_ASSET
+    for name in ("7", "12", "\u00b2", "tmp"):
+        for rel in ("saved_model.pb", "variables/variables.index", RAW_SCHEMA_ASSET):
+            (tmp_path / name / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name / rel).write_text("x")
+    with caplog.at_level("WARNING"):
+        found = versions.list_versions(str(tmp_path))
+    assert [os.path.basename(v) for v in found] == ["7", "12"]
+    assert "\u00b2" in caplog.text and "digits" in caplog.text
