@@ -64,6 +64,19 @@ def _png(size, text_chunk: int = 0) -> bytes:
     return buf.getvalue()
 
 
+def _png_header(width: int, height: int) -> bytes:
+    """A tiny PNG that claims width x height pixels (a decompression bomb's header)."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+    return (b"\x89PNG\r\n\x1a\n"
+            + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b""))
+
+
 def cases(work: str, quick: bool):
     """(name, preprocess args, data lines the input holds or None) for each bad input."""
     lines = _taxi_lines()
@@ -146,6 +159,17 @@ def cases(work: str, quick: bool):
         for _ in range(16 * size_gb):
             f.write(zeros)
     yield f"gzip bomb ({size_gb} GB line in {os.path.getsize(bomb) / 1e6:.1f} MB)", taxi(bomb), 1
+    # Specs and names (round 3).
+    laughs = ["columns: [{name: fare_amount, type: float}]", "label: fare_amount",
+              'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    laughs += [f"{chr(97 + i)}: &{chr(97 + i)} [{', '.join(['*' + chr(96 + i)] * 9)}]"
+               for i in range(1, 10)]
+    yield "a 'billion laughs' YAML spec", ["--input", good, "--schema_spec",
+                                          csv("laughs.yaml", "\n".join(laughs) + "\n")], None
+    clash = ["ts,ts_hour,y"] + [f"2025-01-0{1 + i % 9} 0{i % 10}:00:00,{i % 7},{i % 5}"
+                                for i in range(60)]
+    yield "ts_hour beside a datetime ts", ["--input", csv("clash.csv", "\n".join(clash) + "\n"),
+                                           "--label_column", "y"], None
     # Images.
     img = os.path.join(work, "img")
     os.makedirs(img, exist_ok=True)
@@ -155,12 +179,13 @@ def cases(work: str, quick: bool):
                        if f.endswith(".jpg"))
     for name, data in (("line.png", _png((30000, 1))),
                        ("text.png", _png((20, 20), PngImagePlugin.MAX_TEXT_CHUNK + 10)),
-                       ("empty.jpg", b""), ("cut.jpg", open(good_imgs[0], "rb").read()[:200])):
+                       ("empty.jpg", b""), ("cut.jpg", open(good_imgs[0], "rb").read()[:200]),
+                       ("bomb.png", _png_header(30000, 30000))):
         with open(os.path.join(work, name), "wb") as f:
             f.write(data)
     rows = [f"{p},{os.path.basename(os.path.dirname(p))}" for p in good_imgs]
     rows += [f"{work}/line.png,circle", f"{work}/text.png,circle", f"{work}/empty.jpg,square",
-             f"{work}/cut.jpg,square", "/dev/zero,circle", f"{work},circle",
+             f"{work}/cut.jpg,square", f"{work}/bomb.png,circle", "/dev/zero,circle", f"{work},circle",
              f"{work}/missing.jpg,cross", "just-one-field"]
     yield ("hostile image list, no header", ["--format", "images", "--input",
                                              csv("labels.csv", "\n".join(rows) + "\n")],
