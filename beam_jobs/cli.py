@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 from apache_beam.io.filesystems import FileSystems
 
 from preprocessing.counting import emit
-from preprocessing.filesys import is_remote_path, read_text
+from preprocessing.filesys import is_remote_path, pattern_reaching, read_text
 
 
 class JobError(SystemExit):
@@ -63,7 +63,6 @@ class _KnownNoise(logging.Filter):
 def check_output_apart(job: str, patterns, output: str) -> None:
     """Refuses an output that an input pattern reaches: the next run would read this run's
     outputs back as input."""
-    from preprocessing.filesys import pattern_reaching
     pattern = pattern_reaching(patterns, output)
     if pattern:
         raise JobError(job, f"--input {pattern} matches files this job writes under --output "
@@ -97,7 +96,7 @@ def run_and_read_summary(p, template: Optional[str], output: str,
             return None
         result.wait_until_finish()
     except BaseException:
-        from beam_jobs.publish import remove_tree
+        from beam_jobs.publish import remove_tree  # (publish imports this module's users)
         for path in cleanup:
             remove_tree(path)
         raise

@@ -37,30 +37,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Optional
 
-import numpy as np
-import pyarrow as pa
-
 from preprocessing.names import tf_names
-from preprocessing.values import coerce_value
+from preprocessing.spec_files import parse_spec_text, read_spec_text
+from preprocessing.values import DTYPE_TABLE, coerce_value
 
-
-@dataclass(frozen=True)
-class DType:
-    """A raw column type as every layer holds it: the one table of dtype maps (a new type or
-    a changed width is one entry here)."""
-    name: str
-    python: type    # a typed value (defaults, JSON inputs, the export's examples)
-    parsed: Any     # numpy dtype of a numeric column parsed column-wise (None: strings)
-    stored: Any     # numpy dtype of the values packed into RecordBatches (None: strings)
-    arrow: Any      # pyarrow element type in RecordBatches
-    tf: str         # tf.dtypes name of the feature
-
-
-DTYPE_TABLE = {
-    "float": DType("float", float, np.float64, np.float32, pa.float32(), "float32"),
-    "int": DType("int", int, np.int64, np.int64, pa.int64(), "int64"),
-    "string": DType("string", str, None, None, pa.large_binary(), "string"),
-}
 DTYPES = tuple(DTYPE_TABLE)
 TRANSFORMS = ("numeric", "zscore", "scale_0_1", "vocabulary", "bucketize", "hash", "datetime",
               "passthrough", "identity", "image", "none")
@@ -79,7 +59,6 @@ RAW_SCHEMA_FILE = "raw_schema.json"
 # Where an export keeps the raw schema it serves (inside the SavedModel folder).
 RAW_SCHEMA_ASSET = "assets.extra/" + RAW_SCHEMA_FILE
 TASKS = ("regression", "classification")
-MAX_SPEC_BYTES = 1 << 20  # a spec is a few KB; a larger file is not one
 # Accepts '2025-01-31 13:45:00', '2025-01-31T13:45:00' and a trailing zone word ('UTC').
 
 
@@ -387,27 +366,17 @@ class Schema:
     @classmethod
     def loads(cls, text: str, path_hint: str = "") -> "Schema":
         try:
-            if path_hint.endswith((".yaml", ".yml")):
-                data = _load_yaml(text)
-            else:
-                data = json.loads(text)
-        except Exception as e:  # the parser's own message is the useful part
-            raise SchemaError(f"cannot parse spec {path_hint or ''}: {e}".strip()) from None
+            data = parse_spec_text(text, path_hint)
+        except ValueError as e:
+            raise SchemaError(str(e)) from None
         return cls.from_dict(data)
 
     @classmethod
     def load(cls, path: str) -> "Schema":
-        from apache_beam.io.filesystems import FileSystems
         try:
-            with FileSystems.open(path) as f:
-                raw = f.read(MAX_SPEC_BYTES + 1)
-            if len(raw) > MAX_SPEC_BYTES:
-                raise SchemaError(f"spec file {path} is over {MAX_SPEC_BYTES >> 20} MiB")
-            text = raw.decode("utf-8")
-        except SchemaError:
-            raise
-        except Exception as e:
-            raise SchemaError(f"cannot read spec file {path}: {e}") from None
+            text = read_spec_text(path)
+        except ValueError as e:
+            raise SchemaError(str(e)) from None
         return cls.loads(text, path)
 
     def save(self, path: str) -> None:
@@ -418,17 +387,3 @@ class Schema:
     def with_overrides(self, **kw) -> "Schema":
         return dataclasses.replace(self, **kw)
 
-
-def _load_yaml(text: str):
-    """A YAML spec without aliases: `*name` references can expand a few hundred bytes into
-    gigabytes ("billion laughs"), and a spec never needs them."""
-    import yaml
-
-    class NoAliases(yaml.SafeLoader):
-        def compose_node(self, parent, index):
-            if self.check_event(yaml.AliasEvent):
-                mark = self.peek_event().start_mark
-                raise yaml.YAMLError(f"aliases (*name) are not allowed in a spec (line "
-                                     f"{mark.line + 1})")
-            return super().compose_node(parent, index)
-    return yaml.load(text, Loader=NoAliases)

@@ -1,6 +1,6 @@
 """The value grammar every reader shares (the CSV row, column and Arrow paths, JSON values,
-tf.Example text, schema inference): numbers, their storage bounds, and datetimes, each
-defined once here.
+tf.Example text, schema inference): the raw column types (DTYPE_TABLE), numbers, their
+storage bounds, and datetimes, each defined once here.
 
 After surrounding whitespace is stripped, a number is an ASCII decimal with an optional
 sign, fraction and exponent: `7`, `-3`, `+.5`, `5.`, `1.5e-3`. Not numbers: `1_000`, `0x10`,
@@ -12,11 +12,14 @@ a `T`), a valid calendar time.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
+from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from preprocessing.rejects import Reject
 
@@ -31,6 +34,24 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # the smallest normal float32
 EXACT_FLOAT_INT = 1 << 53
 
+
+@dataclasses.dataclass(frozen=True)
+class DType:
+    """A raw column type as every layer holds it: the one table of dtype maps (a new type or
+    a changed width is one entry here)."""
+    name: str
+    python: type    # a typed value (defaults, JSON inputs, the export's examples)
+    parsed: Any     # numpy dtype of a numeric column parsed column-wise (None: strings)
+    stored: Any     # numpy dtype of the values packed into RecordBatches (None: strings)
+    arrow: Any      # pyarrow element type in RecordBatches
+    tf: str         # tf.dtypes name of the feature
+
+
+DTYPE_TABLE = {
+    "float": DType("float", float, np.float64, np.float32, pa.float32(), "float32"),
+    "int": DType("int", int, np.int64, np.int64, pa.int64(), "int64"),
+    "string": DType("string", str, None, None, pa.large_binary(), "string"),
+}
 
 class NumberError(ValueError):
     """A field that is not a number of its column's type; `reason` is the reject reason."""

@@ -64,19 +64,6 @@ def _png(size, text_chunk: int = 0) -> bytes:
     return buf.getvalue()
 
 
-def _png_header(width: int, height: int) -> bytes:
-    """A tiny PNG that claims width x height pixels (a decompression bomb's header)."""
-    import struct
-    import zlib
-
-    def chunk(kind, data):
-        return (struct.pack(">I", len(data)) + kind + data
-                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
-    return (b"\x89PNG\r\n\x1a\n"
-            + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b""))
-
-
 def cases(work: str, quick: bool):
     """(name, preprocess args, data lines the input holds or None) for each bad input."""
     lines = _taxi_lines()
@@ -180,7 +167,7 @@ def cases(work: str, quick: bool):
     for name, data in (("line.png", _png((30000, 1))),
                        ("text.png", _png((20, 20), PngImagePlugin.MAX_TEXT_CHUNK + 10)),
                        ("empty.jpg", b""), ("cut.jpg", open(good_imgs[0], "rb").read()[:200]),
-                       ("bomb.png", _png_header(30000, 30000))):
+                       ("bomb.png", shapes.png_claiming(30000, 30000))):
         with open(os.path.join(work, name), "wb") as f:
             f.write(data)
     rows = [f"{p},{os.path.basename(os.path.dirname(p))}" for p in good_imgs]

@@ -47,6 +47,20 @@ def draw_shape(rng: np.random.Generator, shape: str, size: int) -> Image.Image:
     return img
 
 
+def png_claiming(width: int, height: int) -> bytes:
+    """A tiny PNG whose header claims width x height pixels (a decompression bomb's header:
+    what an image check must refuse before decoding)."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+    return (b"\x89PNG\r\n\x1a\n"
+            + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b""))
+
+
 def generate(output_dir: str, per_class: int = 100, seed: int = 42,
              classes=CLASSES, min_size: int = 48, max_size: int = 128) -> str:
     """Writes `<output>/<class>/<class>-NNNN.jpg` and `<output>/labels.csv` (uri,label)."""
