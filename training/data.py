@@ -140,34 +140,41 @@ def load_feature_info(data_dir: str, label_key: Optional[str] = None) -> Feature
                  None)
     if image:  # image data: the model reads the decoded image only
         numeric, categorical = [], {}
-    n_classes, class_names = 1, []
-    if label_key and task == "classification":
-        top = int(domains[label_key].max) if label_key in domains else \
-            _max_int_label(data_dir, label_key)
-        n_classes = max(2, top + 1)
-        class_names = [str(i) for i in range(n_classes)]
-    elif task == "classification":
-        class_names = [v.decode() if isinstance(v, bytes) else str(v)
-                       for v in _label_vocabulary(tft_out)]
-        n_classes = len(class_names)
+    n_classes, class_names, scaler = _label_info(data_dir, tft_out, task, label, label_key,
+                                                 schema.label, domains)
     split_rows = {}
     summary = os.path.join(data_dir, "summary.json")
     if tf.io.gfile.exists(summary):
         with tf.io.gfile.GFile(summary) as f:
             split_rows = json.load(f).get("splits", {})
-    scaler = None
-    if task == "regression":
-        labels = read_labels(split_files(data_dir, "train"), label)
-        guards.check_labels_finite(labels, schema.label if not label_key else label_key)
-        guards.check_label(task, n_classes, class_names,
-                           float(np.std(labels)) if len(labels) > 1 else None)
-        scaler = LabelScaler.fit(labels)
-    else:
-        guards.check_label(task, n_classes, class_names, None)
     return FeatureInfo(label=label, task=task, numeric=numeric,
                        categorical=categorical, feature_spec=spec, n_classes=n_classes,
                        class_names=class_names, split_rows=split_rows, raw_schema=schema,
                        image=image, label_scaler=scaler)
+
+
+def _label_info(data_dir: str, tft_out, task: str, label: str, label_key: Optional[str],
+                raw_label: str, domains: dict):
+    """(classes, class names, regression target scaling) of the transformed training label
+    `label` (--label_key's, or the schema's `raw_label`), refusing a label that cannot be
+    learnt (training.guards)."""
+    n_classes, class_names = 1, []
+    if task == "regression":
+        labels = read_labels(split_files(data_dir, "train"), label)
+        guards.check_labels_finite(labels, label_key or raw_label)
+        guards.check_label(task, n_classes, class_names,
+                           float(np.std(labels)) if len(labels) > 1 else None)
+        return n_classes, class_names, LabelScaler.fit(labels)
+    if label_key:  # int class ids
+        top = int(domains[label].max) if label in domains else _max_int_label(data_dir, label)
+        n_classes = max(2, top + 1)
+        class_names = [str(i) for i in range(n_classes)]
+    else:
+        class_names = [v.decode() if isinstance(v, bytes) else str(v)
+                       for v in _label_vocabulary(tft_out)]
+        n_classes = len(class_names)
+    guards.check_label(task, n_classes, class_names, None)
+    return n_classes, class_names, None
 
 
 def _label_vocabulary(tft_out) -> list:
