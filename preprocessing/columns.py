@@ -15,13 +15,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from preprocessing.values import NUMBER_PATTERN, float32_storable
+from preprocessing.values import DATETIME_TAIL_PATTERN, NUMBER_PATTERN, float32_storable
 
 # Every character str.strip() removes (str.isspace), so utf8_trim is exactly .strip().
 PY_WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
 _FLOAT = f"^{NUMBER_PATTERN}$"
 _INT = r'^-?[0-9]{1,18}$'  # what int() reads and int64 holds; others go row by row
 _NONZERO_MANTISSA = r'^[^eE]*[1-9]'  # '1e-400' casts to 0.0
+_DATETIME_TAIL = f"^.{{19}}{DATETIME_TAIL_PATTERN}$"
 # Byte ranges per position of YYYY-MM-DD?HH:MM:SS (position 10, ' ' or 'T', checked apart).
 _LOW = np.frombuffer(b"0000-00-00 00:00:00", dtype=np.uint8)
 _HIGH = np.frombuffer(b"9999-99-99T99:99:99", dtype=np.uint8)
@@ -77,16 +78,18 @@ def convert(s: pa.Array, dtype: str, is_datetime: bool):
 
 
 def datetime_ok(s) -> np.ndarray:
-    """looks_like_datetime, vectorised for ASCII `YYYY-MM-DD[ T]HH:MM:SS...` (a valid
-    date and time); anything else is False and goes to the row-by-row check."""
+    """looks_like_datetime, vectorised for ASCII `YYYY-MM-DD[ T]HH:MM:SS[tail]` (a valid
+    date and time, a fraction and zone as values.DATETIME_TAIL_PATTERN); anything else is
+    False and goes to the row-by-row check."""
     n = len(s)
     if n == 0:
         return np.zeros(0, dtype=bool)
+    tail_ok = mask(pc.match_substring_regex(s, _DATETIME_TAIL))
     head = pc.binary_slice(s.cast(pa.binary()), 0, 19)
     full = mask(pc.equal(pc.binary_length(head), 19))
     head = pc.if_else(pa.array(full), head, pa.scalar(_NO_DATE))
     m = np.frombuffer(join(head, b"").as_buffer(), dtype=np.uint8).reshape(n, 19)
-    ok = full & ((m >= _LOW) & (m <= _HIGH)).all(axis=1)  # digits, '-', ':' (and ASCII)
+    ok = full & tail_ok & ((m >= _LOW) & (m <= _HIGH)).all(axis=1)  # digits, '-', ':'
     ok &= (m[:, 10] == 32) | (m[:, 10] == 84)  # ' ' or 'T'
 
     def num(*cols):

@@ -11,7 +11,7 @@ stripped:
   when every one is an integer literal and the whole input was profiled, else `float`
   (widening: a later `55.3` cannot be rejected). Any other text makes the column a string.
   Integer literals with a leading zero (`02134`) are codes: strings;
-- datetime: strings that all look like `YYYY-MM-DD HH:MM:SS`;
+- datetime: strings that all look like `YYYY-MM-DD HH:MM:SS` (with an optional zone, values.py);
 - identifiers: strings unique in (nearly) every row, or a gap-free increasing integer
   sequence (row numbers), are not features: the first becomes the key when none is given,
   the others are left out (`transform: none`);

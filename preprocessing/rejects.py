@@ -36,7 +36,7 @@ REASONS = {
     "non_finite_number": "NaN or infinity in a numeric column",
     "number_out_of_range": "a number beyond its column's storage (float32, int64), or a "
                            "non-zero float that would be stored as 0",
-    "unparsable_datetime": "a datetime field not in YYYY-MM-DD HH:MM:SS",
+    "unparsable_datetime": "a datetime field not in YYYY-MM-DD HH:MM:SS[.fff][Z|UTC|+HH:MM]",
     "invalid_json": "a line or message that is not the JSON expected",
     "bad_example": "a record that is not a serialized tf.Example",
     # images

@@ -29,18 +29,55 @@ from preprocessing.schema import Schema
 LABEL_VOCAB = "_label_classes"  # column vocabularies are named after TF names: never "_..."
 
 
+def _days_from_civil(y, m, d):
+    """Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm)."""
+    y = y - tf.cast(m <= 2, tf.int64)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (m + tf.where(m > 2, tf.constant(-3, tf.int64), 9)) + 2) // 5 + d - 1
+    return era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+
+
+def _civil_from_days(days):
+    z = days + 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + tf.where(mp < 10, tf.constant(3, tf.int64), -9)
+    return month, day
+
+
+def _zone_minutes(s: tf.Tensor) -> tf.Tensor:
+    """Minutes east of UTC of what follows the seconds (values.DATETIME_TAIL_PATTERN):
+    none, `Z` and `UTC` are 0; `+05:00`, `-0330`, `+05` their offset."""
+    zone = tf.strings.strip(tf.strings.regex_replace(
+        tf.strings.substr(s, 19, 64), r"^\.[0-9]*", ""))
+    zone = tf.strings.regex_replace(zone, r"^([+-][0-9]{2})$", r"\1:00")
+    zone = tf.strings.regex_replace(tf.strings.regex_replace(zone, ":", ""), r"^(Z|UTC|)$",
+                                    "+0000")
+    sign = tf.where(tf.strings.substr(zone, 0, 1) == "-", tf.constant(-1, tf.int64), 1)
+    hh = tf.strings.to_number(tf.strings.substr(zone, 1, 2), out_type=tf.int64)
+    mm = tf.strings.to_number(tf.strings.substr(zone, 3, 2), out_type=tf.int64)
+    return sign * (hh * 60 + mm)
+
+
 def datetime_parts(s: tf.Tensor) -> dict:
-    """Calendar parts of 'YYYY-MM-DD HH:MM:SS…' strings, computed with TF ops only."""
+    """Calendar parts, in UTC, of 'YYYY-MM-DD HH:MM:SS[.fff][zone]' strings, computed with
+    TF ops only (so the serving graph converts offsets exactly as preprocess did)."""
     def num(pos, length):
         return tf.strings.to_number(tf.strings.substr(s, pos, length), out_type=tf.int64)
 
-    year, month, day, hour, minute = num(0, 4), num(5, 2), num(8, 2), num(11, 2), num(14, 2)
-    # Sakamoto's day-of-week; gives 0=Sunday, shifted below to 0=Monday.
-    offsets = tf.constant([0, 3, 2, 5, 0, 3, 5, 1, 4, 6, 2, 4], dtype=tf.int64)
-    y = year - tf.cast(month < 3, tf.int64)
-    dow = (y + y // 4 - y // 100 + y // 400 + tf.gather(offsets, month - 1) + day) % 7
-    return {"hour": hour, "weekday": (dow + 6) % 7, "month": month - 1, "day": day - 1,
-            "minute": minute}
+    days = _days_from_civil(num(0, 4), num(5, 2), num(8, 2))
+    minutes = days * 1440 + num(11, 2) * 60 + num(14, 2) - _zone_minutes(s)
+    days = minutes // 1440
+    minute_of_day = minutes - days * 1440
+    month, day = _civil_from_days(days)
+    # 1970-01-01 was a Thursday (3 with Monday = 0).
+    return {"hour": minute_of_day // 60, "weekday": (days + 3) % 7, "month": month - 1,
+            "day": day - 1, "minute": minute_of_day % 60}
 
 
 def haversine_km(lat1, lon1, lat2, lon2):

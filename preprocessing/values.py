@@ -8,7 +8,11 @@ non-ASCII digits, `nan`/`inf` (non_finite_number). Float columns are stored as f
 value beyond it, or a non-zero one that would be stored as 0 (`1e-400`), is
 number_out_of_range. An int column takes an integer literal within int64, or a decimal with
 an integral value within +-2**53 (`3.0`, `2e3`). A datetime is `YYYY-MM-DD HH:MM:SS` (or with
-a `T`), a valid calendar time.
+a `T`), a valid calendar time, optionally followed by a fraction of a second (`.123`) and a
+zone: `Z`, `UTC` or an offset `+05:00`/`-0330`/`+05` (hours 0-23), with or without a space
+before it. A time with a zone is converted to UTC before its parts are taken (in the
+transform graph, so preprocess and serving agree); a time without one is taken as UTC.
+Anything else after the seconds is unparsable_datetime.
 """
 from __future__ import annotations
 
@@ -24,6 +28,9 @@ import pyarrow as pa
 from preprocessing.rejects import Reject
 
 DATETIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
+# What may follow the seconds (the Arrow column check uses the same pattern).
+DATETIME_TAIL_PATTERN = r"(?:\.[0-9]{1,9})? ?(?:Z|UTC|[+-](?:[01][0-9]|2[0-3])(?::?[0-5][0-9])?)?"
+DATETIME_TAIL_RE = re.compile(DATETIME_TAIL_PATTERN)
 NUMBER_PATTERN = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 INTEGER_PATTERN = r"[+-]?[0-9]+"
 NUMBER_RE = re.compile(NUMBER_PATTERN)
@@ -112,7 +119,7 @@ def coerce_value(text: str, dtype: str):
 
 
 def looks_like_datetime(text: str) -> bool:
-    if not DATETIME_RE.match(text):
+    if not DATETIME_RE.match(text) or not DATETIME_TAIL_RE.fullmatch(text[19:]):
         return False
     try:
         import datetime

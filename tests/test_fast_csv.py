@@ -147,7 +147,8 @@ def test_vectorised_datetime_check_is_looks_like_datetime():
         h, mi, s = rng.randrange(0, 26), rng.randrange(0, 62), rng.randrange(0, 62)
         sep = rng.choice(" T ")
         texts.append(f"{y:04d}-{mo:02d}-{d:02d}{sep}{h:02d}:{mi:02d}:{s:02d}"
-                     + rng.choice(["", " UTC", "Z", ".5"]))
+                     + rng.choice(["", " UTC", "Z", ".5", "+05:30", "-0330", "+05", ".25-08:00",
+                                   "+24:00", "+05:60", " PST", "x", "+5", ".Z"]))
     texts += ["2024-02-29 00:00:00", "1900-02-29 00:00:00", "2000-02-29 00:00:00", "x", "",
               "2025-01-01", "\u0662025-01-01 00:00:00"]
     got = columns.datetime_ok(pa.array(texts)).tolist()

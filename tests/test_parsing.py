@@ -80,6 +80,9 @@ def test_default_fills_empty_optional_column():
     ("passenger_count", "1e300", "number_out_of_range"),
     ("pickup_datetime", "2025-13-45 99:00:00", "unparsable_datetime"),
     ("pickup_datetime", "yesterday", "unparsable_datetime"),
+    ("pickup_datetime", "2025-01-01 00:00:00 garbage", "unparsable_datetime"),
+    ("pickup_datetime", "2025-01-01 00:00:00+25:00", "unparsable_datetime"),
+    ("pickup_datetime", "2025-01-01 00:00:00 PST", "unparsable_datetime"),
 ])
 def test_bad_values_get_their_reason(column, value, reason):
     row = list(GOOD)

@@ -28,6 +28,27 @@ def test_datetime_parts_match_python_calendar():
     assert parts["minute"].tolist() == [d.minute for d in stamps]
 
 
+def test_datetime_offsets_are_converted_to_utc_across_day_and_year_ends():
+    rng = random.Random(4)
+    zones = ["Z", " UTC", "+05:30", "-0330", "+14:00", "-11", ".125+01:00", ".5"]
+    texts, utc = [], []
+    for _ in range(3000):
+        local = datetime.datetime(1970, 1, 1) + datetime.timedelta(
+            seconds=rng.randrange(-300 * 365 * 86400, 400 * 365 * 86400))
+        zone = rng.choice(zones)
+        text = local.strftime("%Y-%m-%d %H:%M:%S") + zone
+        aware = datetime.datetime.fromisoformat(text.replace(" UTC", "+00:00"))
+        texts.append(text)
+        utc.append(aware.astimezone(datetime.timezone.utc) if aware.tzinfo else aware)
+    parts = {k: v.numpy().tolist() for k, v in datetime_parts(tf.constant(texts)).items()}
+    got = list(zip(parts["hour"], parts["minute"], parts["weekday"], parts["month"], parts["day"]))
+    assert got == [(d.hour, d.minute, d.weekday(), d.month - 1, d.day - 1) for d in utc]
+    # One instant written in three zones: the same features.
+    same = datetime_parts(tf.constant(["2025-12-31 23:30:00-05:00", "2026-01-01 04:30:00Z",
+                                       "2026-01-01 10:00:00+05:30"]))
+    assert all(len(set(v.numpy().tolist())) == 1 for v in same.values())
+
+
 def test_haversine_matches_numpy_twin():
     rng = np.random.default_rng(0)
     lat1, lat2 = rng.uniform(40.6, 40.9, (2, 500))
