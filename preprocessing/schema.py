@@ -269,6 +269,10 @@ class Schema:
             raise SchemaError(f"key column '{self.key}' is not among the columns {sorted(seen)}")
         if self.key == self.label:
             raise SchemaError("the key column cannot also be the label")
+        if not self.feature_columns():
+            raise SchemaError(f"no feature columns: the table has only the label '{self.label}'"
+                              + (f" and the key '{self.key}'" if self.key else "")
+                              + "; a model needs at least one input column")
         if self.task not in TASKS:
             raise SchemaError(f"task '{self.task}' is not one of {TASKS}")
         if self.task == "regression" and self.column(self.label).type == "string":

@@ -42,8 +42,8 @@ def test_infer_classification_and_ids_by_statistics():
 
 
 def test_infer_small_int_label_is_classification():
-    rows = [[str(i), str(i % 3)] for i in range(100)]
-    s = infer_schema(["x", "y"], rows, label="y")
+    rows = [[str(i), str(i % 7), str(i % 3)] for i in range(100)]
+    s = infer_schema(["x", "f", "y"], rows, label="y")
     assert s.task == "classification" and s.column("y").type == "string"
 
 

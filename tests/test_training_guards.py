@@ -78,7 +78,7 @@ def test_an_extreme_label_and_a_single_class_fail_fast_with_one_line(tmp_path):
     rows[7] = "r7,3,1,1e30\n"
     r = _train(_prep(tmp_path / "a", rows, "y"), str(tmp_path / "job_a"))
     assert r.returncode == 2 and "label 'y'" in r.stderr and "1e+30" in r.stderr
-    assert not os.path.exists(tmp_path / "job_a" / "export")
+    assert not list((tmp_path / "job_a").glob("export/*"))
     rows = [f"r{i},{i % 17},{i % 5},only\n" for i in range(300)]
     r = _train(_prep(tmp_path / "b", rows, "y"), str(tmp_path / "job_b"))
     assert r.returncode == 2 and "1 class(es)" in r.stderr, r.stderr[-2000:]
@@ -105,3 +105,42 @@ def test_a_feature_named_label_keeps_the_real_labels_classes(tmp_path):
     got = read_examples(os.path.join(out, "train", "*.tfrecord.gz"),
                         {"species": tft_out.transformed_feature_spec()["species"]})
     assert got["species"] and min(got["species"]) >= 0
+
+
+def test_a_damaged_shard_is_found_and_named(tmp_path):
+    import tensorflow as tf
+    good, bad = str(tmp_path / "a.tfrecord.gz"), str(tmp_path / "b.tfrecord.gz")
+    for path in (good, bad):
+        with tf.io.TFRecordWriter(path, options="GZIP") as w:
+            for i in range(5000):
+                w.write(os.urandom(64))
+    assert guards.find_corrupt_shard([good, bad]) is None
+    data = open(bad, "rb").read()
+    open(bad, "wb").write(data[: len(data) // 2])
+    path, n, why = guards.find_corrupt_shard([good, bad])
+    assert path == bad and 0 < n < 5000 and "truncated" in why and "function_node" not in why
+
+
+@pytest.mark.slow
+def test_damaged_data_and_unwritable_job_dirs_are_one_line_errors(tmp_path):
+    rows = [f"r{i},{i % 17},{i % 5},{(i % 13) * 1.5}\n" for i in range(3000)]
+    data = _prep(tmp_path, rows, "y")
+    for job in ("/proc/tfdataflow_job", str(tmp_path / "prep" / "summary.json" / "job")):
+        r = _train(data, job)
+        assert r.returncode == 2 and f"--job_dir {job} is not writable" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+    shard = sorted((tmp_path / "prep" / "train").glob("*.tfrecord.gz"))[-1]
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    r = _train(data, str(tmp_path / "job"))
+    assert r.returncode == 2 and f"TFRecord shard {shard} is truncated" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not list((tmp_path / "job").glob("export/*"))
+
+
+def test_a_table_without_feature_columns_is_refused_at_preprocess(tmp_path):
+    from beam_jobs import preprocess
+    src = tmp_path / "in.csv"
+    src.write_text("y\n" + "".join(f"{i % 3}\n" for i in range(50)))
+    with pytest.raises(SystemExit) as e:
+        preprocess.run(["--input", str(src), "--output", str(tmp_path / "out"), "--label_column", "y"])
+    assert e.value.code != 0 and "no feature columns" in str(e.value), e.value
+    assert not (tmp_path / "out").exists()

@@ -3,9 +3,11 @@ and what to do: a cluster spec (TF_CONFIG) that cannot be right, a label with on
 loss that is no longer a number, and a checkpoint made on other data."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import re
 from typing import Optional
 
 import numpy as np
@@ -144,3 +146,58 @@ def extreme_columns(dataset, max_batches: int = 50, limit: float = 1e6) -> list:
                 if bad.any():
                     found.setdefault(name, float(v[bad].ravel()[0]))
     return [f"{k} (e.g. {v:g})" for k, v in found.items()]
+
+
+def check_writable(directory: str, flag: str = "--job_dir") -> None:
+    """Creates `directory` and a probe file in it, so a read-only or unreachable job dir is
+    one line at the start, not a traceback after training."""
+    probe = os.path.join(directory, f".write_probe_{os.getpid()}")
+    try:
+        tf.io.gfile.makedirs(directory)
+        with tf.io.gfile.GFile(probe, "w") as f:
+            f.write("")
+        tf.io.gfile.remove(probe)
+    except (tf.errors.OpError, OSError) as e:
+        raise TrainingError(f"{flag} {directory} is not writable "
+                            f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+
+
+def find_corrupt_shard(files) -> Optional[tuple]:
+    """(shard, good records before the damage, error) of the first of `files` that cannot be
+    read to its end (truncated or corrupted), else None."""
+    for path in files:
+        n = 0
+        try:
+            for _ in tf.data.TFRecordDataset(path, compression_type="GZIP"):
+                n += 1
+        except (tf.errors.DataLossError, tf.errors.OutOfRangeError,
+                tf.errors.InvalidArgumentError) as e:
+            return path, n, tf_message(e)
+    return None
+
+
+def tf_message(error: Exception) -> str:
+    """A TF op error's own words, without the function-node and op decoration."""
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", str(error))
+    text = re.sub(r"\s*\[Op:[^\]]*\].*$", "", text, flags=re.S)
+    return (text.strip().splitlines() or [type(error).__name__])[0][:200]
+
+
+def corrupt_data_error(files, error: Exception) -> TrainingError:
+    """The one-line error for a read that failed on damaged data, naming the shard."""
+    found = find_corrupt_shard(files)
+    if found is None:
+        return TrainingError(f"reading the training data failed: {tf_message(error)}")
+    path, n, why = found
+    return TrainingError(f"the TFRecord shard {path} is truncated or corrupt after {n} good "
+                         f"record(s) ({why}); re-run preprocess to write it again")
+
+
+@contextlib.contextmanager
+def naming_corrupt_shards(list_files):
+    """Turns a read of damaged TFRecords inside the block into corrupt_data_error over the
+    shards `list_files()` gives."""
+    try:
+        yield
+    except tf.errors.DataLossError as e:
+        raise corrupt_data_error(list_files(), e) from None

@@ -11,6 +11,7 @@ import tf_keras as keras
 
 from training.config import TrainConfig
 from training.data import FeatureInfo
+from training.guards import TrainingError
 
 
 def build_model(info: FeatureInfo, cfg: TrainConfig) -> keras.Model:
@@ -33,7 +34,9 @@ def build_model(info: FeatureInfo, cfg: TrainConfig) -> keras.Model:
         if cfg.model == "wide_deep":
             wide.append(keras.layers.Embedding(card, info.n_classes, name=f"{name}_wide")(inputs[name]))
     if not deep:
-        raise ValueError("no model inputs among the transformed features")
+        raise TrainingError("no model inputs: every transformed feature is the label, the key "
+                            "or a passthrough string; preprocess a table with at least one "
+                            "feature column (or give --model_module)")
     x = keras.layers.Concatenate(name="deep_in")(deep) if len(deep) > 1 else deep[0]
     for i, units in enumerate(cfg.hidden_units):
         x = keras.layers.Dense(units, activation="relu", name=f"dense_{i}")(x)

@@ -23,10 +23,9 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from preprocessing import filesys
 from preprocessing.evaluation import EvalSums
 from training import data as data_lib
-from training import defaults, guards
+from training import defaults, guards, report
 from training.config import TrainConfig
 from training.export import export_model, next_version_dir
 from training.model import build_model, compile_model
@@ -175,28 +174,6 @@ def exact_eval(model, files, info, batch_size: int) -> dict:
     return sums.metrics(info.task)
 
 
-def plot_curves(history: dict, path: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    keys = [k for k in history if not k.startswith("val_")]
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.5), squeeze=False)
-    for ax, k in zip(axes[0], keys):
-        epochs = range(1, len(history[k]) + 1)
-        ax.plot(epochs, history[k], marker="o", label="train")
-        if f"val_{k}" in history:
-            ax.plot(range(1, len(history[f"val_{k}"]) + 1), history[f"val_{k}"], marker="o",
-                    label="eval")
-        ax.set_title(k)
-        ax.set_xlabel("epoch")
-        ax.legend()
-    fig.tight_layout()
-    with tf.io.gfile.GFile(path, "wb") as f:
-        fig.savefig(f, format="png", dpi=90)
-    plt.close(fig)
-
-
 # ---- the entry point -----------------------------------------------------------------------------
 @contextlib.contextmanager
 def precision_policy(mixed: bool):
@@ -317,20 +294,22 @@ def _callbacks(cfg: TrainConfig, ckpt_dir: str, log_dir: str, ps: bool, total_st
     return callbacks, progress
 
 
-def _write_report(cfg: TrainConfig, metrics: dict) -> None:
-    tf.io.gfile.makedirs(cfg.job_dir)
-    with tf.io.gfile.GFile(os.path.join(cfg.job_dir, "metrics.json"), "w") as f:
-        f.write(filesys.dumps_json(metrics, sort_keys=False))
-    if metrics["history"]:
-        plot_curves(metrics["history"], os.path.join(cfg.job_dir, "curves.png"))
-
-
 def train_and_evaluate(cfg: TrainConfig) -> dict:
-    """Trains on `cfg.data_dir`, evaluates, exports; returns the metrics dict (chief) ."""
+    """Trains on `cfg.data_dir`, evaluates, exports; returns the metrics dict (chief). A
+    damaged TFRecord shard is a TrainingError naming it."""
+    with guards.naming_corrupt_shards(lambda: data_lib.split_files(cfg.data_dir, "train")
+                                      + data_lib.split_files(cfg.data_dir, "eval")):
+        return _train_and_evaluate(cfg)
+
+
+def _train_and_evaluate(cfg: TrainConfig) -> dict:
     keras.utils.set_random_seed(cfg.seed)
     kind = resolve_distribution(cfg)
     strategy = make_strategy(kind)
     chief = is_chief()
+    if chief:
+        for flag in ("job_dir", "model_dir", "checkpoint_dir", "tensorboard_dir"):
+            guards.check_writable(getattr(cfg, flag), "--" + flag)
     info = data_lib.load_feature_info(cfg.data_dir, cfg.label_key)
     train_files = data_lib.split_files(cfg.data_dir, "train")
     eval_files = data_lib.split_files(cfg.data_dir, "eval")
@@ -393,6 +372,6 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
         "early_stopping_patience": patience,
         "warnings": warnings,
     }
-    _write_report(cfg, metrics)
+    report.write_report(cfg.job_dir, metrics)
     log.info("eval %s; exported to %s", final, export_dir)
     return metrics
