@@ -4,9 +4,11 @@ and raw schema are both there)."""
 from __future__ import annotations
 
 import logging
+import os
 
 from apache_beam.io.filesystems import FileSystems
 
+from preprocessing.filesys import is_remote_path
 from preprocessing.schema import RAW_SCHEMA_ASSET, RAW_SCHEMA_FILE, Schema
 
 
@@ -36,13 +38,8 @@ def is_complete(version_dir: str) -> bool:
 def list_versions(base: str):
     """Numeric version dirs under `base` that hold a complete SavedModel, oldest first;
     incomplete ones are skipped with a warning (a newer half-written export is not used)."""
-    try:
-        matches = FileSystems.match([FileSystems.join(base, "*", "saved_model.pb")])[0].metadata_list
-    except Exception:
-        return []
     found = []
-    for m in matches:
-        version_dir = m.path[: -len("/saved_model.pb")]
+    for version_dir in _candidate_dirs(base):
         name = version_dir.rstrip("/").split("/")[-1]
         if not (name.isascii() and name.isdigit()):  # '²'.isdigit() is True too
             logging.warning("ignoring %s under the model folder: a version is a folder named "
@@ -54,6 +51,28 @@ def list_versions(base: str):
             continue
         found.append((int(name), version_dir))
     return [d for _, d in sorted(found)]
+
+
+def _candidate_dirs(base: str) -> list:
+    """Folders under `base` holding a saved_model.pb. Locally a symlinked version is
+    followed, as TF Serving does (Beam's local match does not follow links), and one whose
+    target is gone is reported."""
+    if is_remote_path(base):
+        try:
+            matches = FileSystems.match([FileSystems.join(base, "*", "saved_model.pb")])
+        except Exception:
+            return []
+        return [m.path[: -len("/saved_model.pb")] for m in matches[0].metadata_list]
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return []
+    for e in entries:
+        if e.is_symlink() and not os.path.exists(e.path):
+            logging.warning("ignoring %s under the model folder: a symlink to %s, which does "
+                            "not exist", e.path, os.readlink(e.path))
+    return sorted(e.path for e in entries
+                  if os.path.isfile(os.path.join(e.path, "saved_model.pb")))
 
 
 def model_version(path: str) -> str:
