@@ -28,8 +28,9 @@ def emit(line: str) -> None:
 
 class Progress:
     """'<job>: <what> <n> (<rate>/s[, <pct> of <total>, ETA <s>])' at most every
-    PROGRESS_SECS per process, and at the end of each file or split. Shared by a process's
-    threads: get one with `Progress.of(job, what, total)`."""
+    PROGRESS_SECS per process, and at the end of a file or split that took a second or more
+    since the last line (20,000 small files are not 20,000 lines), or of the whole input.
+    Shared by a process's threads: get one with `Progress.of(job, what, total)`."""
 
     _all: dict = {}
     _lock = threading.Lock()
@@ -56,10 +57,14 @@ class Progress:
         emit(self.line(now))
 
     def show(self) -> None:
-        """Prints the line now (the end of a file or split)."""
+        """The end of a file or split: prints the line unless one was printed under a second
+        ago and the total is not reached."""
         with self._lock:
-            self.last = time.time()
-        emit(self.line(self.last))
+            now = time.time()
+            if now - self.last < 1.0 and not (self.total and self.done >= self.total):
+                return
+            self.last = now
+        emit(self.line(now))
 
     def line(self, now: Optional[float] = None) -> str:
         elapsed = max((now or time.time()) - self.started, 1e-9)

@@ -28,7 +28,14 @@ class ParseAndSplit(beam.DoFn):
     column-wise with Arrow (fast_csv.parse_block: the same rows, values, reasons and line
     numbers as row by row), falling back to its records where Arrow cannot be exact; its rows
     are tallied here (rows_read), as the reader does not split it into records.
+
+    Small inputs (many one-row files) would make one tiny RecordBatch each, and every batch
+    costs tf.transform a graph call: a block under SMALL_BLOCK_BYTES is parsed row by row
+    (the same values, without Arrow's per-call cost), and row-by-row rows are gathered per
+    split across the bundle's chunks into batches of FLUSH_ROWS (the rest at bundle end).
     """
+    SMALL_BLOCK_BYTES = 4 << 10
+    FLUSH_ROWS = 2048
 
     def __init__(self, schema: Schema, fractions, delimiter: str = ",",
                  record_bounds: tuple = (parsing.MAX_RECORD_BYTES, parsing.MAX_RECORD_LINES)):
@@ -43,6 +50,20 @@ class ParseAndSplit(beam.DoFn):
     def setup(self):
         self._parsers = {}
 
+    def start_bundle(self):
+        self._pending = [[] for _ in SPLITS]
+
+    def finish_bundle(self):
+        from apache_beam.transforms.window import GlobalWindow
+        from apache_beam.utils.timestamp import MIN_TIMESTAMP
+        from apache_beam.utils.windowed_value import WindowedValue
+        for name, rows in zip(SPLITS, self._pending):
+            if rows:
+                yield beam.pvalue.TaggedOutput(name, WindowedValue(
+                    record_batches.rows_to_record_batch(rows, self.schema), MIN_TIMESTAMP,
+                    [GlobalWindow()]))
+        self._pending = [[] for _ in SPLITS]
+
     def process(self, chunk):
         path, _, header, records = chunk
         parser = self._parsers.get(header)
@@ -54,7 +75,7 @@ class ParseAndSplit(beam.DoFn):
             yield from self._rows(path, parser, records)
 
     def _rows(self, path, parser, records):
-        per_split = [[] for _ in SPLITS]
+        per_split = self._pending
         fields_list = parsing.split_fields([text for _, text in records], self.delimiter)
         for (line_no, text), fields in zip(records, fields_list):
             try:
@@ -64,14 +85,16 @@ class ParseAndSplit(beam.DoFn):
                 continue
             key = values[self.key_index] if self.key_index is not None else text
             per_split[split_index(key, self.bounds)].append(values)
-        for name, rows in zip(SPLITS, per_split):
-            if rows:
+        for s, (name, rows) in enumerate(zip(SPLITS, per_split)):
+            if len(rows) >= self.FLUSH_ROWS:
                 yield beam.pvalue.TaggedOutput(name, record_batches.rows_to_record_batch(rows, self.schema))
+                per_split[s] = []
 
     def _block(self, path, parser, block):
-        fast = (fast_csv.parse_block(parser, block.data) if self.delimiter == ","
-                else None)
-        if fast is None:  # bad UTF-8, a field spanning lines...: record by record
+        size = len(block.data) if block.path is None else block.end - block.start
+        fast = (fast_csv.parse_block(parser, block.data)
+                if self.delimiter == "," and size >= self.SMALL_BLOCK_BYTES else None)
+        if fast is None:  # small, bad UTF-8, a field spanning lines...: record by record
             line_rejects = []
             records = block.read_records(line_rejects, *self.record_bounds)
             yield self.tally("rows_read", len(records) + len(line_rejects))

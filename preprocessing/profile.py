@@ -209,6 +209,9 @@ def read_csv_tables(stream: BinaryIO, delimiter: str = ",", block_bytes: int = 8
     return header, tables()
 
 
+GATHER_ROWS = 65536  # small tables are gathered up to this many rows per statistics pass
+
+
 def profile_csv(streams: Iterable, delimiter: str = ",", max_bytes: Optional[int] = None,
                 progress=None) -> Profile:
     """A Profile over CSV files, given as (name, opener) pairs, the first file's header naming
@@ -216,6 +219,15 @@ def profile_csv(streams: Iterable, delimiter: str = ",", max_bytes: Optional[int
     of rows (None: all), or at a file Arrow cannot read to the end; then `complete` is False
     and `note` says why."""
     prof, seen = None, 0
+    pending, gathered = [], [0]  # consecutive small tables (many small files): as one
+
+    def flush():
+        if pending:
+            add_table(prof, pending[0] if len(pending) == 1 else
+                      pa.concat_tables(pending).combine_chunks())
+            pending.clear()
+            gathered[0] = 0
+
     for name, opener in streams:
         try:
             with opener() as f:
@@ -223,11 +235,17 @@ def profile_csv(streams: Iterable, delimiter: str = ",", max_bytes: Optional[int
                 if prof is None:
                     prof = Profile(tuple(header), {h: ColumnStats() for h in header})
                 for table in tables:
-                    add_table(prof, table)
+                    if pending and table.column_names != pending[0].column_names:
+                        flush()
+                    pending.append(table)
+                    gathered[0] += table.num_rows
+                    if gathered[0] >= GATHER_ROWS:
+                        flush()
                     seen += table.nbytes
                     if progress:
                         progress(table.num_rows)
                     if max_bytes is not None and seen >= max_bytes:
+                        flush()
                         prof.complete = False
                         prof.note = f"profiled the first {seen >> 20} MB (--infer_scan_mb)"
                         return prof
@@ -236,6 +254,7 @@ def profile_csv(streams: Iterable, delimiter: str = ",", max_bytes: Optional[int
                 raise
             prof.complete = False
             prof.note = f"{name}: not profiled to its end ({str(e).splitlines()[0][:200]})"
+    flush()
     if prof is None:
         raise SchemaError("no input to infer the schema from")
     return prof

@@ -386,3 +386,13 @@ def test_a_run_that_fails_where_run_sees_it_removes_its_staging(tmp_path):
         cli.run_and_read_summary(Failing(), None, str(tmp_path / "out"),
                                  cleanup=(str(staging), str(scratch)))
     assert not staging.exists() and not scratch.exists()
+
+
+def test_progress_after_many_small_files_is_a_few_lines_and_the_last(capsys):
+    from preprocessing.counting import Progress
+    progress = Progress("job", "read-many-files", 20_000, unit="bytes")
+    for _ in range(20_000):  # the end of each one-byte file
+        progress.add(1)
+        progress.show()
+    lines = capsys.readouterr().err.splitlines()
+    assert 1 <= len(lines) <= 3 and "100% of" in lines[-1]

@@ -52,6 +52,32 @@ def test_parse_and_split_gives_every_row_one_split_or_one_dead_letter():
         assert_that(out.eval, equal_to([]), label="no_eval")
 
 
+def test_many_small_chunks_become_few_batches_with_every_row():
+    """One-row files: their rows are gathered into batches (tf.transform pays per batch),
+    none lost or doubled, the bad ones dead-lettered."""
+    from preprocessing.csv_blocks import CsvBlock
+    chunks = [Chunk(f"f{i}.csv", "csv", HEADER,
+                    CsvBlock(2, f"r{i},{'oops' if i % 50 == 0 else i},{i}\n".encode()))
+              for i in range(600)]
+    with _pipeline() as p:
+        out = (p | beam.Create(chunks, reshuffle=False)
+               | beam.ParDo(pp.ParseAndSplit(SCHEMA, (0.5, 0.5, 0.0))).with_outputs(
+                   "rejects", counting.COUNTS, "train", "eval", "test"))
+        batches = (out.train, out.eval) | beam.Flatten()
+        ids = batches | beam.FlatMap(lambda rb: [v[0].decode() for v in
+                                                 rb.column("id").to_pylist()])
+        sizes = batches | beam.Map(lambda rb: rb.num_rows)
+        assert_that(ids, equal_to([f"r{i}" for i in range(600) if i % 50]), label="ids")
+        assert_that(sizes | "NBatches" >> beam.combiners.Count.Globally(),
+                    lambda n: _check(n[0] <= 8, f"{n[0]} batches"), label="few_batches")
+        assert_that(out.rejects | "NRejects" >> beam.combiners.Count.Globally(), equal_to([12]),
+                    label="rejects")
+
+
+def _check(ok, what):
+    assert ok, what
+
+
 def test_parse_inputs_types_csv_and_json_records_and_rejects_the_rest():
     schema = Schema(columns=SCHEMA.columns[:2] + (ColumnSpec("y", "float"),), label="y",
                     key="id", task="regression")
