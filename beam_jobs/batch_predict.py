@@ -236,8 +236,7 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
         batches, parse_rejects = parsed.batches, parsed.rejects
         tallies = [read_counts, parsed[counting.COUNTS]]
     # Each element is already a chunk of rows (see RowBatch), scored --max_batch_size at a time.
-    handler = mh.SavedModelHandler(cfg.model_path, min_batch_size=1, max_batch_size=1,
-                                   rows_per_call=o.max_batch_size,
+    handler = mh.SavedModelHandler(cfg.model_path, rows_per_call=o.max_batch_size,
                                    intra_op_threads=o.model_threads or None)
     results = batches | "RunInference" >> RunInference(handler)
     formatted = results | "Format" >> beam.ParDo(

@@ -5,6 +5,9 @@ in under 30 s on this 2-core machine; the per-file cost is the difference betwee
 lines divided by the file count.
 
     python benchmarks/many_files.py --files 20000
+    python benchmarks/many_files.py --files 20000 --model_dir <an export trained on id,x,z,y>
+
+With --model_dir, batch prediction over both inputs is timed too.
 """
 from __future__ import annotations
 
@@ -37,11 +40,22 @@ def write_inputs(tmp: str, n: int) -> tuple:
     return os.path.join(many, "*.csv"), one
 
 
+def report(title: str, results: dict, files: int) -> None:
+    base = results["one file"][0]
+    print(title + ":")
+    for name, (secs, peak) in results.items():
+        print(f"  {name:>24}: {secs:6.1f} s  ({secs / base:4.2f}x one file, peak {peak:,.0f} MB)")
+    many_secs = results[f"{files:,} one-row files"][0]
+    print(f"  per-file cost: {1000 * (many_secs - base) / files:.2f} ms; "
+          f"under 30 s for 20,000 files: {'yes' if many_secs < 30 else 'NO'}")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=20_000)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--model_dir", default=None)
     args = ap.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="bench_many_files_")
     try:
@@ -52,14 +66,16 @@ def main(argv=None) -> None:
             results[name] = measure_job("beam_jobs.preprocess",
                                         ["--input", pattern, "--output", out,
                                          "--label_column", "y"], args.workers)
-        base = results["one file"][0]
-        print(f"preprocess, {args.files:,} rows, schema inferred, {args.workers} worker(s):")
-        for name, (secs, peak) in results.items():
-            print(f"  {name:>24}: {secs:6.1f} s  ({secs / base:4.2f}x one file, "
-                  f"peak {peak:,.0f} MB)")
-        many_secs = results[f"{args.files:,} one-row files"][0]
-        print(f"  per-file cost: {1000 * (many_secs - base) / args.files:.2f} ms; "
-              f"bound 30 s for 20,000 files: {'met' if many_secs < 30 else 'NOT met'}")
+        report(f"preprocess, {args.files:,} rows, schema inferred, {args.workers} worker(s)",
+               results, args.files)
+        if args.model_dir:
+            results = {}
+            for name, pattern in (("one file", one), (f"{args.files:,} one-row files", many)):
+                out = os.path.join(tmp, "pred_" + name.split()[0])
+                results[name] = measure_job("beam_jobs.batch_predict",
+                                            ["--model_dir", args.model_dir, "--input", pattern,
+                                             "--output", out], args.workers)
+            report(f"batch predict, {args.files:,} rows", results, args.files)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -68,10 +68,11 @@ class ParseInputs(beam.DoFn):
 
     def _parse_block(self, path, header, block):
         """A CsvBlock column-wise with Arrow (preprocessing.fast_csv); where that cannot be
-        exact (bad UTF-8, a field spanning lines) or passthrough columns are asked for, its
-        records the row-by-row way."""
+        exact (bad UTF-8, a field spanning lines), passthrough columns are asked for or the
+        block is small (a one-row file), its records the row-by-row way."""
         parser = self._serving.parser(header)
-        fast = None if self.passthrough else fast_csv.parse_block(parser, block.data)
+        fast = None if self.passthrough or block.small else \
+            fast_csv.parse_block(parser, block.data)
         if fast is None:
             line_rejects = []
             records = block.read_records(line_rejects, *self.record_bounds)

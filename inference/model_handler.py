@@ -9,6 +9,7 @@ is retried row by row, so one bad row never takes its neighbours down with it).
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -210,6 +211,10 @@ class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
                 if model_path.endswith("/saved_model.pb") else model_path
 
     def batch_elements_kwargs(self):
+        if self._rows_per_call:  # RowBatches, weighed by their rows: small ones gathered
+            return {"min_batch_size": self._rows_per_call,
+                    "max_batch_size": self._rows_per_call,
+                    "element_size_fn": functools.partial(row_weight, self._rows_per_call)}
         kw = {"min_batch_size": self._min, "max_batch_size": self._max}
         if self._max_duration is not None:
             kw["max_batch_duration_secs"] = self._max_duration
@@ -231,9 +236,8 @@ class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
         model.maybe_refresh()
         snap = model.current
         if batch and isinstance(batch[0], RowBatch):
-            return [PredictionResult(rb, predict_block(snap, rb.names, rb.columns, len(rb),
-                                                       self._rows_per_call), snap.version)
-                    for rb in batch]
+            return [PredictionResult(rb, block, snap.version) for rb, block in
+                    zip(batch, predict_row_batches(snap, batch, self._rows_per_call))]
         names = tuple(snap.columns.values())
         columns = [[r.get(n) for r in batch] for n in names]
         result = predict_block(snap, names, columns, len(batch))
@@ -243,6 +247,55 @@ class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
         for i, rejection in result.rejections:
             outs[i] = rejection
         return [PredictionResult(r, o, snap.version) for r, o in zip(batch, outs)]
+
+
+def row_weight(limit: int, element) -> int:
+    """An element's weight for BatchElements: a RowBatch's rows, at most `limit` (a bigger
+    one then makes a batch of its own, never an empty one before it), else 1."""
+    return min(max(len(element), 1), limit) if isinstance(element, RowBatch) else 1
+
+
+def predict_row_batches(model: "_Version", batch: Sequence[RowBatch],
+                        rows_per_call: Optional[int]) -> list:
+    """One PredictionBlock per RowBatch. Consecutive small ones (many small files) share a
+    model call of up to `rows_per_call` rows, as each call has a fixed cost."""
+    limit = rows_per_call or 4096
+    out, group = [], []
+
+    def flush():
+        if len(group) == 1:
+            rb = group[0]
+            out.append(predict_block(model, rb.names, rb.columns, len(rb), rows_per_call))
+        elif group:
+            sizes = [len(rb) for rb in group]
+            columns = [concat_columns([rb.columns[k] for rb in group])
+                       for k in range(len(group[0].names))]
+            whole = predict_block(model, group[0].names, columns, sum(sizes), rows_per_call)
+            out.extend(whole.split(sizes))
+        group.clear()
+
+    for rb in batch:
+        if group and (rb.names != group[0].names
+                      or sum(len(g) for g in group) + len(rb) > limit):
+            flush()
+        group.append(rb)
+    flush()
+    return out
+
+
+def concat_columns(parts: list):
+    """Value columns of consecutive batches as one (numpy, Arrow or a list, as they are)."""
+    import numpy as np
+    import pyarrow as pa
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts)
+    if all(isinstance(p, pa.Array) for p in parts) and len({p.type for p in parts}) == 1:
+        return pa.concat_arrays(parts)
+    out = []
+    for p in parts:
+        out += p.tolist() if isinstance(p, np.ndarray) else \
+            p.to_pylist() if isinstance(p, pa.Array) else list(p)
+    return out
 
 
 def predict_block(model: "_Version", names: Sequence[str], columns: Sequence, n: int,

@@ -56,6 +56,20 @@ class PredictionBlock:
                                None if extras is None else self.take(extras),
                                None if labels is None else self.take(labels))
 
+    def split(self, sizes) -> list:
+        """The blocks of consecutive batches of `sizes` rows this block scored as one."""
+        index = np.asarray(self.index, dtype=np.int64)
+        out, start = [], 0
+        for n in sizes:
+            picked = (index >= start) & (index < start + n)
+            out.append(PredictionBlock(
+                None, {k: v[picked] for k, v in self.outputs.items()}, self.version,
+                index=(index[picked] - start).tolist(),
+                rejections=[(i - start, r) for i, r in self.rejections
+                            if start <= i < start + n]))
+            start += n
+        return out
+
     def output_rows(self) -> list:
         """One output dict per scored row (the form the streaming job emits)."""
         return output_records(self.outputs)

@@ -14,6 +14,10 @@ from apache_beam.io.filesystems import FileSystems
 
 from preprocessing.parsing import MAX_RECORD_BYTES, MAX_RECORD_LINES
 
+# A block this small (a one-row file) is parsed row by row: Arrow's per-call cost would
+# dominate its parse.
+SMALL_BLOCK_BYTES = 4 << 10
+
 # What a cut or corrupt compressed file raises while it is read.
 CUT_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, OSError)
 
@@ -34,6 +38,14 @@ class CsvBlock:
 
     def __reduce__(self):
         return CsvBlock, (self.first_line, self._data, self.path, self.start, self.end)
+
+    @property
+    def size(self) -> int:
+        return len(self._data) if self.path is None else self.end - self.start
+
+    @property
+    def small(self) -> bool:
+        return self.size < SMALL_BLOCK_BYTES
 
     @property
     def data(self) -> bytes:

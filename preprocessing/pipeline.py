@@ -30,11 +30,11 @@ class ParseAndSplit(beam.DoFn):
     are tallied here (rows_read), as the reader does not split it into records.
 
     Small inputs (many one-row files) would make one tiny RecordBatch each, and every batch
-    costs tf.transform a graph call: a block under SMALL_BLOCK_BYTES is parsed row by row
-    (the same values, without Arrow's per-call cost), and row-by-row rows are gathered per
-    split across the bundle's chunks into batches of FLUSH_ROWS (the rest at bundle end).
+    costs tf.transform a graph call: a small block (csv_blocks.SMALL_BLOCK_BYTES) is parsed
+    row by row (the same values, without Arrow's per-call cost), and row-by-row rows are
+    gathered per split across the bundle's chunks into batches of FLUSH_ROWS (the rest at
+    bundle end).
     """
-    SMALL_BLOCK_BYTES = 4 << 10
     FLUSH_ROWS = 2048
 
     def __init__(self, schema: Schema, fractions, delimiter: str = ",",
@@ -91,9 +91,8 @@ class ParseAndSplit(beam.DoFn):
                 per_split[s] = []
 
     def _block(self, path, parser, block):
-        size = len(block.data) if block.path is None else block.end - block.start
         fast = (fast_csv.parse_block(parser, block.data)
-                if self.delimiter == "," and size >= self.SMALL_BLOCK_BYTES else None)
+                if self.delimiter == "," and not block.small else None)
         if fast is None:  # small, bad UTF-8, a field spanning lines...: record by record
             line_rejects = []
             records = block.read_records(line_rejects, *self.record_bounds)

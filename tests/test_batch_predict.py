@@ -374,3 +374,29 @@ def test_extreme_inputs_give_strict_json_and_csv_outputs(trained, tmp_path):
     with open(glob.glob(os.path.join(out, "predictions-*.csv"))[0], newline="") as f:
         keys = [r[0] for r in csv.reader(f)][1:]
     assert "line\nbreak" in keys and sorted(keys) == sorted(p["key"] for p in preds)
+
+
+@pytest.mark.slow
+def test_one_row_files_are_scored_together_with_the_same_results_as_one_file(
+        trained, taxi_csv, tmp_path):
+    """400 one-row files: their rows share model calls (up to --max_batch_size), and every
+    prediction and dead letter is the one the same rows get from a single file."""
+    _, _, m = trained
+    lines = open(taxi_csv[0]).read().splitlines()
+    header, rows = lines[0], lines[1:401]
+    many = tmp_path / "many"
+    many.mkdir()
+    for i, row in enumerate(rows):
+        (many / f"part-{i:04d}.csv").write_text(f"{header}\n{row}\n")
+    (tmp_path / "one.csv").write_text("\n".join([header] + rows) + "\n")
+    got = {}
+    for name, pattern in (("one", str(tmp_path / "one.csv")), ("many", str(many / "*.csv"))):
+        out = str(tmp_path / f"out_{name}")
+        s = _run(m["export_dir"], pattern, out)
+        preds = {p["key"]: p["prediction"] for p in read_jsonl(os.path.join(out, "predictions-*"))}
+        reasons = sorted(r["reason"] for r in read_jsonl(os.path.join(out, "rejects", "*")))
+        got[name] = (s["rows_read"], preds, reasons)
+    assert got["one"][0] == got["many"][0] == 400 and got["one"][2] == got["many"][2]
+    assert got["one"][2], "the sample should hold some dirty rows"
+    assert got["one"][1].keys() == got["many"][1].keys()
+    assert all(abs(got["one"][1][k] - got["many"][1][k]) < 1e-4 for k in got["one"][1])
