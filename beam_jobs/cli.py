@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 from typing import Optional, Sequence
 
@@ -35,6 +36,54 @@ def setup_logging(level: str = "WARNING") -> None:
     # Local multi-process workers forward every notice as a WARNING; keep their errors.
     logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(
         "ERROR" if logging.getLevelName(level) >= logging.WARNING else level)
+
+
+def main(job: str, run) -> None:
+    """A job's `python -m` entry: logging, `run()`, then the fast exit. A run that failed as
+    designed (finalize.RunFailed: no rows read, counts that do not reconcile, cut inputs) is
+    its one-line message and exit status 1, not a traceback (nor Beam's logged copies of it,
+    in-process or forwarded from local worker processes as text)."""
+    setup_logging()
+    quiet_designed_failures()
+    try:
+        run()
+    except Exception as e:
+        message = designed_failure(e)
+        if message is None:
+            raise
+        message = message[len(job) + 1:].strip() if message.startswith(f"{job}:") else message
+        print(f"{job}: error: {message}", file=sys.stderr)
+        exit_now(1)
+    exit_now(0)
+
+
+def quiet_designed_failures() -> None:
+    """Drops Beam's logged copies (with tracebacks) of a designed failure, in this process
+    (runner, in-process workers) and in a local worker process."""
+    def keep(record) -> bool:
+        return designed_failure(record.exc_info[1] if record.exc_info
+                                else record.getMessage()) is None
+    for name in ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker",
+                 "apache_beam.runners.worker.bundle_processor",
+                 "apache_beam.runners.portability.local_job_service"):
+        logging.getLogger(name).addFilter(keep)
+
+
+_DESIGNED = re.compile(r"beam_jobs\.finalize\.(?:NotReconciled|PartialInput|EmptyOutput): ([^\n]*)")
+
+
+def designed_failure(error) -> Optional[str]:
+    """The message of a finalize.RunFailed: the exception itself, or its text inside another
+    (a multi-process runner re-raises a worker's failure as a RuntimeError of its traceback)."""
+    from beam_jobs.finalize import RunFailed  # (finalize's imports lead back here)
+    if isinstance(error, RunFailed):
+        text = str(error)
+    else:
+        found = _DESIGNED.findall(str(error or ""))
+        if not found:
+            return None
+        text = found[-1]
+    return re.sub(r"\s*\[while running [^\]]*\]\s*$", "", text.strip())
 
 
 def exit_now(code: int = 0) -> None:

@@ -66,16 +66,21 @@ class OutputSpec:
     require: Tuple[str, ...] = ()
 
 
-class NotReconciled(RuntimeError):
+class RunFailed(RuntimeError):
+    """A run that failed as designed (the pipeline's Finalize said why): the command line
+    prints its message as one line (exit 1), not a traceback."""
+
+
+class NotReconciled(RunFailed):
     """Rows read != rows written + rows rejected: the run is not published."""
 
 
-class PartialInput(RuntimeError):
+class PartialInput(RunFailed):
     """An input file was cut short, corrupt or unreadable: what was read is published, without _SUCCESS,
     and the job fails, so no schedule takes it for a complete run."""
 
 
-class EmptyOutput(RuntimeError):
+class EmptyOutput(RunFailed):
     """No rows were read, or an output the job cannot do without (preprocess's train split)
     got none: nothing is published, the previous output stays."""
 

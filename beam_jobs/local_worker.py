@@ -19,6 +19,7 @@ def main() -> None:
 
     from beam_jobs import cli
     code = 0
+    cli.quiet_designed_failures()
     try:
         sdk_worker_main.main(sys.argv)
     except SystemExit as e:

@@ -268,6 +268,4 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
 
 
 if __name__ == "__main__":
-    cli.setup_logging()
-    run()
-    cli.exit_now()  # a finished job skips the ~2 s interpreter teardown
+    cli.main(JOB, run)  # a finished job skips the ~2 s interpreter teardown

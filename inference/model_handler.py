@@ -21,6 +21,7 @@ from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from inference.outputs import PredictionBlock
 from inference.versions import load_raw_schema, model_version, resolve_model_dir
+from preprocessing import parsing
 from preprocessing.rejects import Reject
 
 SIGNATURE = "predict_raw"
@@ -268,7 +269,7 @@ def predict_row_batches(model: "_Version", batch: Sequence[RowBatch],
             out.append(predict_block(model, rb.names, rb.columns, len(rb), rows_per_call))
         elif group:
             sizes = [len(rb) for rb in group]
-            columns = [concat_columns([rb.columns[k] for rb in group])
+            columns = [parsing.concat_columns([rb.columns[k] for rb in group])
                        for k in range(len(group[0].names))]
             whole = predict_block(model, group[0].names, columns, sum(sizes), rows_per_call)
             out.extend(whole.split(sizes))
@@ -280,21 +281,6 @@ def predict_row_batches(model: "_Version", batch: Sequence[RowBatch],
             flush()
         group.append(rb)
     flush()
-    return out
-
-
-def concat_columns(parts: list):
-    """Value columns of consecutive batches as one (numpy, Arrow or a list, as they are)."""
-    import numpy as np
-    import pyarrow as pa
-    if all(isinstance(p, np.ndarray) for p in parts):
-        return np.concatenate(parts)
-    if all(isinstance(p, pa.Array) for p in parts) and len({p.type for p in parts}) == 1:
-        return pa.concat_arrays(parts)
-    out = []
-    for p in parts:
-        out += p.tolist() if isinstance(p, np.ndarray) else \
-            p.to_pylist() if isinstance(p, pa.Array) else list(p)
     return out
 
 

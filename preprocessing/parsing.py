@@ -306,6 +306,19 @@ def append_rows(columns: list, rows: Sequence[tuple]) -> None:
                       base.tolist() if isinstance(base, np.ndarray) else list(base)) + list(col)
 
 
+def concat_columns(parts: list):
+    """Value columns of consecutive batches as one (numpy, Arrow or a list, as they are)."""
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts)
+    if all(isinstance(p, pa.Array) for p in parts) and len({p.type for p in parts}) == 1:
+        return pa.concat_arrays(parts)
+    out = []
+    for p in parts:
+        out += p.tolist() if isinstance(p, np.ndarray) else \
+            p.to_pylist() if isinstance(p, pa.Array) else list(p)
+    return out
+
+
 def example_to_fields(serialized: bytes, header: Sequence[str]) -> List[str]:
     """A serialized raw tf.Example as text fields in `header` order ('' where absent).
 

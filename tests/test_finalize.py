@@ -396,3 +396,22 @@ def test_progress_after_many_small_files_is_a_few_lines_and_the_last(capsys):
         progress.show()
     lines = capsys.readouterr().err.splitlines()
     assert 1 <= len(lines) <= 3 and "100% of" in lines[-1]
+
+
+@pytest.mark.slow
+def test_a_designed_failure_is_one_line_at_the_command_line(tmp_path):
+    """A header-only input: Finalize refuses to publish (no rows read); the command line
+    says so in one line with exit status 1, without Beam's traceback."""
+    import subprocess
+    import sys
+
+    from preprocessing import TAXI_SPEC
+    from tests.helpers import ROOT
+    src = tmp_path / "header.csv"
+    src.write_text("key,pickup_datetime,pickup_longitude,pickup_latitude,dropoff_longitude,"
+                   "dropoff_latitude,passenger_count,payment_type,company,fare_amount\n")
+    r = subprocess.run([sys.executable, "-m", "beam_jobs.preprocess", "--input", str(src),
+                        "--schema_spec", TAXI_SPEC, "--output", str(tmp_path / "out")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "preprocess: error: no rows read" in r.stderr, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr and "EmptyOutput" not in r.stderr

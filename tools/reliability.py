@@ -28,6 +28,12 @@ from PIL import Image, PngImagePlugin
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = os.path.join(ROOT, "preprocessing", "specs", "taxi.yaml")
+ZONES_SPEC = """columns:
+  - {name: ts, type: string, transform: datetime, parts: [hour, weekday]}
+  - {name: x, type: float, transform: zscore}
+  - {name: y, type: int}
+label: y
+"""
 
 RUNNER = """
 import json, resource, sys, traceback
@@ -44,7 +50,7 @@ out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 print("RESULT " + json.dumps(out))
 """
 # Failures the jobs raise on purpose, with their message (beam_jobs/finalize.py).
-DESIGNED = ("cut short, corrupt or unreadable", "no rows reached", "error:")
+DESIGNED = ("cut short, corrupt or unreadable", "no rows reached", "no rows read", "error:")
 
 
 def _taxi_lines(rows: int = 200):
@@ -146,7 +152,12 @@ def cases(work: str, quick: bool):
         for _ in range(16 * size_gb):
             f.write(zeros)
     yield f"gzip bomb ({size_gb} GB line in {os.path.getsize(bomb) / 1e6:.1f} MB)", taxi(bomb), 1
-    # Specs and names (round 3).
+    yield from _round3_cases(work, csv, good, header, body)
+    yield from _image_cases(work, csv)
+
+
+def _round3_cases(work, csv, good, header, body):
+    """Specs, names, zones and many small files (issue 27)."""
     laughs = ["columns: [{name: fare_amount, type: float}]", "label: fare_amount",
               'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     laughs += [f"{chr(97 + i)}: &{chr(97 + i)} [{', '.join(['*' + chr(96 + i)] * 9)}]"
@@ -157,7 +168,23 @@ def cases(work: str, quick: bool):
                                 for i in range(60)]
     yield "ts_hour beside a datetime ts", ["--input", csv("clash.csv", "\n".join(clash) + "\n"),
                                            "--label_column", "y"], None
-    # Images.
+    zones = ["ts,x,y"] + [f"2025-03-0{1 + i % 9}T0{i % 10}:15:00{z},{i % 7},{i % 5}"
+                          for i, z in enumerate(["+05:30", "Z", " UTC", "-0800", ".250+01:00",
+                                                 "", "+05", " PST", "+25:00", "garbage"] * 8)]
+    yield "datetimes with zones, some not", ["--input", csv("zones.csv", "\n".join(zones) + "\n"),
+                                              "--schema_spec", csv("zones.yaml", ZONES_SPEC)], 80
+    yield "a one-column CSV", ["--input", csv("one_col.csv", "y\n" + "1\n2\n" * 50),
+                               "--label_column", "y"], None
+    small = os.path.join(work, "small")
+    os.makedirs(small, exist_ok=True)
+    for i, row in enumerate(body * 10):
+        with open(os.path.join(small, f"p{i:05d}.csv"), "w") as f:
+            f.write(header + "\n" + row + "\n")
+    yield f"{len(body) * 10:,} one-row files", ["--input", os.path.join(small, "*.csv"),
+                                               "--schema_spec", SPEC], len(body) * 10
+
+
+def _image_cases(work, csv):
     img = os.path.join(work, "img")
     os.makedirs(img, exist_ok=True)
     from tools import shapes
