@@ -11,7 +11,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # Session fixtures that run a whole job (or start an emulator): a test that needs one is an
 # end-to-end test, whatever its own duration.
-END_TO_END_FIXTURES = {"preprocessed", "trained", "trained_images", "gcs_emulator"}
+END_TO_END_FIXTURES = {"preprocessed", "trained", "trained_images", "gcs_emulator",
+                       "pubsub_emulator"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -100,3 +101,26 @@ def trained_images(tmp_path_factory):
                                                     batch_size=16, hidden_units=[16],
                                                     augment=True))
     return folder, data, metrics
+
+
+@pytest.fixture(scope="session")
+def pubsub_emulator():
+    """The real Pub/Sub emulator on loopback (tools/pubsub_emulator.py); yields its host and
+    sets PUBSUB_EMULATOR_HOST while it runs. Skips, saying how to install it, where absent."""
+    from tools import pubsub_emulator
+    if not pubsub_emulator.available():
+        pytest.skip(pubsub_emulator.INSTALL_HINT)
+    try:
+        emulator = pubsub_emulator.PubSubEmulator()
+    except pubsub_emulator.EmulatorError as e:
+        pytest.fail(str(e))
+    old = os.environ.get("PUBSUB_EMULATOR_HOST")
+    os.environ["PUBSUB_EMULATOR_HOST"] = emulator.host
+    try:
+        yield emulator.host
+    finally:
+        emulator.stop()
+        if old is None:
+            os.environ.pop("PUBSUB_EMULATOR_HOST", None)
+        else:
+            os.environ["PUBSUB_EMULATOR_HOST"] = old
