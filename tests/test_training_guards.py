@@ -78,7 +78,7 @@ def test_an_extreme_label_and_a_single_class_fail_fast_with_one_line(tmp_path):
     rows[7] = "r7,3,1,1e30\n"
     r = _train(_prep(tmp_path / "a", rows, "y"), str(tmp_path / "job_a"))
     assert r.returncode == 2 and "label 'y'" in r.stderr and "1e+30" in r.stderr
-    assert not list((tmp_path / "job_a").glob("export/*"))
+    assert not os.path.exists(tmp_path / "job_a" / "export")
     rows = [f"r{i},{i % 17},{i % 5},only\n" for i in range(300)]
     r = _train(_prep(tmp_path / "b", rows, "y"), str(tmp_path / "job_b"))
     assert r.returncode == 2 and "1 class(es)" in r.stderr, r.stderr[-2000:]
@@ -133,7 +133,7 @@ def test_damaged_data_and_unwritable_job_dirs_are_one_line_errors(tmp_path):
     shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
     r = _train(data, str(tmp_path / "job"))
     assert r.returncode == 2 and f"TFRecord shard {shard} is truncated" in r.stderr, r.stderr
-    assert "Traceback" not in r.stderr and not list((tmp_path / "job").glob("export/*"))
+    assert "Traceback" not in r.stderr and not (tmp_path / "job" / "export").exists()
 
 
 def test_a_table_without_feature_columns_is_refused_at_preprocess(tmp_path):

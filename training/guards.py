@@ -153,10 +153,13 @@ def check_writable(directory: str, flag: str = "--job_dir") -> None:
     one line at the start, not a traceback after training."""
     probe = os.path.join(directory, f".write_probe_{os.getpid()}")
     try:
+        existed = tf.io.gfile.isdir(directory)
         tf.io.gfile.makedirs(directory)
         with tf.io.gfile.GFile(probe, "w") as f:
             f.write("")
         tf.io.gfile.remove(probe)
+        if not existed:  # the run makes it when it writes there; a failed run leaves none
+            tf.io.gfile.rmtree(directory)
     except (tf.errors.OpError, OSError) as e:
         raise TrainingError(f"{flag} {directory} is not writable "
                             f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
