@@ -69,17 +69,16 @@ def quiet_designed_failures() -> None:
         logging.getLogger(name).addFilter(keep)
 
 
-_DESIGNED = re.compile(r"beam_jobs\.finalize\.(?:NotReconciled|PartialInput|EmptyOutput): ([^\n]*)")
-
-
 def designed_failure(error) -> Optional[str]:
     """The message of a finalize.RunFailed: the exception itself, or its text inside another
     (a multi-process runner re-raises a worker's failure as a RuntimeError of its traceback)."""
     from beam_jobs.finalize import RunFailed  # (finalize's imports lead back here)
     if isinstance(error, RunFailed):
         text = str(error)
-    else:
-        found = _DESIGNED.findall(str(error or ""))
+    else:  # the worker's traceback names the class by its module path
+        names = "|".join(c.__name__ for c in RunFailed.__subclasses__())
+        found = re.findall(rf"{re.escape(RunFailed.__module__)}\.(?:{names}): ([^\n]*)",
+                           str(error or ""))
         if not found:
             return None
         text = found[-1]

@@ -261,9 +261,11 @@ def predict_row_batches(model: "_Version", batch: Sequence[RowBatch],
     """One PredictionBlock per RowBatch. Consecutive small ones (many small files) share a
     model call of up to `rows_per_call` rows, as each call has a fixed cost."""
     limit = rows_per_call or 4096
-    out, group = [], []
+    out, group, rows = [], [], 0
 
     def flush():
+        nonlocal rows
+        rows = 0
         if len(group) == 1:
             rb = group[0]
             out.append(predict_block(model, rb.names, rb.columns, len(rb), rows_per_call))
@@ -276,10 +278,10 @@ def predict_row_batches(model: "_Version", batch: Sequence[RowBatch],
         group.clear()
 
     for rb in batch:
-        if group and (rb.names != group[0].names
-                      or sum(len(g) for g in group) + len(rb) > limit):
+        if group and (rb.names != group[0].names or rows + len(rb) > limit):
             flush()
         group.append(rb)
+        rows += len(rb)
     flush()
     return out
 

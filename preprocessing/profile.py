@@ -219,14 +219,15 @@ def profile_csv(streams: Iterable, delimiter: str = ",", max_bytes: Optional[int
     of rows (None: all), or at a file Arrow cannot read to the end; then `complete` is False
     and `note` says why."""
     prof, seen = None, 0
-    pending, gathered = [], [0]  # consecutive small tables (many small files): as one
+    pending, gathered = [], 0  # consecutive small tables (many small files): as one
 
     def flush():
+        nonlocal gathered
         if pending:
             add_table(prof, pending[0] if len(pending) == 1 else
                       pa.concat_tables(pending).combine_chunks())
             pending.clear()
-            gathered[0] = 0
+        gathered = 0
 
     for name, opener in streams:
         try:
@@ -238,8 +239,8 @@ def profile_csv(streams: Iterable, delimiter: str = ",", max_bytes: Optional[int
                     if pending and table.column_names != pending[0].column_names:
                         flush()
                     pending.append(table)
-                    gathered[0] += table.num_rows
-                    if gathered[0] >= GATHER_ROWS:
+                    gathered += table.num_rows
+                    if gathered >= GATHER_ROWS:
                         flush()
                     seen += table.nbytes
                     if progress:
