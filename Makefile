@@ -1,6 +1,7 @@
 # Two commands on a fresh clone:  `make demo`  and  `make test`  (see README).
 PYTHON ?= python3
 VENV   ?= .venv
+BQ_VENV ?= .venv-bqemulator
 PY      = $(VENV)/bin/python
 DEMO_ROWS ?= 100000
 DEMO_DIR  ?= demo_output
@@ -9,7 +10,7 @@ IMG_PER_CLASS ?= 1500
 IMG_EPOCHS ?= 20
 IMG_DIR ?= demo_images
 
-.PHONY: install demo demo-images test test-fast bench clean
+.PHONY: install install-emulators demo demo-stream demo-images test test-fast bench clean
 
 install: $(VENV)/.installed
 
@@ -19,6 +20,15 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt setup.py pyproject.tom
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
 	$(PY) -m pip install -q --no-deps -e .
+	touch $@
+
+# The BigQuery emulator, in a venv of its own (tests; the Pub/Sub one is a Debian package).
+install-emulators: $(BQ_VENV)/.installed
+
+$(BQ_VENV)/.installed: requirements-bqemulator.txt
+	$(PYTHON) -m venv $(BQ_VENV)
+	$(BQ_VENV)/bin/python -m pip install -q --upgrade pip
+	$(BQ_VENV)/bin/python -m pip install -q -r requirements-bqemulator.txt
 	touch $@
 
 demo: install
@@ -48,7 +58,7 @@ demo-images: install
 	    --input $(IMG_DIR)/new/labels.csv --output $(IMG_DIR)/predictions/{date} \
 	    --evaluate_label label
 
-test: install
+test: install install-emulators
 	$(PY) -m ruff check .
 	$(PY) -m pytest tests
 

@@ -118,6 +118,7 @@ def parse_args(options: PipelineOptions) -> Args:
     common_options.check_image_options(JOB, o)
     common_options.check_record_bounds(JOB, o)
     run_date = _date(o.run_date)
+    common_options.check_output_table(JOB, o, options, file_loads=True)
     return dataclasses.replace(
         o, run_date=run_date, rows_per_chunk=rows_per_chunk,
         input=o.input.replace("{date}", run_date),
@@ -258,8 +259,10 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
              | "WriteCsv" >> beam.io.WriteToText(prefix, file_name_suffix=".csv",
                                                  header=sinks.csv_line(dict(zip(columns, columns)), columns)))
     if o.output_table:
-        _ = (preds | "Unbatch" >> beam.FlatMap(PredictionBlock.records)
-             | "WriteBigQuery" >> sinks.WriteBigQuery(o.output_table, columns, o.run_date))
+        # Its output (the finished load jobs) is a Finalize input: _SUCCESS waits for the loads.
+        written.append(preds | "Unbatch" >> beam.FlatMap(PredictionBlock.records)
+                       | "WriteBigQuery" >> sinks.WriteBigQuery(o.output_table, columns,
+                                                                o.run_date))
     if cfg.label:
         written.append(preds | "Metrics" >> beam.CombineGlobally(EvalMetrics(cfg.schema.task))
              | "MetricsJson" >> beam.Map(lambda m: filesys.dumps_json(

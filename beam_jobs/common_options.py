@@ -8,10 +8,11 @@ import sys
 import types
 from typing import Optional
 
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions
 
 from beam_jobs.cli import JobError, setup_logging
 from beam_jobs.local_runner import LOCAL_RUNNER
+from inference.bigquery_client import parse_table
 from preprocessing.images import ImageLimits
 
 STALE_STAGING_HOURS = 24.0  # default of --stale_staging_hours (beam_jobs/finalize.py)
@@ -110,6 +111,23 @@ def typed_args(cls: type, options: PipelineOptions, option_classes, **overrides)
     values = {f.name: getattr(merged, f.name) for f in dataclasses.fields(cls)}
     values.update(overrides)
     return cls(**values)
+
+
+def check_output_table(job: str, o, options: PipelineOptions, file_loads: bool) -> None:
+    """--output_table names a table BigQuery takes, with a project; batch writes (file loads)
+    stage their files in Cloud Storage, so they need a gs:// --temp_location."""
+    if not o.output_table:
+        return
+    try:
+        project = parse_table(o.output_table)[0]
+    except ValueError as e:
+        raise JobError(job, f"--output_table: {e}")
+    cloud = options.view_as(GoogleCloudOptions)
+    if not (project or cloud.project):
+        raise JobError(job, "--output_table without a project needs --project")
+    if file_loads and not (cloud.temp_location or "").startswith("gs://"):
+        raise JobError(job, "--output_table is loaded into BigQuery from files in Cloud "
+                            "Storage: give --temp_location gs://BUCKET/tmp")
 
 
 def check_record_bounds(job: str, o) -> None:

@@ -122,6 +122,7 @@ def parse_args(options: PipelineOptions) -> Args:
                                     "and --replay")
     if not (o.output_topic or o.output_dir or o.output_table):
         raise cli.JobError(JOB, "give --output_topic, --output_table or --output_dir")
+    common_options.check_output_table(JOB, o, options, file_loads=False)
     if o.window_secs <= 0 or o.replay_rate <= 0 or o.allowed_lateness_secs < 0:
         raise cli.JobError(JOB, "--window_secs and --replay_rate must be > 0, "
                                     "--allowed_lateness_secs >= 0")
@@ -234,9 +235,13 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
     if o.output_table:
         columns = sinks.prediction_columns(cfg.schema.task, "id",
                                            extra=("latency_ms", "event_time"))
-        _ = preds | "WriteBigQuery" >> sinks.WriteBigQuery(o.output_table, columns)
-    _ = dead | "WriteRejects" >> WriteJson(o.dead_letter_topic, cfg.dead_letter_dir,
-                                               "rejects", o.window_secs)
+        refused = (preds | "WriteBigQuery" >> sinks.WriteBigQuery(o.output_table, columns)
+                   | "InsertFailures" >> beam.ParDo(sinks.InsertFailures(JOB)))
+        dead_letters = (dead, refused) | "WithRefused" >> beam.Flatten()
+    else:
+        dead_letters = dead
+    _ = dead_letters | "WriteRejects" >> WriteJson(o.dead_letter_topic, cfg.dead_letter_dir,
+                                                   "rejects", o.window_secs)
     events = ((preds | "PredEvents" >> beam.Map(lambda r: ("prediction", r["latency_ms"])),
                dead | "RejectEvents" >> beam.Map(lambda r: ("reject", r["reason"])))
               | "Events" >> beam.Flatten())

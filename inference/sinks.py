@@ -9,6 +9,9 @@ from typing import List, Optional, Sequence
 
 import apache_beam as beam
 
+from inference import bigquery_client
+from preprocessing import rejects
+
 
 def prediction_columns(task: str, key: str = "key", passthrough: Sequence[str] = (),
                        label: bool = False, extra: Sequence[str] = ()) -> List[str]:
@@ -43,14 +46,42 @@ def csv_line(rec: dict, columns: Sequence[str]) -> str:
     return buf.getvalue()[:-2]
 
 
-class WriteBigQuery(beam.PTransform):
-    """Prediction records -> BigQuery. Batch (`run_date` given): the date's day partition
-    `table$YYYYMMDD`, truncated, so a re-run of a date replaces it. Streaming: appended with
-    streaming inserts."""
+class WaitForLoadJobs(beam.DoFn):
+    """Waits until each BigQuery load job is done and fails the run if one failed. Beam
+    starts the load jobs of a direct (one-partition) write without waiting for them, so
+    without this a job whose load was refused (a schema or type mismatch) still succeeded."""
 
-    def __init__(self, table: str, columns: Sequence[str], run_date: Optional[str] = None):
+    def __init__(self, client=None, poll_secs: float = 2.0, timeout_secs: float = 6 * 3600):
+        self.client, self.poll_secs, self.timeout_secs = client, poll_secs, timeout_secs
+
+    def setup(self):
+        from apache_beam.io.gcp.bigquery_tools import BigQueryWrapper
+        self.bq = BigQueryWrapper(client=self.client)
+
+    def process(self, destination_and_job):
+        destination, job = destination_and_job
+        self.bq.wait_for_bq_job(job, sleep_duration_sec=self.poll_secs,
+                                max_retries=max(1, int(self.timeout_secs / self.poll_secs)))
+        yield f"{destination} {job.jobId}"
+
+
+class WriteBigQuery(beam.PTransform):
+    """Prediction records -> BigQuery. Batch (`run_date` given): file loads into the date's
+    day partition `table$YYYYMMDD`, truncated, so a re-run of a date replaces it, and the
+    output (one line per finished load job) is complete only once the loads are done.
+    `partitioned=False` truncates the whole table instead (for stores without partition
+    decorators, such as the local emulator). Streaming: streaming inserts, appended; rows
+    BigQuery refuses come out as the `failed` output (retried only on transient errors, so
+    one bad row cannot stall the stream). `client`: Beam's `test_client`; by default one on
+    $BIGQUERY_EMULATOR_HOST when that is set."""
+
+    def __init__(self, table: str, columns: Sequence[str], run_date: Optional[str] = None,
+                 partitioned: bool = True, client=None):
         super().__init__()
+        bigquery_client.parse_table(table)
         self.table, self.columns, self.run_date = table, list(columns), run_date
+        self.partitioned = partitioned
+        self.client = client if client is not None else bigquery_client.emulator_client(table)
 
     def expand(self, records):
         columns, fields = self.columns, bigquery_fields(self.columns)
@@ -63,14 +94,41 @@ class WriteBigQuery(beam.PTransform):
             return row
 
         rows = records | "ToRow" >> beam.Map(to_row)
+        disposition = beam.io.BigQueryDisposition
         if self.run_date:
-            return rows | "Write" >> beam.io.WriteToBigQuery(
-                f"{self.table}${self.run_date.replace('-', '')}", schema={"fields": fields},
-                create_disposition=beam.io.BigQueryDisposition.CREATE_IF_NEEDED,
-                write_disposition=beam.io.BigQueryDisposition.WRITE_TRUNCATE,
-                additional_bq_parameters={"timePartitioning": {"type": "DAY"}})
-        return rows | "Write" >> beam.io.WriteToBigQuery(
+            target = (bigquery_client.partition(self.table, self.run_date)
+                      if self.partitioned else self.table)
+            result = rows | "Write" >> beam.io.WriteToBigQuery(
+                target, schema={"fields": fields},
+                create_disposition=disposition.CREATE_IF_NEEDED,
+                write_disposition=disposition.WRITE_TRUNCATE,
+                method=beam.io.WriteToBigQuery.Method.FILE_LOADS,
+                additional_bq_parameters={"timePartitioning": {"type": "DAY"}},
+                test_client=self.client)
+            return (result.destination_load_jobid_pairs
+                    | "WaitForLoadJobs" >> beam.ParDo(WaitForLoadJobs(self.client)))
+        from apache_beam.io.gcp.bigquery_tools import RetryStrategy
+        result = rows | "Write" >> beam.io.WriteToBigQuery(
             self.table, schema={"fields": fields},
-            create_disposition=beam.io.BigQueryDisposition.CREATE_IF_NEEDED,
-            write_disposition=beam.io.BigQueryDisposition.WRITE_APPEND,
-            method=beam.io.WriteToBigQuery.Method.STREAMING_INSERTS)
+            create_disposition=disposition.CREATE_IF_NEEDED,
+            write_disposition=disposition.WRITE_APPEND,
+            method=beam.io.WriteToBigQuery.Method.STREAMING_INSERTS,
+            insert_retry_strategy=RetryStrategy.RETRY_ON_TRANSIENT_ERROR,
+            test_client=self.client)
+        return result.failed_rows_with_errors
+
+
+class InsertFailures(beam.DoFn):
+    """(destination, row, errors) that streaming inserts could not write -> dead letters
+    (`bigquery_insert_refused`), so a refused row is counted and kept, not lost."""
+
+    def __init__(self, job: str):
+        self.job = job
+
+    def setup(self):
+        self.dead = rejects.DeadLetters(self.job, as_json=False)
+
+    def process(self, failed):
+        destination, row, errors = failed
+        yield self.dead(str(destination), None, json.dumps(row, default=str),
+                        "bigquery_insert_refused", str(errors)[:2000], id=row.get("id")).value

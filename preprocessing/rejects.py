@@ -65,6 +65,9 @@ REASONS = {
     "non_finite_prediction": "a row the model scored as NaN or infinity (an input far outside "
                              "what it was trained on): written as a dead letter, never as "
                              "invalid JSON",
+    # sinks
+    "bigquery_insert_refused": "a prediction BigQuery's streaming insert refused (its error in "
+                               "the detail); the other outputs have it",
 }
 
 

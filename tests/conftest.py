@@ -12,7 +12,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Session fixtures that run a whole job (or start an emulator): a test that needs one is an
 # end-to-end test, whatever its own duration.
 END_TO_END_FIXTURES = {"preprocessed", "trained", "trained_images", "gcs_emulator",
-                       "pubsub_emulator"}
+                       "pubsub_emulator", "bigquery_emulator"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -48,14 +48,20 @@ def preprocessed(taxi_csv, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def gcs_emulator():
-    """A real local GCS (gcp-storage-emulator) on loopback; yields its endpoint.
+def gcs_data_dir(tmp_path_factory):
+    """The GCS emulator's storage folder (the BigQuery emulator loads gs:// files from it)."""
+    return str(tmp_path_factory.mktemp("gcs"))
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator(gcs_data_dir):
+    """A real local GCS (gcp-storage-emulator) on loopback, on disk; yields its endpoint.
 
     Beam's GCS IO talks to it through STORAGE_EMULATOR_HOST with anonymous credentials.
     """
     from tools import gcs_emulator
     try:
-        proc, endpoint = gcs_emulator.start(default_bucket="test-bucket")
+        proc, endpoint = gcs_emulator.start(default_bucket="test-bucket", data_dir=gcs_data_dir)
     except RuntimeError as e:
         pytest.fail(str(e))
     old = os.environ.get("STORAGE_EMULATOR_HOST")
@@ -124,3 +130,28 @@ def pubsub_emulator():
             os.environ.pop("PUBSUB_EMULATOR_HOST", None)
         else:
             os.environ["PUBSUB_EMULATOR_HOST"] = old
+
+
+@pytest.fixture(scope="session")
+def bigquery_emulator(gcs_emulator, gcs_data_dir):
+    """The BigQuery emulator on loopback (tools/bigquery_emulator.py), its load jobs reading
+    gs:// files from the GCS emulator's storage; sets BIGQUERY_EMULATOR_HOST while it runs.
+    Skips, saying how to install it, where absent (`make test` installs it)."""
+    from tools import bigquery_emulator
+    from tools import gcs_emulator as gcs
+    if not bigquery_emulator.available():
+        pytest.skip(bigquery_emulator.INSTALL_HINT)
+    try:
+        emulator = bigquery_emulator.BigQueryEmulator(gcs_root=gcs.storage_root(gcs_data_dir))
+    except bigquery_emulator.EmulatorError as e:
+        pytest.fail(str(e))
+    old = os.environ.get("BIGQUERY_EMULATOR_HOST")
+    os.environ["BIGQUERY_EMULATOR_HOST"] = emulator.host
+    try:
+        yield emulator
+    finally:
+        if old is None:
+            os.environ.pop("BIGQUERY_EMULATOR_HOST", None)
+        else:
+            os.environ["BIGQUERY_EMULATOR_HOST"] = old
+        emulator.stop()

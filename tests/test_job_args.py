@@ -26,6 +26,15 @@ NOWHERE = "/nonexistent/nothing-here"
      "give exactly one of"),
     (stream_predict, ["--model_dir", NOWHERE, "--replay", NOWHERE, "--output_dir", NOWHERE],
      "add --streaming"),
+    (batch_predict, ["--model_dir", NOWHERE, "--input", "x", "--output", "y",
+                     "--output_table", "p-1:ds.t$20261124"], "without a $ partition"),
+    (batch_predict, ["--model_dir", NOWHERE, "--input", "x", "--output", "y",
+                     "--output_table", "ds.t", "--temp_location", "gs://b/t"], "needs --project"),
+    (batch_predict, ["--model_dir", NOWHERE, "--input", "x", "--output", "y",
+                     "--output_table", "p-1:ds.t", "--temp_location", "/tmp"],
+     "give --temp_location gs://"),
+    (stream_predict, ["--streaming", "--model_dir", NOWHERE, "--input_topic", "projects/p/t",
+                      "--output_table", "just-a-name"], "not a BigQuery table"),
 ])
 def test_bad_arguments_fail_before_any_io(job, args, message):
     with pytest.raises(SystemExit) as e:

@@ -1,5 +1,9 @@
 """One definition of the prediction columns and the BigQuery schema for both prediction jobs."""
-from inference import sinks
+import json
+
+import pytest
+
+from inference import bigquery_client, sinks
 
 
 def test_classification_columns_keep_class_id_and_probabilities_in_both_jobs():
@@ -62,3 +66,43 @@ def test_json_files_are_strict_json():
                        "ok": np.float64(2.5)})
     assert json.loads(text, parse_constant=lambda c: 1 / 0) == {"rmse": None,
                                                                 "n": [1.0, None, None], "ok": 2.5}
+
+
+@pytest.mark.parametrize("spec,parsed", [
+    ("my-proj:ds.t", ("my-proj", "ds", "t")), ("my-proj.ds.t", ("my-proj", "ds", "t")),
+    ("ds.t", (None, "ds", "t")), ("example.com:my-proj:ds.t", ("example.com:my-proj", "ds", "t")),
+])
+def test_table_names_users_write(spec, parsed):
+    assert bigquery_client.parse_table(spec) == parsed
+
+
+@pytest.mark.parametrize("spec", ["t", "p:ds.t$20261124", "p:ds.", "p:d s.t", ""])
+def test_table_names_bigquery_would_refuse_are_refused_early(spec):
+    with pytest.raises(ValueError, match="not a BigQuery table"):
+        bigquery_client.parse_table(spec)
+
+
+def test_a_run_date_names_its_day_partition():
+    assert bigquery_client.partition("p:ds.t", "2026-11-24") == "p:ds.t$20261124"
+
+
+def test_the_emulator_client_is_made_only_when_its_variable_is_set(monkeypatch):
+    from apache_beam.internal import pickler
+    monkeypatch.delenv("BIGQUERY_EMULATOR_HOST", raising=False)
+    assert bigquery_client.emulator_client("p-1:ds.t") is None
+    monkeypatch.setenv("BIGQUERY_EMULATOR_HOST", "127.0.0.1:9050")
+    client = bigquery_client.emulator_client("p-1:ds.t")
+    assert (client.endpoint, client.project) == ("http://127.0.0.1:9050", "p-1")
+    client.tables  # the apitools client is made: Beam's pickler must still take it
+    again = pickler.loads(pickler.dumps(client))
+    assert (again.endpoint, again.project) == (client.endpoint, client.project)
+    assert again.tables.__class__.__name__ == "TablesService"
+
+
+def test_rows_bigquery_refuses_become_dead_letters_with_its_error():
+    fn = sinks.InsertFailures("stream_predict")
+    fn.setup()
+    row = {"id": "m1", "prediction": 3.5}
+    [dead] = fn.process(("p:ds.t", row, [{"reason": "invalid", "message": "no such field"}]))
+    assert dead["reason"] == "bigquery_insert_refused" and dead["id"] == "m1"
+    assert json.loads(dead["raw"]) == row and "no such field" in dead["detail"]

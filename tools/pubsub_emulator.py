@@ -9,13 +9,11 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import tempfile
-import time
-import urllib.request
-from typing import Optional
+from typing import List, Optional
+
+from tools.emulator_process import EmulatorError, EmulatorProcess
+
+__all__ = ["EmulatorError", "PubSubEmulator", "available", "find_launcher", "INSTALL_HINT"]
 
 INSTALL_HINT = ("the Pub/Sub emulator is not installed: apt-get install "
                 "google-cloud-cli-pubsub-emulator (needs Java 17), or set PUBSUB_EMULATOR_BIN")
@@ -24,10 +22,6 @@ CANDIDATES = (
     "/usr/share/google-cloud-sdk/platform/pubsub-emulator/bin/cloud-pubsub-emulator",
     os.path.expanduser("~/google-cloud-sdk/platform/pubsub-emulator/bin/cloud-pubsub-emulator"),
 )
-
-
-class EmulatorError(RuntimeError):
-    """The emulator is missing or did not start: one line saying which."""
 
 
 def find_launcher() -> Optional[str]:
@@ -49,71 +43,20 @@ def available() -> bool:
     return find_launcher() is not None and shutil.which("java") is not None
 
 
-class PubSubEmulator:
-    """One running emulator: `host` is what PUBSUB_EMULATOR_HOST takes. Use as a context
-    manager, or call stop(); the whole process group (launcher and JVM) is stopped."""
+class PubSubEmulator(EmulatorProcess):
+    """One running emulator: `host` is what PUBSUB_EMULATOR_HOST takes (it answers "Ok"
+    over HTTP once its gRPC server is up)."""
+
+    name = "Pub/Sub"
 
     def __init__(self, timeout: float = 60.0):
-        launcher = find_launcher()
-        if launcher is None or shutil.which("java") is None:
+        self.launcher = find_launcher()
+        if self.launcher is None or shutil.which("java") is None:
             raise EmulatorError(INSTALL_HINT)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.host = f"127.0.0.1:{self.port}"
-        self.dir = tempfile.mkdtemp(prefix="pubsub_emulator_")
-        self.log = open(os.path.join(self.dir, "emulator.log"), "wb")
-        self.proc = subprocess.Popen(
-            [launcher, "--host=127.0.0.1", f"--port={self.port}", f"--dir={self.dir}"],
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            self._wait_ready(timeout)
-        except BaseException:
-            self.stop()
-            raise
+        super().__init__(timeout)
 
-    def _wait_ready(self, timeout: float) -> None:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise EmulatorError(f"the Pub/Sub emulator exited at start (status "
-                                    f"{self.proc.returncode}): {self._log_tail()}")
-            try:  # it answers "Ok" over HTTP once its gRPC server is up
-                with urllib.request.urlopen(f"http://{self.host}/", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.2)
-        raise EmulatorError(f"the Pub/Sub emulator did not start within {timeout:.0f} s: "
-                            f"{self._log_tail()}")
-
-    def _log_tail(self) -> str:
-        try:
-            with open(os.path.join(self.dir, "emulator.log"), "rb") as f:
-                lines = f.read().decode("utf-8", "replace").strip().splitlines()
-            return lines[-1][:300] if lines else "(no output)"
-        except OSError:
-            return "(no log)"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=10)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                self.proc.wait(timeout=10)
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> "PubSubEmulator":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def command(self, port: int, folder: str) -> List[str]:
+        return [self.launcher, "--host=127.0.0.1", f"--port={port}", f"--dir={folder}"]
 
 
 def main() -> None:
@@ -121,13 +64,7 @@ def main() -> None:
         emulator = PubSubEmulator()
     except EmulatorError as e:
         raise SystemExit(f"pubsub_emulator: error: {e}")
-    print(f"PUBSUB_EMULATOR_HOST={emulator.host}  (Ctrl-C stops it)", flush=True)
-    try:
-        emulator.proc.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        emulator.stop()
+    emulator.serve("PUBSUB_EMULATOR_HOST")
 
 
 if __name__ == "__main__":
