@@ -39,10 +39,10 @@ REGION = "us-central1"
 JOB_STEPS = {
     "preprocess": ["ReadCsv", "ParseAndSplit", "Analyze", "Transform_train", "Write_train",
                    "WriteTransform", "DeadLetters", "Finalize"],
-    "batch_predict": ["Read", "Parse", "RunInference", "Format", "WriteJsonl", "DeadLetters",
-                      "Finalize"],
+    "batch_predict": ["Read", "Parse", "RunInference", "Format", "WriteJsonl", "WriteBigQuery",
+                      "DeadLetters", "Finalize"],
     "stream_predict": ["ReadPubSub", "Parse", "RunInference", "Format", "WritePredictions",
-                       "WriteRejects", "Monitor"],
+                       "WriteBigQuery", "InsertFailures", "WriteRejects", "Monitor"],
 }
 # Pipeline-level knobs users set on Dataflow; the check asserts they reach the job spec.
 KNOBS = ["--machine_type", "n2-standard-4", "--max_num_workers", "7",
@@ -101,12 +101,14 @@ def job_args(job: str, paths: Dict[str, str], tft_temp: str) -> List[str]:
                 "--tft_temp_dir", tft_temp]
     if job == "batch_predict":
         return ["--model_dir", paths["model"], "--input", paths["csv"],
-                "--output", f"{b}/predictions/{{date}}", "--run_date", "2026-11-22"]
+                "--output", f"{b}/predictions/{{date}}", "--run_date", "2026-11-22",
+                "--output_table", f"{PROJECT}:predictions.daily"]
     return ["--streaming", "--model_dir", paths["model"],
             "--input_subscription", f"projects/{PROJECT}/subscriptions/in",
             "--output_topic", f"projects/{PROJECT}/topics/out",
             "--dead_letter_topic", f"projects/{PROJECT}/topics/dead",
-            "--monitoring_topic", f"projects/{PROJECT}/topics/mon"]
+            "--monitoring_topic", f"projects/{PROJECT}/topics/mon",
+            "--output_table", f"{PROJECT}:predictions.stream"]
 
 
 def build_spec(job: str, args: List[str], spec_path: str, setup_file: str) -> None:
