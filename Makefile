@@ -6,6 +6,8 @@ PY      = $(VENV)/bin/python
 DEMO_ROWS ?= 100000
 DEMO_DIR  ?= demo_output
 DEMO_EPOCHS ?= 6
+STREAM_ROWS ?= 3000
+STREAM_RATE ?= 100
 IMG_PER_CLASS ?= 1500
 IMG_EPOCHS ?= 20
 IMG_DIR ?= demo_images
@@ -43,6 +45,13 @@ demo: install
 	    --evaluate_label fare_amount --output_format both
 	@echo "demo: data $(DEMO_DIR)/data, preprocessed $(DEMO_DIR)/prep, model $(DEMO_DIR)/job/export," \
 	      "predictions $(DEMO_DIR)/predictions/ (noise sigma of the data: 1.5 = best possible RMSE)"
+
+# Streaming on the real Pub/Sub emulator with the model `make demo` trained (~1 min): publishes
+# STREAM_ROWS demo rows (some malformed) at STREAM_RATE/s, swaps in a new model version half way.
+demo-stream: install
+	$(PY) -m tools.demo_stream --model_dir $(DEMO_DIR)/job/export \
+	    --data $(DEMO_DIR)/data/taxi.csv --work_dir $(DEMO_DIR)/stream \
+	    --rows $(STREAM_ROWS) --rate $(STREAM_RATE)
 
 # Images end to end (~6 min on 2 cores): generated shapes -> preprocess -> CNN -> batch
 # prediction over freshly generated images (another seed: never seen in training).

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.helpers import ROOT
+from tools.pubsub_emulator import Topics
 
 GOOD = {"pickup_datetime": "2025-06-02 08:15:00", "pickup_longitude": -73.95,
         "pickup_latitude": 40.75, "dropoff_longitude": -73.9, "dropoff_latitude": 40.8,
@@ -20,38 +21,9 @@ GOOD = {"pickup_datetime": "2025-06-02 08:15:00", "pickup_longitude": -73.95,
 PROJECT = "test-project"
 
 
-class Topics:
-    """Topics `in`, `out`, `dead`, `mon` (names unique to the test) and a subscription each."""
-
-    def __init__(self, prefix: str):
-        from google.cloud import pubsub_v1
-        self.pub, self.sub = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
-        self.topics = {n: self.pub.topic_path(PROJECT, f"{prefix}-{n}")
-                       for n in ("in", "out", "dead", "mon")}
-        self.subs = {n: self.sub.subscription_path(PROJECT, f"{prefix}-{n}-sub")
-                     for n in self.topics}
-        for n, t in self.topics.items():
-            self.pub.create_topic(name=t)
-            self.sub.create_subscription(name=self.subs[n], topic=t, ack_deadline_seconds=10)
-
-    def publish(self, name: str, data: bytes, **attributes) -> None:
-        self.pub.publish(self.topics[name], data, **attributes).result(timeout=30)
-
-    def pull(self, name: str, want: int, timeout: float, proc=None) -> list:
-        """Messages of `name`'s subscription (acked), until `want` or `timeout`."""
-        got, deadline = [], time.time() + timeout
-        while len(got) < want and time.time() < deadline and (proc is None or proc.poll() is None):
-            resp = self.sub.pull(subscription=self.subs[name], max_messages=100, timeout=5)
-            if resp.received_messages:
-                self.sub.acknowledge(subscription=self.subs[name],
-                                     ack_ids=[m.ack_id for m in resp.received_messages])
-                got.extend(resp.received_messages)
-        return got
-
-
 @pytest.fixture
 def topics(pubsub_emulator, request):
-    return Topics(request.node.name.replace("_", "-")[:40])
+    return Topics(PROJECT, request.node.name.replace("_", "-")[:40])
 
 
 def _start_job(topics, model, *extra):
@@ -154,3 +126,21 @@ def test_a_new_model_version_is_swapped_in_while_messages_flow(topics, trained, 
     assert sorted(ids) == sorted(sent), (len(ids), len(sent), err[-2000:])  # each once
     assert versions[0] == "100" and versions[-1] == "200", versions
     assert set(versions) == {"100", "200"}
+
+
+@pytest.mark.slow
+def test_the_streaming_demo_reconciles_and_shows_both_model_versions(
+        pubsub_emulator, trained, taxi_csv, tmp_path, capsys):
+    from tools import demo_stream
+    with pytest.raises(SystemExit) as e:
+        demo_stream.main(["--model_dir", trained[2]["export_dir"], "--data", taxi_csv[0],
+                          "--work_dir", str(tmp_path), "--rows", "400", "--rate", "40",
+                          "--timeout", "120"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0, out[-3000:]
+    summary = out[out.index("model versions seen:"):]
+    assert "'1'" in summary and "'2'" in summary, summary
+    reconciled = [line for line in out.splitlines() if line.startswith("reconciled: ")]
+    assert reconciled and reconciled[0].startswith("reconciled: 400 published = "), out[-2000:]
+    assert "reason=invalid_json" in out  # the malformed messages came back as dead letters
+    assert not os.path.exists(tmp_path / "models")  # the model copies are removed
