@@ -48,6 +48,7 @@ from inference import sinks, versions
 from inference.batch import JOB, EvalMetrics, FormatPredictions, ParseInputs
 from inference.image_inputs import ReadImageInputs
 from inference.outputs import PredictionBlock
+from inference.serving_model import choose_version
 from preprocessing import counting, filesys, reading
 from preprocessing.images import ImageLimits
 from preprocessing.rejects import WriteDeadLetters
@@ -117,6 +118,7 @@ def parse_args(options: PipelineOptions) -> Args:
                                     "--rows_per_chunk >= 1")
     common_options.check_image_options(JOB, o)
     common_options.check_record_bounds(JOB, o)
+    common_options.check_gate_options(JOB, o)
     run_date = _date(o.run_date)
     common_options.check_output_table(JOB, o, options, file_loads=True)
     return dataclasses.replace(
@@ -142,6 +144,7 @@ class BatchPredictConfig:
     image: Optional[str] = None         # an image model: its image column
     list_files: Tuple[str, ...] = ()    # images: .csv / .jsonl lists of images
     image_patterns: Tuple[str, ...] = ()  # images: globs of image files
+    gate_record: Optional[dict] = None  # the model gate's check of the newest version
 
     @property
     def output(self) -> str:
@@ -158,7 +161,8 @@ class JobConfig:
         self.run_date, self.input, self.output = o.run_date, o.input, o.output
         self.list_files, self.image_patterns = [], []  # an image model's inputs
         try:
-            self.model_path = versions.resolve_model_dir(o.model_dir)
+            self.model_path, self.gate_record = choose_version(
+                o.model_dir, common_options.gate_settings(o))
             self.schema = versions.load_raw_schema(self.model_path)
         except FileNotFoundError as e:
             raise cli.JobError(JOB, str(e))
@@ -166,6 +170,7 @@ class JobConfig:
             raise cli.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                         f"{str(e).splitlines()[0][:300]}")
         self.version = versions.model_version(self.model_path)
+        common_options.check_golden_set(JOB, o, self.schema)
         self.key = o.key_column or self.schema.key
         self.passthrough = [c.strip() for c in o.passthrough_columns.split(",") if c.strip()]
         self.label = o.evaluate_label
@@ -212,7 +217,7 @@ def launch(options: PipelineOptions) -> BatchPredictConfig:
         patterns=tuple(cfg.patterns), staging=publish.new_staging(cfg.output), key=cfg.key,
         passthrough=tuple(cfg.passthrough), label=cfg.label, input_bytes=cfg.input_bytes,
         image=cfg.image, list_files=tuple(cfg.list_files),
-        image_patterns=tuple(cfg.image_patterns))
+        image_patterns=tuple(cfg.image_patterns), gate_record=cfg.gate_record)
 
 
 def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
@@ -273,6 +278,8 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
     info = {"job": JOB, "run_date": o.run_date, "input": o.input, "output": cfg.output,
             "model_dir": o.model_dir, "model_path": cfg.model_path,
             "model_version": cfg.version}
+    if cfg.gate_record:  # version_accepted, or version_refused with both metrics
+        info["model_gate"] = cfg.gate_record
     all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
     _ = (all_tallies, dead) | "Finalize" >> Finalize(
         OUTPUTS, staging, cfg.output, written, info, stale_staging_hours=o.stale_staging_hours)

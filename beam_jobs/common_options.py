@@ -13,6 +13,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from beam_jobs.cli import JobError, setup_logging
 from beam_jobs.local_runner import LOCAL_RUNNER
 from inference.bigquery_client import parse_table
+from inference.gate import DEFAULT_MAX_METRIC_REGRESSION
 from preprocessing.images import ImageLimits
 
 STALE_STAGING_HOURS = 24.0  # default of --stale_staging_hours (beam_jobs/finalize.py)
@@ -63,6 +64,18 @@ class ModelOptions(PipelineOptions):
                             help="Smallest batch RunInference forms.")
         parser.add_argument("--max_batch_size", type=int, default=1024,
                             help="Largest batch RunInference forms.")
+        parser.add_argument("--golden_set", help="Labelled raw rows (TFRecord of raw "
+                            "tf.Examples, or CSV with a header) a newer model version must "
+                            "predict before it serves. Default: the golden set each export "
+                            "carries (training copies preprocess's eval sample).")
+        parser.add_argument("--max_metric_regression", type=float,
+                            default=DEFAULT_MAX_METRIC_REGRESSION,
+                            help="How much worse than the serving version a newer one may "
+                            "do on the golden set: RMSE relatively (0.05 = 5%% higher), "
+                            "accuracy absolutely (0.05 = 5 points lower).")
+        parser.add_argument("--model_gate", default="on", choices=["on", "off"],
+                            help="off: serve a newer version without checking it on a "
+                            "golden set.")
         parser.add_argument("--output_table", help="Also write predictions to BigQuery "
                             "PROJECT:DATASET.TABLE (batch: the run date's day partition, "
                             "replaced on a re-run; streaming: appended).")
@@ -83,6 +96,33 @@ class ImageOptions(PipelineOptions):
         parser.add_argument("--max_image_bytes", type=int, default=ImageLimits.max_image_bytes,
                             help="images: larger files are rejected (image_too_large); only "
                                  "this much of a file is ever read.")
+
+
+def gate_settings(o) -> Optional[tuple]:
+    """The model gate's (golden set, tolerance), or None with --model_gate off."""
+    return None if o.model_gate == "off" else (o.golden_set, o.max_metric_regression)
+
+
+def check_gate_options(job: str, o) -> None:
+    if not 0 <= o.max_metric_regression < 10:
+        raise JobError(job, "--max_metric_regression must be >= 0 (and < 10), got "
+                            f"{o.max_metric_regression}")
+    if o.model_gate == "off" and o.golden_set:
+        raise JobError(job, "--golden_set and --model_gate off contradict each other")
+
+
+def check_golden_set(job: str, o, schema) -> None:
+    """The launch step's check of --golden_set: readable, bounded, with labelled rows."""
+    if o.model_gate == "off" or not o.golden_set:
+        return
+    from inference.gate import GoldenSetError, read_golden
+    try:
+        rows = read_golden(o.golden_set, schema)
+    except GoldenSetError as e:
+        raise JobError(job, str(e)) from None
+    if not len(rows):
+        raise JobError(job, f"the golden set {o.golden_set} has no row with a "
+                            f"'{schema.label}' label")
 
 
 def check_image_options(job: str, o) -> None:

@@ -40,7 +40,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 
 from beam_jobs import cli, common_options, local_runner, publish
 from beam_jobs.finalize import Finalize, OutputSpec
-from preprocessing import counting, filesys, reading, record_batches
+from preprocessing import counting, filesys, golden, reading, record_batches
 from preprocessing import pipeline as pp
 from preprocessing.image_items import ReadImageItems
 from preprocessing.images import ImageLimits
@@ -95,6 +95,11 @@ class PreprocessOptions(PipelineOptions):
                             "at launch (types never narrower than the data). A bound in MB "
                             "of rows for very large inputs: past it numeric columns are "
                             "typed float, and text in them is rejected. 0: the whole input.")
+        parser.add_argument("--golden_rows", type=int, default=golden.DEFAULT_ROWS,
+                            help="Labelled raw rows of the eval split (the test split when "
+                            "eval is empty) kept in OUTPUT/golden/ as the golden set a new "
+                            "model version must predict before it serves (0: none; at most "
+                            f"{golden.MAX_ROWS:,}).")
         parser.add_argument("--tft_temp_dir", help="tf.transform's scratch directory "
                             "(default: a local temp dir on local runners, else temp_location).")
 
@@ -121,6 +126,8 @@ def parse_args(options: PipelineOptions) -> Args:
     common_options.check_record_bounds(JOB, o)
     if o.format == "csv" and not o.schema_spec and not o.label_column:
         raise cli.JobError(JOB, "give --schema_spec, or --label_column to infer the schema")
+    if not 0 <= o.golden_rows <= golden.MAX_ROWS:
+        raise cli.JobError(JOB, f"--golden_rows must be 0..{golden.MAX_ROWS}")
     if o.rows_per_batch < 1 or o.num_shards < 0 or o.infer_scan_mb < 0:
         raise cli.JobError(JOB, "--rows_per_batch must be >= 1, --num_shards and "
                                     "--infer_scan_mb >= 0")
@@ -342,6 +349,10 @@ def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig):
     written = [dead | "DeadLetters" >> WriteDeadLetters(
         FileSystems.join(staging, "rejects"))]
     written.append(p | "RawSchema" >> pp.WriteRawSchema(schema, staging))
+    held_out = [s for s, f in zip(SPLITS[1:], cfg.fractions[1:]) if f > 0]
+    if o.golden_rows and held_out:
+        written.append(parsed[held_out[0]]
+                       | "GoldenSet" >> golden.SampleGolden(schema, staging, o.golden_rows))
     tallies = [counts]
 
     tac = record_batches.tensor_adapter_config(schema)

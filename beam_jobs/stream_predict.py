@@ -55,6 +55,7 @@ from inference.replay import Pace, load_replay, replay_stream
 from inference.streaming import (
     JOB,
     MAX_MESSAGE_BYTES,
+    MODEL_EVENTS,
     FormatResults,
     Monitor,
     ParseMessages,
@@ -142,6 +143,7 @@ def parse_args(options: PipelineOptions) -> Args:
         raise cli.JobError(JOB, "--replay is a local (DirectRunner) source; on a remote "
                                     "runner read from --input_subscription or --input_topic")
     common_options.check_image_options(JOB, o)
+    common_options.check_gate_options(JOB, o)
     if not (o.dead_letter_topic or o.dead_letter_dir or o.output_dir):
         raise cli.JobError(JOB, "give --dead_letter_topic or --dead_letter_dir "
                                     "(or --output_dir)")
@@ -172,6 +174,7 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
     except Exception as e:
         raise cli.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                 f"{str(e).splitlines()[0][:300]}")
+    common_options.check_golden_set(JOB, o, schema)
     image_kw = None
     if any(c.transform == "image" for c in schema.columns):
         image_kw = dict(limits=ImageLimits.of(o),
@@ -223,11 +226,12 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
     # after the watermark has passed those rows, so every window downstream dropped them.
     handler = mh.SavedModelHandler(
         cfg.model_path, min_batch_size=o.min_batch_size, max_batch_size=o.max_batch_size,
-        watch_base=o.model_dir, refresh_secs=o.model_refresh_secs)
+        watch_base=o.model_dir, refresh_secs=o.model_refresh_secs,
+        gate=common_options.gate_settings(o))
     # Rows are (MessageMeta, values): the metadata rides through as the key.
     results = parsed.rows | "RunInference" >> RunInference(KeyedModelHandler(handler))
     formatted = results | "Format" >> beam.ParDo(FormatResults(origin)).with_outputs(
-        "rejects", main="predictions")
+        "rejects", MODEL_EVENTS, main="predictions")
     dead = (parsed.rejects, formatted.rejects) | "AllRejects" >> beam.Flatten()
     preds = formatted.predictions
     _ = preds | "WritePredictions" >> WriteJson(o.output_topic, o.output_dir, "predictions",
@@ -245,7 +249,9 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
     events = ((preds | "PredEvents" >> beam.Map(lambda r: ("prediction", r["latency_ms"])),
                dead | "RejectEvents" >> beam.Map(lambda r: ("reject", r["reason"])))
               | "Events" >> beam.Flatten())
-    monitoring = events | "Monitor" >> Monitor(o.window_secs, o.allowed_lateness_secs)
+    stats = events | "Monitor" >> Monitor(o.window_secs, o.allowed_lateness_secs)
+    # Gate records (version_accepted / version_refused) go out beside the window stats.
+    monitoring = (stats, formatted[MODEL_EVENTS]) | "WithModelEvents" >> beam.Flatten()
     _ = monitoring | "WriteMonitoring" >> WriteJson(o.monitoring_topic, cfg.monitoring_dir,
                                                      "monitoring", o.window_secs)
     return {"predictions": preds, "rejects": dead, "monitoring": monitoring}

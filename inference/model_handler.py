@@ -12,19 +12,22 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence
 
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from inference.outputs import PredictionBlock
-from inference.versions import load_raw_schema, model_version, resolve_model_dir
+from inference.serving_model import (  # noqa: F401 (LOADS, _Version: read by tests)
+    LOADS,
+    SIGNATURE,
+    _Loaded,
+    _short,
+    _Version,
+    shared_model,
+)
 from preprocessing import parsing
 from preprocessing.rejects import Reject
-
-SIGNATURE = "predict_raw"
 
 
 @dataclass
@@ -88,96 +91,14 @@ class LineSources:
         return default if key_column is None else pc.if_else(missing, default, key_column)
 
 
-class _Version:
-    """One loaded export: its signature, input columns and version."""
-
-    def __init__(self, path: str):
-        import tensorflow as tf
-        self.path = path
-        self.version = model_version(path)
-        self.module = tf.saved_model.load(path)
-        LOADS[path] = LOADS.get(path, 0) + 1
-        self.fn = self.module.signatures[SIGNATURE]
-        self.inputs = {name: spec.dtype for name, spec in
-                       self.fn.structured_input_signature[1].items()}
-        # Signature inputs carry TensorFlow names; rows carry the user's column names.
-        by_tf = {tf_name: raw for raw, tf_name in load_raw_schema(path).tf_names.items()}
-        self.columns = {name: by_tf.get(name, name) for name in self.inputs}
-        logging.info("Loaded model version %s from %s", self.version, path)
-
-
-class _Loaded:
-    """The model a worker process serves: one per process and model (`shared_model`), so
-    DoFn instances and bundles that come and go (the DirectRunner makes them per bundle)
-    neither reload it nor restart its refresh clock.
-
-    With a watched base directory it looks for a newer complete version at most every
-    `refresh_secs` seconds of wall time (0: before every batch), loads each new version once
-    and swaps it in between batches. A batch takes one snapshot (`current`) and is predicted
-    wholly by that version, so a switch never loses or repeats a row, and every prediction
-    names the version that made it.
-    """
-
-    def __init__(self, path: str, watch_base: Optional[str] = None,
-                 refresh_secs: Optional[float] = None):
-        self._current = _Version(path)
-        self.watch_base = watch_base
-        self.refresh_secs = refresh_secs
-        self._checked = time.monotonic()
-        self._lock = threading.Lock()
-
-    @property
-    def current(self) -> _Version:
-        return self._current
-
-    def maybe_refresh(self) -> None:
-        if not self.watch_base or self.refresh_secs is None or self.refresh_secs < 0:
-            return
-        now = time.monotonic()
-        if now - self._checked < self.refresh_secs:
-            return
-        with self._lock:
-            if now - self._checked < self.refresh_secs:
-                return
-            self._checked = now
-            try:
-                newest = resolve_model_dir(self.watch_base)
-            except Exception as e:  # a listing hiccup must not stop serving
-                logging.warning("Cannot list %s: %s", self.watch_base, _short(e))
-                return
-            if newest != self._current.path and _is_newer(newest, self._current.path):
-                logging.info("New model version %s found; switching from %s",
-                             model_version(newest), self._current.version)
-                self._current = _Version(newest)  # one assignment: readers see old or new
-
-
-_SHARED: dict = {}
-_SHARED_LOCK = threading.Lock()
-LOADS: dict = {}  # version path -> times loaded in this process (tests and the soak read it)
-
-
-def shared_model(path: str, watch_base: Optional[str] = None,
-                 refresh_secs: Optional[float] = None) -> _Loaded:
-    """The process's one `_Loaded` for this model and refresh policy."""
-    key = (path, watch_base, refresh_secs)
-    with _SHARED_LOCK:
-        model = _SHARED.get(key)
-        if model is None:
-            model = _SHARED[key] = _Loaded(path, watch_base, refresh_secs)
-        return model
-
-
-def _is_newer(candidate: str, current: str) -> bool:
-    a, b = model_version(candidate), model_version(current)
-    return a.isdigit() and (not b.isdigit() or int(a) > int(b))
-
-
 class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
     def __init__(self, model_dir: str, min_batch_size: int = 1, max_batch_size: int = 512,
                  max_batch_duration_secs: Optional[float] = None,
                  watch_base: Optional[str] = None, refresh_secs: Optional[float] = None,
-                 rows_per_call: Optional[int] = None, intra_op_threads: Optional[int] = None):
-        """`model_dir`: the export to load; `watch_base`/`refresh_secs`: hot reload (above);
+                 rows_per_call: Optional[int] = None, intra_op_threads: Optional[int] = None,
+                 gate: Optional[tuple] = None):
+        """`model_dir`: the export to load; `watch_base`/`refresh_secs`: hot reload (above),
+        `gate`: (golden set or None, max metric regression) a newer version must pass;
         `rows_per_call`: the most rows of a RowBatch one model call takes (None: all);
         `intra_op_threads`: TensorFlow's threads per op in the worker process (None: its
         default, all cores)."""
@@ -190,6 +111,7 @@ class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
         self._max_duration = max_batch_duration_secs
         self._watch_base = watch_base
         self._refresh_secs = refresh_secs
+        self._gate = gate
 
     # ---- ModelHandler API -------------------------------------------------------------------
     def load_model(self) -> _Loaded:
@@ -202,7 +124,7 @@ class SavedModelHandler(ModelHandler[Any, PredictionResult, _Loaded]):
                     logging.warning("TensorFlow already started in this process: %d threads "
                                     "per op not applied", self._threads)
         if self._watch_base:  # streaming: shared by the process
-            return shared_model(self._path, self._watch_base, self._refresh_secs)
+            return shared_model(self._path, self._watch_base, self._refresh_secs, self._gate)
         return _Loaded(self._path)
 
     def update_model_path(self, model_path: Optional[str] = None):
@@ -375,9 +297,6 @@ def predict(model: "_Version", names: Sequence[str], columns: Sequence) -> dict:
     return {k: v.numpy() for k, v in model.fn(**tensors).items()}
 
 
-def _short(e: Exception) -> str:
-    text = str(e).strip().splitlines()
-    return (text[0] if text else type(e).__name__)[:300]
 
 
 def default_key(path: str, position) -> str:

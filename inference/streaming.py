@@ -139,7 +139,8 @@ def message_extras(mid, published: float, ts) -> dict:
 
 class FormatResults(beam.DoFn):
     """(MessageMeta, PredictionResult) -> prediction record, or a dead letter for a row the
-    model rejected."""
+    model rejected; and, tagged MODEL_EVENTS, the gate's records of model versions accepted
+    or refused in this process since the last element (for the monitoring output)."""
 
     def __init__(self, source: str = "pubsub"):
         self.source = source
@@ -149,6 +150,7 @@ class FormatResults(beam.DoFn):
     def process(self, keyed):
         meta, result = keyed
         ts = meta.event_time  # the message's own event time (batching moved it)
+        yield from drain_model_events(ts)
         if isinstance(result.inference, rejects.Reject):
             yield self.dead.of(self.source, None, meta.raw, result.inference, timestamp=ts,
                                **message_extras(meta.id, meta.published, ts))
@@ -160,6 +162,21 @@ class FormatResults(beam.DoFn):
         rec["latency_ms"] = round((time.time() - meta.published) * 1000, 2)
         rec["event_time"] = ts
         yield window.TimestampedValue(rec, ts)
+
+
+MODEL_EVENTS = "model_events"
+
+
+def drain_model_events(ts):
+    """The process's pending gate records (serving_model.GATE_EVENTS), each once."""
+    from inference.serving_model import GATE_EVENTS
+    while GATE_EVENTS:
+        try:
+            record = GATE_EVENTS.popleft()
+        except IndexError:  # another thread drained it first
+            return
+        yield beam.pvalue.TaggedOutput(
+            MODEL_EVENTS, window.TimestampedValue(dict(record, time=time.time()), ts))
 
 
 class MonitorFn(beam.CombineFn):

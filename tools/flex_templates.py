@@ -19,7 +19,8 @@ JOBS = ("preprocess", "batch_predict", "stream_predict")
 STREAMING_JOBS = ("stream_predict",)
 GCS_PATH = r"^gs:\/\/[^\n\r]+$"
 # Options whose values are Cloud Storage locations on Dataflow (a regex checks them at launch).
-PATH_OPTIONS = {"input", "output", "model_dir", "schema_spec", "module_file", "tft_temp_dir"}
+PATH_OPTIONS = {"input", "output", "model_dir", "schema_spec", "module_file", "tft_temp_dir",
+                "golden_set"}
 
 
 def job_module(job: str):

@@ -16,6 +16,7 @@ import time
 
 import tensorflow as tf
 
+from preprocessing.golden import EXPORT_GOLDEN, GOLDEN_DIR, GOLDEN_FILE
 from preprocessing.record_batches import raw_feature_spec
 from preprocessing.schema import DTYPE_TABLE, RAW_SCHEMA_ASSET, Schema
 from training.data import FeatureInfo
@@ -103,6 +104,16 @@ class ImageServingModule(tf.Module):
         return self._predict(features["image_bytes"])
 
 
+def copy_golden_set(data_dir: str, export_dir: str) -> bool:
+    """Preprocess's golden set (labelled raw eval rows) goes with the export, so the
+    prediction jobs can check this version before it serves (inference/gate.py)."""
+    source = os.path.join(data_dir, GOLDEN_DIR, GOLDEN_FILE)
+    if not tf.io.gfile.exists(source):
+        return False
+    tf.io.gfile.copy(source, os.path.join(export_dir, EXPORT_GOLDEN), overwrite=True)
+    return True
+
+
 def next_version_dir(model_dir: str) -> str:
     """A new numeric version, newer than any present (TF Serving picks the highest)."""
     version = int(time.time())
@@ -122,9 +133,10 @@ def export_model(model, data_dir: str, info: FeatureInfo, export_dir: str) -> st
         module = ServingModule(model, tft.TFTransformOutput(data_dir), info, info.raw_schema)
     tf.saved_model.save(module, export_dir, signatures={
         "serving_default": module.serve_examples, "predict_raw": module.predict_raw})
+    tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
+    copy_golden_set(data_dir, export_dir)
     # Written last: readers take a version as complete once this file exists
     # (inference.model_handler.is_complete).
-    tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
     schema = info.raw_schema
     if schema.task != info.task:  # --label_key: the jobs serve the task that was trained
         schema = dataclasses.replace(schema, task=info.task)

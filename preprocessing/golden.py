@@ -1,0 +1,82 @@
+"""The golden set: labelled raw rows, as serialized raw tf.Examples (the user's column names,
+label included), that a new model version must predict before it serves (inference/gate.py).
+
+Preprocess writes a sample of the eval split to OUTPUT/golden/golden.tfrecord; training
+copies it next to each export (EXPORT/assets.extra/golden.tfrecord). A tf.Example is the
+form every export's `serving_default` signature parses, tabular and image models alike, and
+a signature ignores features it does not use (the label, a column a newer schema added).
+"""
+from __future__ import annotations
+
+import os
+from typing import List, Sequence
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+
+from preprocessing.schema import DTYPE_TABLE, Schema
+
+GOLDEN_DIR = "golden"
+GOLDEN_FILE = "golden.tfrecord"
+EXPORT_GOLDEN = os.path.join("assets.extra", GOLDEN_FILE)
+DEFAULT_ROWS = 500
+# What a golden set may hold: it is read whole, on every worker, before each model swap.
+MAX_ROWS = 20_000
+MAX_BYTES = 64 << 20
+
+
+def example_bytes(schema: Schema, values: Sequence) -> bytes:
+    """One row of typed raw values (schema.columns order; None: absent) as a tf.Example."""
+    import tensorflow as tf
+    feats = {}
+    for c, v in zip(schema.columns, values):
+        if v is None:
+            continue
+        kind = DTYPE_TABLE[c.type].tf
+        if kind == "string":
+            feats[c.name] = tf.train.Feature(bytes_list=tf.train.BytesList(
+                value=[v if isinstance(v, bytes) else str(v).encode("utf-8")]))
+        elif kind == "int64":
+            feats[c.name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v)]))
+        else:
+            feats[c.name] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(v)]))
+    return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
+
+
+def record_batch_examples(rb: pa.RecordBatch, schema: Schema, rows: Sequence[int]) -> List[bytes]:
+    """Rows `rows` of a raw RecordBatch (record_batches' layout: one-value lists under
+    TensorFlow names) as tf.Examples."""
+    picked = rb.take(pa.array(list(rows), pa.int64()))
+    columns = [picked.column(schema.tf_name(c.name)).flatten().to_pylist()
+               for c in schema.columns]
+    return [example_bytes(schema, values) for values in zip(*columns)]
+
+
+def spread(n: int, k: int) -> List[int]:
+    """At most k row indices spread evenly over n rows (a file sorted by time still gives
+    rows from its whole span)."""
+    if n <= k:
+        return list(range(n))
+    return np.linspace(0, n - 1, k).round().astype(int).tolist()
+
+
+class SampleGolden(beam.PTransform):
+    """Raw RecordBatches of one split -> OUTPUT/golden/golden.tfrecord: a uniform sample of
+    at most `rows` rows (Beam's reservoir sample over a bounded pick from each batch)."""
+
+    def __init__(self, schema: Schema, output: str, rows: int = DEFAULT_ROWS):
+        super().__init__()
+        self.schema, self.output, self.rows = schema, output, rows
+
+    def expand(self, batches):
+        from apache_beam.io.filesystems import FileSystems
+        schema, k = self.schema, self.rows
+        return (batches
+                | "Pick" >> beam.FlatMap(
+                    lambda rb: record_batch_examples(rb, schema, spread(rb.num_rows, k)))
+                | "Sample" >> beam.combiners.Sample.FixedSizeGlobally(k)
+                | "Rows" >> beam.FlatMap(sorted)
+                | "Write" >> beam.io.WriteToTFRecord(
+                    FileSystems.join(self.output, GOLDEN_DIR, GOLDEN_FILE), num_shards=1,
+                    shard_name_template=""))
