@@ -49,6 +49,7 @@ from inference.batch import JOB, EvalMetrics, FormatPredictions, ParseInputs
 from inference.image_inputs import ReadImageInputs
 from inference.outputs import PredictionBlock
 from inference.serving_model import choose_version
+from inference.shadow import CombineShadow, ShadowScore
 from preprocessing import counting, filesys, reading
 from preprocessing.images import ImageLimits
 from preprocessing.rejects import WriteDeadLetters
@@ -57,9 +58,9 @@ from preprocessing.schema import Schema
 REQUIRED_OPTIONS = ("model_dir", "input", "output")
 # What a run publishes (replacing an earlier run's): see beam_jobs/finalize.py.
 # What a run writes and publishes (replacing an earlier run's), and how it is counted.
-OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects", "metrics.json"),
+OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects", "metrics.json", "shadow.json"),
                      outputs={"rows_predicted": "rows_predicted"},
-                     attach={"metrics": "metrics.json"})
+                     attach={"metrics": "metrics.json", "shadow": "shadow.json"})
 
 
 class BatchPredictOptions(PipelineOptions):
@@ -145,6 +146,7 @@ class BatchPredictConfig:
     list_files: Tuple[str, ...] = ()    # images: .csv / .jsonl lists of images
     image_patterns: Tuple[str, ...] = ()  # images: globs of image files
     gate_record: Optional[dict] = None  # the model gate's check of the newest version
+    shadow_path: Optional[str] = None   # --shadow_model_dir's version
 
     @property
     def output(self) -> str:
@@ -171,6 +173,7 @@ class JobConfig:
                                         f"{str(e).splitlines()[0][:300]}")
         self.version = versions.model_version(self.model_path)
         common_options.check_golden_set(JOB, o, self.schema)
+        self.shadow_path = common_options.resolve_shadow(JOB, o, self.schema)
         self.key = o.key_column or self.schema.key
         self.passthrough = [c.strip() for c in o.passthrough_columns.split(",") if c.strip()]
         self.label = o.evaluate_label
@@ -217,7 +220,8 @@ def launch(options: PipelineOptions) -> BatchPredictConfig:
         patterns=tuple(cfg.patterns), staging=publish.new_staging(cfg.output), key=cfg.key,
         passthrough=tuple(cfg.passthrough), label=cfg.label, input_bytes=cfg.input_bytes,
         image=cfg.image, list_files=tuple(cfg.list_files),
-        image_patterns=tuple(cfg.image_patterns), gate_record=cfg.gate_record)
+        image_patterns=tuple(cfg.image_patterns), gate_record=cfg.gate_record,
+        shadow_path=cfg.shadow_path)
 
 
 def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
@@ -275,6 +279,15 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
              | "WriteMetrics" >> beam.io.WriteToText(FileSystems.join(staging, "metrics"),
                                                      file_name_suffix=".json",
                                                      shard_name_template=""))
+    if cfg.shadow_path:
+        written.append(results | "Shadow" >> beam.ParDo(ShadowScore(
+            cfg.shadow_path, cfg.schema.task, cfg.label, o.max_batch_size))
+            | "ShadowCompare" >> beam.CombineGlobally(CombineShadow(
+                cfg.schema.task, cfg.version, versions.model_version(cfg.shadow_path)))
+            | "ShadowJson" >> beam.Map(filesys.dumps_json)
+            | "WriteShadow" >> beam.io.WriteToText(FileSystems.join(staging, "shadow"),
+                                                   file_name_suffix=".json",
+                                                   shard_name_template=""))
     info = {"job": JOB, "run_date": o.run_date, "input": o.input, "output": cfg.output,
             "model_dir": o.model_dir, "model_path": cfg.model_path,
             "model_version": cfg.version}

@@ -76,6 +76,10 @@ class ModelOptions(PipelineOptions):
         parser.add_argument("--model_gate", default="on", choices=["on", "off"],
                             help="off: serve a newer version without checking it on a "
                             "golden set.")
+        parser.add_argument("--shadow_model_dir", help="A second model (export or base of "
+                            "versions) that scores the same rows; its outputs never reach the "
+                            "prediction sinks, only a comparison (batch: summary.json's "
+                            "`shadow`; streaming: a monitoring record per window).")
         parser.add_argument("--output_table", help="Also write predictions to BigQuery "
                             "PROJECT:DATASET.TABLE (batch: the run date's day partition, "
                             "replaced on a re-run; streaming: appended).")
@@ -123,6 +127,28 @@ def check_golden_set(job: str, o, schema) -> None:
     if not len(rows):
         raise JobError(job, f"the golden set {o.golden_set} has no row with a "
                             f"'{schema.label}' label")
+
+
+def resolve_shadow(job: str, o, schema) -> Optional[str]:
+    """The launch step's check of --shadow_model_dir: its version, which must take only
+    columns the serving model's rows have and solve the same task."""
+    if not o.shadow_model_dir:
+        return None
+    from inference import versions
+    try:
+        path = versions.resolve_model_dir(o.shadow_model_dir)
+        shadow = versions.load_raw_schema(path)
+    except Exception as e:
+        raise JobError(job, f"cannot read the shadow model at {o.shadow_model_dir}: "
+                            f"{str(e).splitlines()[0][:300]}") from None
+    missing = [c.name for c in shadow.serving_columns() if c.name not in schema.names]
+    if missing:
+        raise JobError(job, f"the shadow model needs columns the serving model's rows lack: "
+                            f"{', '.join(missing)}")
+    if shadow.task != schema.task:
+        raise JobError(job, f"the shadow model is a {shadow.task} model, the serving one a "
+                            f"{schema.task} model")
+    return path
 
 
 def check_image_options(job: str, o) -> None:

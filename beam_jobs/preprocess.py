@@ -95,11 +95,9 @@ class PreprocessOptions(PipelineOptions):
                             "at launch (types never narrower than the data). A bound in MB "
                             "of rows for very large inputs: past it numeric columns are "
                             "typed float, and text in them is rejected. 0: the whole input.")
-        parser.add_argument("--golden_rows", type=int, default=golden.DEFAULT_ROWS,
-                            help="Labelled raw rows of the eval split (the test split when "
-                            "eval is empty) kept in OUTPUT/golden/ as the golden set a new "
-                            "model version must predict before it serves (0: none; at most "
-                            f"{golden.MAX_ROWS:,}).")
+        parser.add_argument("--golden_rows", type=int, default=golden.DEFAULT_ROWS, help=(
+            "Labelled raw eval (else test) rows kept in OUTPUT/golden/: the golden set a new "
+            f"model version must predict before it serves (0: none; at most {golden.MAX_ROWS:,})."))
         parser.add_argument("--tft_temp_dir", help="tf.transform's scratch directory "
                             "(default: a local temp dir on local runners, else temp_location).")
 
@@ -350,9 +348,8 @@ def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig):
         FileSystems.join(staging, "rejects"))]
     written.append(p | "RawSchema" >> pp.WriteRawSchema(schema, staging))
     held_out = [s for s, f in zip(SPLITS[1:], cfg.fractions[1:]) if f > 0]
-    if o.golden_rows and held_out:
-        written.append(parsed[held_out[0]]
-                       | "GoldenSet" >> golden.SampleGolden(schema, staging, o.golden_rows))
+    if o.golden_rows and held_out:  # the golden set: a sample of eval (else test) rows
+        written.append(parsed[held_out[0]] | golden.SampleGolden(schema, staging, o.golden_rows))
     tallies = [counts]
 
     tac = record_batches.tensor_adapter_config(schema)

@@ -52,6 +52,7 @@ from inference import model_handler as mh
 from inference import sinks, versions
 from inference.images import normalize_prefixes
 from inference.replay import Pace, load_replay, replay_stream
+from inference.shadow import ShadowScoreStream, ShadowWindows
 from inference.streaming import (
     JOB,
     MAX_MESSAGE_BYTES,
@@ -162,6 +163,7 @@ class StreamPredictConfig:
     monitoring_dir: Optional[str] = None
     events: Optional[tuple] = None        # --replay's events
     source: Optional[beam.PTransform] = None  # PubsubMessages from elsewhere (tests)
+    shadow_path: Optional[str] = None     # --shadow_model_dir's version
 
 
 def launch(options: PipelineOptions) -> StreamPredictConfig:
@@ -175,6 +177,7 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
         raise cli.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                 f"{str(e).splitlines()[0][:300]}")
     common_options.check_golden_set(JOB, o, schema)
+    shadow_path = common_options.resolve_shadow(JOB, o, schema)
     image_kw = None
     if any(c.transform == "image" for c in schema.columns):
         image_kw = dict(limits=ImageLimits.of(o),
@@ -195,7 +198,7 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
         if d:
             cli.check_writable(JOB, d)
     return StreamPredictConfig(o, schema, model_path, image_kw, dead_letter_dir,
-                               monitoring_dir, events)
+                               monitoring_dir, events, shadow_path=shadow_path)
 
 
 def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
@@ -251,7 +254,15 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
               | "Events" >> beam.Flatten())
     stats = events | "Monitor" >> Monitor(o.window_secs, o.allowed_lateness_secs)
     # Gate records (version_accepted / version_refused) go out beside the window stats.
-    monitoring = (stats, formatted[MODEL_EVENTS]) | "WithModelEvents" >> beam.Flatten()
+    records = [stats, formatted[MODEL_EVENTS]]
+    if cfg.shadow_path:  # the shadow's comparison per window, beside the window stats
+        records.append(results
+                       | "Shadow" >> beam.ParDo(ShadowScoreStream(
+                           cfg.shadow_path, cfg.schema.task, o.window_secs, cfg.schema.label))
+                       | "ShadowCompare" >> ShadowWindows(
+                           cfg.schema.task, o.window_secs, o.allowed_lateness_secs,
+                           versions.model_version(cfg.shadow_path)))
+    monitoring = tuple(records) | "WithModelEvents" >> beam.Flatten()
     _ = monitoring | "WriteMonitoring" >> WriteJson(o.monitoring_topic, cfg.monitoring_dir,
                                                      "monitoring", o.window_secs)
     return {"predictions": preds, "rejects": dead, "monitoring": monitoring}

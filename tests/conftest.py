@@ -1,7 +1,10 @@
 """Shared fixtures: small generated data, a preprocessed output, and a local GCS emulator."""
 from __future__ import annotations
 
+import csv
 import os
+import random
+import shutil
 
 import pytest
 
@@ -12,7 +15,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Session fixtures that run a whole job (or start an emulator): a test that needs one is an
 # end-to-end test, whatever its own duration.
 END_TO_END_FIXTURES = {"preprocessed", "trained", "trained_images", "gcs_emulator",
-                       "pubsub_emulator", "bigquery_emulator"}
+                       "pubsub_emulator", "bigquery_emulator", "shuffled_export", "nan_export"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -87,6 +90,44 @@ def trained(preprocessed, tmp_path_factory):
     job_dir = str(tmp_path_factory.mktemp("job"))
     metrics = train_and_evaluate(small_train_config(data_dir, job_dir))
     return data_dir, job_dir, metrics
+
+
+@pytest.fixture(scope="session")
+def shuffled_export(taxi_csv, tmp_path_factory):
+    """An export trained on the taxi rows with fare_amount shuffled among them."""
+    from beam_jobs import preprocess
+    from preprocessing import TAXI_SPEC
+    from training import train_and_evaluate
+    root = tmp_path_factory.mktemp("shuffled")
+    with open(taxi_csv[0], newline="") as f:
+        rows = list(csv.reader(f))
+    header, body = rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
+    label = header.index("fare_amount")
+    fares = [r[label] for r in body]
+    random.Random(3).shuffle(fares)
+    with open(root / "shuffled.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(r[:label] + [fare] + r[label + 1:] for r, fare in zip(body, fares))
+    preprocess.run(["--input", str(root / "shuffled.csv"), "--output", str(root / "prep"),
+                    "--schema_spec", TAXI_SPEC, "--num_shards", "1"])
+    return train_and_evaluate(small_train_config(str(root / "prep"), str(root / "job"),
+                                                 epochs=2))["export_dir"]
+
+
+@pytest.fixture(scope="session")
+def nan_export(trained, tmp_path_factory):
+    """The trained export with its output layer's weights set to NaN."""
+    import tensorflow as tf
+    src = trained[2]["export_dir"]
+    module = tf.saved_model.load(src)
+    weights = [v for v in module.signatures["predict_raw"].variables
+               if v.trainable and v.dtype.is_floating]
+    weights[-1].assign(tf.fill(weights[-1].shape, float("nan")))
+    out = str(tmp_path_factory.mktemp("nan") / "export")
+    tf.saved_model.save(module, out, signatures=dict(module.signatures))
+    shutil.copytree(os.path.join(src, "assets.extra"), os.path.join(out, "assets.extra"))
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -4,11 +4,9 @@ than --max_metric_regression. Real exports: the `trained` model, one trained on 
 rows with the labels shuffled, and one whose weights are NaN."""
 from __future__ import annotations
 
-import csv
 import gzip
 import json
 import os
-import random
 import shutil
 import time
 
@@ -18,46 +16,8 @@ from beam_jobs import batch_predict, cli
 from inference import gate
 from inference.gate import Gate, GoldenSetError, Score, decide, read_golden
 from preprocessing import golden
-from tests.helpers import read_jsonl, small_train_config
+from tests.helpers import read_jsonl
 from tests.test_pubsub_e2e import _publish_steadily, _start_job, _stop, topics  # noqa: F401
-
-
-@pytest.fixture(scope="module")
-def shuffled_export(taxi_csv, tmp_path_factory):
-    """An export trained on the taxi rows with fare_amount shuffled among them."""
-    from beam_jobs import preprocess
-    from preprocessing import TAXI_SPEC
-    from training import train_and_evaluate
-    root = tmp_path_factory.mktemp("shuffled")
-    with open(taxi_csv[0], newline="") as f:
-        rows = list(csv.reader(f))
-    header, body = rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
-    label = header.index("fare_amount")
-    fares = [r[label] for r in body]
-    random.Random(3).shuffle(fares)
-    with open(root / "shuffled.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(r[:label] + [fare] + r[label + 1:] for r, fare in zip(body, fares))
-    preprocess.run(["--input", str(root / "shuffled.csv"), "--output", str(root / "prep"),
-                    "--schema_spec", TAXI_SPEC, "--num_shards", "1"])
-    return train_and_evaluate(small_train_config(str(root / "prep"), str(root / "job"),
-                                                 epochs=2))["export_dir"]
-
-
-@pytest.fixture(scope="module")
-def nan_export(trained, tmp_path_factory):
-    """The trained export with its output layer's weights set to NaN."""
-    import tensorflow as tf
-    src = trained[2]["export_dir"]
-    module = tf.saved_model.load(src)
-    weights = [v for v in module.signatures["predict_raw"].variables
-               if v.trainable and v.dtype.is_floating]
-    weights[-1].assign(tf.fill(weights[-1].shape, float("nan")))
-    out = str(tmp_path_factory.mktemp("nan") / "export")
-    tf.saved_model.save(module, out, signatures=dict(module.signatures))
-    shutil.copytree(os.path.join(src, "assets.extra"), os.path.join(out, "assets.extra"))
-    return out
 
 
 def _version(path):
