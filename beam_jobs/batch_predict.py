@@ -50,6 +50,7 @@ from inference.image_inputs import ReadImageInputs
 from inference.outputs import PredictionBlock
 from inference.serving_model import choose_version
 from inference.shadow import CombineShadow, ShadowScore
+from inference.skew import SkewReport, kinds_of, row_batch_partial
 from preprocessing import counting, filesys, reading
 from preprocessing.images import ImageLimits
 from preprocessing.rejects import WriteDeadLetters
@@ -58,9 +59,11 @@ from preprocessing.schema import Schema
 REQUIRED_OPTIONS = ("model_dir", "input", "output")
 # What a run publishes (replacing an earlier run's): see beam_jobs/finalize.py.
 # What a run writes and publishes (replacing an earlier run's), and how it is counted.
-OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects", "metrics.json", "shadow.json"),
+OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects", "metrics.json", "shadow.json",
+                                   "skew.json"),
                      outputs={"rows_predicted": "rows_predicted"},
-                     attach={"metrics": "metrics.json", "shadow": "shadow.json"})
+                     attach={"metrics": "metrics.json", "shadow": "shadow.json",
+                             "skew": "skew.json"})
 
 
 class BatchPredictOptions(PipelineOptions):
@@ -119,7 +122,7 @@ def parse_args(options: PipelineOptions) -> Args:
                                     "--rows_per_chunk >= 1")
     common_options.check_image_options(JOB, o)
     common_options.check_record_bounds(JOB, o)
-    common_options.check_gate_options(JOB, o)
+    common_options.check_model_options(JOB, o)
     run_date = _date(o.run_date)
     common_options.check_output_table(JOB, o, options, file_loads=True)
     return dataclasses.replace(
@@ -147,6 +150,7 @@ class BatchPredictConfig:
     image_patterns: Tuple[str, ...] = ()  # images: globs of image files
     gate_record: Optional[dict] = None  # the model gate's check of the newest version
     shadow_path: Optional[str] = None   # --shadow_model_dir's version
+    train_statistics: Optional[dict] = None  # the export's, for the skew report
 
     @property
     def output(self) -> str:
@@ -221,7 +225,8 @@ def launch(options: PipelineOptions) -> BatchPredictConfig:
         passthrough=tuple(cfg.passthrough), label=cfg.label, input_bytes=cfg.input_bytes,
         image=cfg.image, list_files=tuple(cfg.list_files),
         image_patterns=tuple(cfg.image_patterns), gate_record=cfg.gate_record,
-        shadow_path=cfg.shadow_path)
+        shadow_path=cfg.shadow_path,
+        train_statistics=common_options.train_statistics(cfg.options, cfg.model_path))
 
 
 def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
@@ -272,22 +277,7 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
         written.append(preds | "Unbatch" >> beam.FlatMap(PredictionBlock.records)
                        | "WriteBigQuery" >> sinks.WriteBigQuery(o.output_table, columns,
                                                                 o.run_date))
-    if cfg.label:
-        written.append(preds | "Metrics" >> beam.CombineGlobally(EvalMetrics(cfg.schema.task))
-             | "MetricsJson" >> beam.Map(lambda m: filesys.dumps_json(
-                 dict(m, label=cfg.label, model_version=cfg.version), sort_keys=False))
-             | "WriteMetrics" >> beam.io.WriteToText(FileSystems.join(staging, "metrics"),
-                                                     file_name_suffix=".json",
-                                                     shard_name_template=""))
-    if cfg.shadow_path:
-        written.append(results | "Shadow" >> beam.ParDo(ShadowScore(
-            cfg.shadow_path, cfg.schema.task, cfg.label, o.max_batch_size))
-            | "ShadowCompare" >> beam.CombineGlobally(CombineShadow(
-                cfg.schema.task, cfg.version, versions.model_version(cfg.shadow_path)))
-            | "ShadowJson" >> beam.Map(filesys.dumps_json)
-            | "WriteShadow" >> beam.io.WriteToText(FileSystems.join(staging, "shadow"),
-                                                   file_name_suffix=".json",
-                                                   shard_name_template=""))
+    written += _reports(cfg, batches, results, preds)
     info = {"job": JOB, "run_date": o.run_date, "input": o.input, "output": cfg.output,
             "model_dir": o.model_dir, "model_path": cfg.model_path,
             "model_version": cfg.version}
@@ -297,6 +287,32 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
     _ = (all_tallies, dead) | "Finalize" >> Finalize(
         OUTPUTS, staging, cfg.output, written, info, stale_staging_hours=o.stale_staging_hours)
     return p
+
+
+def _reports(cfg: BatchPredictConfig, batches, results, preds) -> list:
+    """The small JSON reports Finalize attaches to the summary: metrics.json (labels),
+    skew.json (train/serve skew of the rows served), shadow.json (the shadow model)."""
+    o, staging, written = cfg.args, cfg.staging, []
+    if cfg.label:
+        written.append(preds | "Metrics" >> beam.CombineGlobally(EvalMetrics(cfg.schema.task))
+             | "MetricsJson" >> beam.Map(lambda m: filesys.dumps_json(
+                 dict(m, label=cfg.label, model_version=cfg.version), sort_keys=False))
+             | "WriteMetrics" >> beam.io.WriteToText(FileSystems.join(staging, "metrics"),
+                                                     file_name_suffix=".json",
+                                                     shard_name_template=""))
+    if cfg.train_statistics:  # train/serve skew of the rows served, one report per run
+        kinds = kinds_of(cfg.train_statistics)
+        report = (batches | "SkewPartials" >> beam.Map(lambda rb: row_batch_partial(kinds, rb))
+                  | "Skew" >> beam.CombineGlobally(SkewReport(cfg.train_statistics,
+                                                              o.skew_threshold)))
+        written.append(filesys.write_json_file(report, staging, "skew"))
+    if cfg.shadow_path:  # the shadow model's comparison, one per run
+        compared = (results | "Shadow" >> beam.ParDo(ShadowScore(
+            cfg.shadow_path, cfg.schema.task, cfg.label, o.max_batch_size))
+            | "ShadowCompare" >> beam.CombineGlobally(CombineShadow(
+                cfg.schema.task, cfg.version, versions.model_version(cfg.shadow_path))))
+        written.append(filesys.write_json_file(compared, staging, "shadow"))
+    return written
 
 
 def _sample(output: str, n: int = 5):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import sys
 import types
 from typing import Optional
@@ -14,6 +15,7 @@ from beam_jobs.cli import JobError, setup_logging
 from beam_jobs.local_runner import LOCAL_RUNNER
 from inference.bigquery_client import parse_table
 from inference.gate import DEFAULT_MAX_METRIC_REGRESSION
+from inference.skew import DEFAULT_THRESHOLD as DEFAULT_SKEW_THRESHOLD
 from preprocessing.images import ImageLimits
 
 STALE_STAGING_HOURS = 24.0  # default of --stale_staging_hours (beam_jobs/finalize.py)
@@ -80,6 +82,13 @@ class ModelOptions(PipelineOptions):
                             "versions) that scores the same rows; its outputs never reach the "
                             "prediction sinks, only a comparison (batch: summary.json's "
                             "`shadow`; streaming: a monitoring record per window).")
+        parser.add_argument("--skew_report", default="on", choices=["on", "off"],
+                            help="Compare what is served with the train split's statistics "
+                            "(the export's): batch, summary.json's `skew`; streaming, a "
+                            "monitoring record per window.")
+        parser.add_argument("--skew_threshold", type=float, default=DEFAULT_SKEW_THRESHOLD,
+                            help="A feature is flagged past this distance (Jensen-Shannon for "
+                            "numbers, L-infinity for strings).")
         parser.add_argument("--output_table", help="Also write predictions to BigQuery "
                             "PROJECT:DATASET.TABLE (batch: the run date's day partition, "
                             "replaced on a re-run; streaming: appended).")
@@ -107,7 +116,20 @@ def gate_settings(o) -> Optional[tuple]:
     return None if o.model_gate == "off" else (o.golden_set, o.max_metric_regression)
 
 
-def check_gate_options(job: str, o) -> None:
+def train_statistics(o, model_path: str) -> Optional[dict]:
+    """The export's train statistics for the skew report (None: off, or none kept)."""
+    if o.skew_report == "off":
+        return None
+    from inference.skew import load_train_statistics
+    stats = load_train_statistics(model_path)
+    if stats is None:
+        logging.warning("model %s has no train statistics: no skew report", model_path)
+    return stats
+
+
+def check_model_options(job: str, o) -> None:
+    if not 0 < o.skew_threshold <= 1:
+        raise JobError(job, f"--skew_threshold must be in (0, 1], got {o.skew_threshold}")
     if not 0 <= o.max_metric_regression < 10:
         raise JobError(job, "--max_metric_regression must be >= 0 (and < 10), got "
                             f"{o.max_metric_regression}")

@@ -42,6 +42,7 @@ from beam_jobs import cli, common_options, local_runner, publish
 from beam_jobs.finalize import Finalize, OutputSpec
 from preprocessing import counting, filesys, golden, reading, record_batches
 from preprocessing import pipeline as pp
+from preprocessing.golden import GOLDEN_DIR
 from preprocessing.image_items import ReadImageItems
 from preprocessing.images import ImageLimits
 from preprocessing.infer import image_schema, infer_from_profile, parse_csv_sample, report
@@ -49,13 +50,14 @@ from preprocessing.profile import profile_csv
 from preprocessing.rejects import WriteDeadLetters
 from preprocessing.schema import RAW_SCHEMA_FILE, Schema, SchemaError
 from preprocessing.split import SPLITS, parse_fractions
+from preprocessing.statistics import STATISTICS_FILE
 from preprocessing.tfrecords import GZIP_LEVEL
 
 JOB = "preprocess"
 # What a run writes and publishes (replacing an earlier run's), and how it is counted.
 OUTPUTS = OutputSpec(
     JOB, managed=("train", "eval", "test", "transform_fn", "transformed_metadata", "rejects",
-                  RAW_SCHEMA_FILE),
+                  GOLDEN_DIR, STATISTICS_FILE, RAW_SCHEMA_FILE),
     outputs={s: f"rows_{s}" for s in SPLITS}, outputs_key="splits", require=("train",))
 
 
@@ -347,9 +349,7 @@ def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig):
     written = [dead | "DeadLetters" >> WriteDeadLetters(
         FileSystems.join(staging, "rejects"))]
     written.append(p | "RawSchema" >> pp.WriteRawSchema(schema, staging))
-    held_out = [s for s, f in zip(SPLITS[1:], cfg.fractions[1:]) if f > 0]
-    if o.golden_rows and held_out:  # the golden set: a sample of eval (else test) rows
-        written.append(parsed[held_out[0]] | golden.SampleGolden(schema, staging, o.golden_rows))
+    written += pp.write_references(parsed, schema, staging, cfg.fractions, o.golden_rows)
     tallies = [counts]
 
     tac = record_batches.tensor_adapter_config(schema)

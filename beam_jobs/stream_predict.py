@@ -52,7 +52,8 @@ from inference import model_handler as mh
 from inference import sinks, versions
 from inference.images import normalize_prefixes
 from inference.replay import Pace, load_replay, replay_stream
-from inference.shadow import ShadowScoreStream, ShadowWindows
+from inference.shadow import CombineShadow, ShadowScoreStream
+from inference.skew import RowPartials, SkewReport, kinds_of
 from inference.streaming import (
     JOB,
     MAX_MESSAGE_BYTES,
@@ -60,6 +61,7 @@ from inference.streaming import (
     FormatResults,
     Monitor,
     ParseMessages,
+    PerWindow,
     WriteJson,
 )
 from preprocessing.images import ImageLimits
@@ -144,7 +146,7 @@ def parse_args(options: PipelineOptions) -> Args:
         raise cli.JobError(JOB, "--replay is a local (DirectRunner) source; on a remote "
                                     "runner read from --input_subscription or --input_topic")
     common_options.check_image_options(JOB, o)
-    common_options.check_gate_options(JOB, o)
+    common_options.check_model_options(JOB, o)
     if not (o.dead_letter_topic or o.dead_letter_dir or o.output_dir):
         raise cli.JobError(JOB, "give --dead_letter_topic or --dead_letter_dir "
                                     "(or --output_dir)")
@@ -164,6 +166,7 @@ class StreamPredictConfig:
     events: Optional[tuple] = None        # --replay's events
     source: Optional[beam.PTransform] = None  # PubsubMessages from elsewhere (tests)
     shadow_path: Optional[str] = None     # --shadow_model_dir's version
+    train_statistics: Optional[dict] = None  # the export's, for the skew report
 
 
 def launch(options: PipelineOptions) -> StreamPredictConfig:
@@ -198,7 +201,8 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
         if d:
             cli.check_writable(JOB, d)
     return StreamPredictConfig(o, schema, model_path, image_kw, dead_letter_dir,
-                               monitoring_dir, events, shadow_path=shadow_path)
+                               monitoring_dir, events, shadow_path=shadow_path,
+                               train_statistics=common_options.train_statistics(o, model_path))
 
 
 def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
@@ -259,9 +263,16 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
         records.append(results
                        | "Shadow" >> beam.ParDo(ShadowScoreStream(
                            cfg.shadow_path, cfg.schema.task, o.window_secs, cfg.schema.label))
-                       | "ShadowCompare" >> ShadowWindows(
-                           cfg.schema.task, o.window_secs, o.allowed_lateness_secs,
-                           versions.model_version(cfg.shadow_path)))
+                       | "ShadowCompare" >> PerWindow(
+                           CombineShadow(cfg.schema.task,
+                                         shadow_version=versions.model_version(cfg.shadow_path)),
+                           o.window_secs, o.allowed_lateness_secs))
+    if cfg.train_statistics:  # train/serve skew of each window's rows
+        records.append(parsed.rows
+                       | "SkewPartials" >> beam.ParDo(RowPartials(
+                           kinds_of(cfg.train_statistics), o.window_secs))
+                       | "Skew" >> PerWindow(SkewReport(cfg.train_statistics, o.skew_threshold),
+                                             o.window_secs, o.allowed_lateness_secs))
     monitoring = tuple(records) | "WithModelEvents" >> beam.Flatten()
     _ = monitoring | "WriteMonitoring" >> WriteJson(o.monitoring_topic, cfg.monitoring_dir,
                                                      "monitoring", o.window_secs)

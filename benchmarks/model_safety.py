@@ -1,7 +1,9 @@
-"""What production safety costs batch prediction, side by side in one run: the job as is, with
-a shadow model (`--shadow_model_dir`: a second model scores every row), and the model gate's
-check of a newer version at launch (two versions under the base: the newest is checked on its
-golden set against the previous one before the job starts).
+"""What production safety costs batch prediction, side by side in one run: the job with none of
+it (`--skew_report off`), with the skew report (statistics of every served row compared with
+the train split's), with a shadow model (`--shadow_model_dir`: a second model scores every
+row), and with the model gate's check of a newer version at launch (two versions under the
+base: the newest is checked on its golden set against the previous one before the job
+starts).
 
 Each job runs in a fresh process on the same rows; `steady` is the marginal rate,
 (rows - small) / (wall - wall on `--small` rows), the throughput a long job settles at, so
@@ -43,9 +45,11 @@ def main(argv=None) -> None:
         base = os.path.join(tmp, "versions")
         for v in ("1", "2"):  # the same export twice: the gate runs and accepts version 2
             shutil.copytree(export, os.path.join(base, v))
-        runs = {"plain": ["--model_dir", export],
-                "shadow model": ["--model_dir", export, "--shadow_model_dir", export],
-                "gated newest version": ["--model_dir", base]}
+        off = ["--skew_report", "off"]
+        runs = {"plain": ["--model_dir", export] + off,
+                "skew report": ["--model_dir", export],
+                "shadow model": ["--model_dir", export, "--shadow_model_dir", export] + off,
+                "gated newest version": ["--model_dir", base] + off}
         print(f"batch predict, {args.rows:,} CSV rows, {args.workers} worker(s), "
               f"model {export}")
         first = None

@@ -133,6 +133,7 @@ def main(argv=None) -> int:
         rejects = read_jsonl(os.path.join(out, "rejects", "*.jsonl"))
         monitoring = read_jsonl(os.path.join(out, "monitoring", "*.jsonl"))
         final = {}
+        monitoring = [m for m in monitoring if m["event"] == "window_stats"]
         for m in monitoring:  # accumulating panes: the last pane of a window has its totals
             if m["pane_index"] >= final.get(m["window_start"], {}).get("pane_index", -1):
                 final[m["window_start"]] = m

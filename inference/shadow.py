@@ -211,28 +211,3 @@ class ShadowScoreStream(beam.DoFn):
                                                 rows=len(group),
                                                 shadow_rejected=len(group) - len(common))))
         return result
-
-
-class ShadowWindows(beam.PTransform):
-    """ShadowSums -> one comparison record per fixed event-time window (late rows update
-    their window in a later pane, as the monitoring windows do)."""
-
-    def __init__(self, task: str, window_secs: float, allowed_lateness_secs: float,
-                 shadow_version: Optional[str] = None):
-        super().__init__()
-        self.task, self.window_secs = task, window_secs
-        self.lateness, self.shadow_version = allowed_lateness_secs, shadow_version
-
-    def expand(self, sums):
-        from apache_beam.transforms import trigger, window
-
-        from inference.streaming import AddWindowInfo
-        return (sums
-                | "Window" >> beam.WindowInto(
-                    window.FixedWindows(self.window_secs),
-                    trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)),
-                    accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
-                    allowed_lateness=self.lateness)
-                | "Compare" >> beam.CombineGlobally(CombineShadow(
-                    self.task, shadow_version=self.shadow_version)).without_defaults()
-                | "WindowInfo" >> beam.ParDo(AddWindowInfo()))

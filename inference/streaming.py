@@ -205,7 +205,8 @@ class MonitorFn(beam.CombineFn):
 
     def extract_output(self, acc):
         lat = sorted(acc["latencies"])
-        return {"predictions": acc["predictions"], "rejects": sum(acc["rejects"].values()),
+        return {"event": "window_stats", "predictions": acc["predictions"],
+                "rejects": sum(acc["rejects"].values()),
                 "rejects_by_reason": dict(sorted(acc["rejects"].items())),
                 "latency_ms": {f"p{q}": percentile(lat, q) for q in (50, 90, 99)} |
                 {"max": lat[-1] if lat else None}}
@@ -228,12 +229,15 @@ class AddWindowInfo(beam.DoFn):
         yield out
 
 
-class Monitor(beam.PTransform):
-    """Per fixed event-time window: counts and latency percentiles. Late data within the
-    allowed lateness updates its window in a LATE pane (counts accumulate)."""
+class PerWindow(beam.PTransform):
+    """Elements -> one `combine_fn` record per fixed event-time window, with the window's
+    bounds and pane. Late data within the allowed lateness updates its window in a LATE
+    pane (accumulating)."""
 
-    def __init__(self, window_secs: float, allowed_lateness_secs: float):
+    def __init__(self, combine_fn: beam.CombineFn, window_secs: float,
+                 allowed_lateness_secs: float):
         super().__init__()
+        self.combine_fn = combine_fn
         self.window_secs = window_secs
         self.lateness = allowed_lateness_secs
 
@@ -244,8 +248,13 @@ class Monitor(beam.PTransform):
                     trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)),
                     accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
                     allowed_lateness=self.lateness)
-                | "Stats" >> beam.CombineGlobally(MonitorFn()).without_defaults()
+                | "Stats" >> beam.CombineGlobally(self.combine_fn).without_defaults()
                 | "WindowInfo" >> beam.ParDo(AddWindowInfo()))
+
+
+def Monitor(window_secs: float, allowed_lateness_secs: float) -> PerWindow:
+    """Per fixed event-time window: counts and latency percentiles."""
+    return PerWindow(MonitorFn(), window_secs, allowed_lateness_secs)
 
 
 class WriteJson(beam.PTransform):

@@ -178,3 +178,14 @@ def dumps_json(obj, indent=2, sort_keys=True) -> str:
     """A JSON file's text: strict JSON (a non-finite number is null, see json_safe)."""
     return json.dumps(json_safe(obj), indent=indent, sort_keys=sort_keys, default=str,
                       allow_nan=False) + "\n"
+
+
+def write_json_file(records, folder: str, name: str):
+    """A PCollection of one dict -> `folder/name.json` (strict JSON, one file): the small
+    reports a job stages for Finalize to attach to its summary."""
+    import apache_beam as beam
+    return (records
+            | f"{name}Json" >> beam.Map(dumps_json)
+            | f"Write{name}" >> beam.io.WriteToText(FileSystems.join(folder, name),
+                                                   file_name_suffix=".json",
+                                                   shard_name_template=""))

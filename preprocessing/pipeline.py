@@ -237,3 +237,18 @@ class WriteRawSchema(beam.PTransform):
                 | "WriteSchema" >> beam.io.WriteToText(self.prefix, file_name_suffix=".json",
                                                        shard_name_template="",
                                                        append_trailing_newlines=False))
+
+
+def write_references(parsed, schema: Schema, staging: str, fractions, golden_rows: int) -> list:
+    """What serving checks itself against, from the parsed raw rows: the train split's
+    feature statistics (statistics.json: the skew report's reference) and the golden set
+    (a sample of the eval split, else the test split). Returns their written PCollections."""
+    from preprocessing import golden
+    from preprocessing.statistics import TableStatistics
+    stats = parsed.train | "TrainStatistics" >> beam.CombineGlobally(TableStatistics(schema))
+    written = [filesys.write_json_file(stats, staging, "statistics")]
+    held_out = [s for s, f in zip(SPLITS[1:], fractions[1:]) if f > 0]
+    if golden_rows and held_out:
+        written.append(parsed[held_out[0]]
+                       | "GoldenSet" >> golden.SampleGolden(schema, staging, golden_rows))
+    return written

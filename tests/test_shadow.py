@@ -80,5 +80,5 @@ def test_streaming_shadow_writes_a_comparison_per_window(trained, shuffled_expor
     assert len(shadow) >= 3 and all(m["window_end"] - m["window_start"] == 5 for m in shadow)
     assert sum(m["compared"] for m in shadow if m["pane"] == "ON_TIME") == 30
     assert all(m["mean_abs_diff"] > 0 for m in shadow)
-    stats = [m for m in monitoring if "event" not in m]
+    stats = [m for m in monitoring if m["event"] == "window_stats"]
     assert sum(m["predictions"] for m in stats if m["pane"] == "ON_TIME") == 30

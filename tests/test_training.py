@@ -126,7 +126,7 @@ def test_saved_model_cli_runs_the_raw_signature(trained):
 @pytest.mark.slow
 def test_serving_default_runs_from_saved_model_cli(trained, taxi_csv, tmp_path):
     _, _, m = trained
-    schema = __import__("inference.model_handler", fromlist=["x"]).load_raw_schema(m["export_dir"])
+    schema = __import__("inference.versions", fromlist=["x"]).load_raw_schema(m["export_dir"])
     raw = next(iter(_raw_rows(taxi_csv[0], schema).values()))
     np.save(tmp_path / "ex.npy", np.array([_example(raw, schema.serving_columns())], dtype=object))
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")

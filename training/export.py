@@ -19,6 +19,7 @@ import tensorflow as tf
 from preprocessing.golden import EXPORT_GOLDEN, GOLDEN_DIR, GOLDEN_FILE
 from preprocessing.record_batches import raw_feature_spec
 from preprocessing.schema import DTYPE_TABLE, RAW_SCHEMA_ASSET, Schema
+from preprocessing.statistics import EXPORT_STATISTICS, STATISTICS_FILE
 from training.data import FeatureInfo
 
 
@@ -104,14 +105,18 @@ class ImageServingModule(tf.Module):
         return self._predict(features["image_bytes"])
 
 
-def copy_golden_set(data_dir: str, export_dir: str) -> bool:
-    """Preprocess's golden set (labelled raw eval rows) goes with the export, so the
-    prediction jobs can check this version before it serves (inference/gate.py)."""
-    source = os.path.join(data_dir, GOLDEN_DIR, GOLDEN_FILE)
-    if not tf.io.gfile.exists(source):
-        return False
-    tf.io.gfile.copy(source, os.path.join(export_dir, EXPORT_GOLDEN), overwrite=True)
-    return True
+def copy_reference_files(data_dir: str, export_dir: str) -> list:
+    """Preprocess's golden set (labelled raw eval rows) and train statistics go with the
+    export, so the prediction jobs can check this version before it serves
+    (inference/gate.py) and compare what they serve with training (inference/skew.py)."""
+    copied = []
+    for source, target in ((os.path.join(GOLDEN_DIR, GOLDEN_FILE), EXPORT_GOLDEN),
+                           (STATISTICS_FILE, EXPORT_STATISTICS)):
+        if tf.io.gfile.exists(os.path.join(data_dir, source)):
+            tf.io.gfile.copy(os.path.join(data_dir, source), os.path.join(export_dir, target),
+                             overwrite=True)
+            copied.append(target)
+    return copied
 
 
 def next_version_dir(model_dir: str) -> str:
@@ -134,7 +139,7 @@ def export_model(model, data_dir: str, info: FeatureInfo, export_dir: str) -> st
     tf.saved_model.save(module, export_dir, signatures={
         "serving_default": module.serve_examples, "predict_raw": module.predict_raw})
     tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
-    copy_golden_set(data_dir, export_dir)
+    copy_reference_files(data_dir, export_dir)
     # Written last: readers take a version as complete once this file exists
     # (inference.model_handler.is_complete).
     schema = info.raw_schema
