@@ -280,7 +280,8 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
     written += _reports(cfg, batches, results, preds)
     info = {"job": JOB, "run_date": o.run_date, "input": o.input, "output": cfg.output,
             "model_dir": o.model_dir, "model_path": cfg.model_path,
-            "model_version": cfg.version}
+            "model_version": cfg.version, "key": cfg.key, "passthrough": list(cfg.passthrough),
+            "label": cfg.label}  # key, passthrough and label: what a redrive reproduces
     if cfg.gate_record:  # version_accepted, or version_refused with both metrics
         info["model_gate"] = cfg.gate_record
     all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()

@@ -60,6 +60,9 @@ REASONS = {
                         "(after the retries)",
     "message_too_large": "a message over --max_message_bytes",
     "bad_message": "a message the parser failed on unexpectedly (the error is in the detail)",
+    # a redrive (beam_jobs/redrive.py)
+    "duplicate_key": "a redriven row whose key already has a prediction",
+    "redrive_no_header": "a redriven CSV row whose source file's header cannot be read",
     # the model
     "model_rejected": "a row the model could not score",
     "non_finite_prediction": "a row the model scored as NaN or infinity (an input far outside "

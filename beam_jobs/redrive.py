@@ -1,0 +1,333 @@
+"""Redrive a batch prediction run's dead letters into its published output.
+
+A user fixes the `raw` of rows in OUTPUT/rejects/*.jsonl (or in a copy, `--rejects`), or
+changes nothing after a model or schema fix, and runs:
+
+    python -m beam_jobs.redrive --output out/predictions/2026-11-24 [--model_dir ...]
+
+Each dead letter from a CSV or JSON-lines source is parsed again (a CSV row with its source
+file's header) and scored; the predictions are merged into the output by key (a key that is
+already predicted, or comes twice, is a `duplicate_key` dead letter: no key twice), and the
+rows that still fail stay dead letters with their reason. Dead letters that cannot be
+replayed (tf.Example and image rows, rows cut at a bound, file-level failures) are kept as
+they are. The output is published as every run's is: atomically, or not at all (a killed or
+failed redrive leaves the previous output as it was). The summary reconciles the original
+input: rows read = predictions (earlier + redriven) + the dead letters that remain.
+Reports of the earlier run (metrics.json, skew.json, shadow.json) are kept, not recomputed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from typing import Optional, Tuple
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.ml.inference.base import RunInference
+from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
+
+from beam_jobs import cli, common_options, publish
+from beam_jobs.finalize import Finalize, OutputSpec
+from inference import model_handler as mh
+from inference import sinks, versions
+from inference.batch import FormatPredictions, ParseInputs
+from preprocessing import counting, filesys, rejects
+from preprocessing.reading import Chunk, detect_format
+from preprocessing.schema import Schema
+
+JOB = "redrive"
+OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects"),
+                     outputs={"rows_predicted": "rows_written"})
+# Dead letters whose `raw` is not the whole record, or no record at all: kept as they are.
+NOT_REPLAYABLE = frozenset(rejects.FILE_REASONS) | {
+    "record_too_large", "unterminated_quote", "empty_file"}
+
+
+class RedriveOptions(PipelineOptions):
+    """--output (the published batch_predict output) is common_options.IOOptions', and
+    --model_dir (default: the run's) common_options.ModelOptions'."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--rejects", help="Fixed dead letters (JSON lines): each replaces "
+                            "the published one of the same source and line; the others are "
+                            "redriven as published. Default: OUTPUT/rejects/*.jsonl itself "
+                            "(fixed in place).")
+
+
+OPTION_CLASSES = (common_options.IOOptions, common_options.ModelOptions, RedriveOptions)
+
+
+@dataclasses.dataclass(frozen=True)
+class RedriveConfig:
+    """Everything build_pipeline reads (launch() makes it; a test can build its own)."""
+    output: str
+    rejects: str                        # the published dead letters
+    fixed: Optional[str]                # --rejects: fixed ones that replace them
+    model_dir: str
+    model_path: str
+    schema: Schema
+    staging: str
+    key: Optional[str]
+    passthrough: Tuple[str, ...]
+    label: Optional[str]
+    prediction_files: Tuple[str, ...]   # the published predictions-*.jsonl
+    csv_files: Tuple[str, ...]          # and .csv, when the run wrote both
+    previous: dict                      # the published summary
+    rows_per_chunk: int = 1024
+
+
+def launch(options: PipelineOptions) -> RedriveConfig:
+    o = common_options.merged_options(options, *OPTION_CLASSES)
+    if not o.output:
+        raise cli.JobError(JOB, "--output is required")
+    output = o.output.rstrip("/")
+    summary_path = FileSystems.join(output, "summary.json")
+    if not FileSystems.exists(FileSystems.join(output, publish.SUCCESS)) or \
+            not FileSystems.exists(summary_path):
+        raise cli.JobError(JOB, f"{output} is not a published batch_predict output (no "
+                                f"{publish.SUCCESS} or summary.json)")
+    previous = json.loads(filesys.read_text(summary_path))
+    if previous.get("job") not in ("batch_predict", JOB):
+        raise cli.JobError(JOB, f"{output} was written by {previous.get('job')}, not "
+                                "batch_predict")
+    model_dir = o.model_dir or previous.get("model_dir")
+    try:
+        model_path = versions.resolve_model_dir(model_dir)
+        schema = versions.load_raw_schema(model_path)
+    except Exception as e:
+        raise cli.JobError(JOB, f"cannot read the model at {model_dir}: "
+                                f"{str(e).splitlines()[0][:300]}") from None
+    if any(c.transform == "image" for c in schema.columns):
+        raise cli.JobError(JOB, "image dead letters name files, not rows: run batch_predict "
+                                "again over the images instead")
+    rejects_glob = FileSystems.join(output, "rejects", "*.jsonl")
+    for pattern in (rejects_glob, o.rejects):
+        if pattern and not filesys.match_by_pattern([pattern])[0]:
+            raise cli.JobError(JOB, f"no dead letters match {pattern}")
+    files = [m.path for m in FileSystems.match(
+        [FileSystems.join(output, "predictions-*")])[0].metadata_list]
+    cli.check_writable(JOB, output)
+    return RedriveConfig(
+        output=output, rejects=rejects_glob, fixed=o.rejects, model_dir=model_dir,
+        model_path=model_path,
+        schema=schema,
+        staging=publish.new_staging(output), key=previous.get("key", schema.key),
+        passthrough=tuple(previous.get("passthrough", ())), label=previous.get("label"),
+        prediction_files=tuple(sorted(f for f in files if f.endswith(".jsonl"))),
+        csv_files=tuple(sorted(f for f in files if f.endswith(".csv"))), previous=previous)
+
+
+class SplitLetters(beam.DoFn):
+    """Dead-letter lines -> (source, (line, raw)) to replay, or the line itself, kept (a
+    dead letter that cannot be replayed). Every letter is a row of the original input."""
+
+    def __init__(self):
+        self.tally = counting.Tally(JOB)
+        self.dead = rejects.DeadLetters(JOB)
+
+    def process(self, line: str):
+        if not line.strip():  # a blank line a hand edit left
+            return
+        yield self.tally("rows_read", 1)
+        try:
+            rec = json.loads(line)
+            source, raw, reason = rec["source"], rec["raw"], rec["reason"]
+            if reason not in rejects.REASONS:
+                raise ValueError(reason)
+        except (ValueError, KeyError, TypeError):
+            yield self.dead("", None, line[:10_000], "invalid_json",
+                            "not a dead-letter record (source, line, raw, reason)")
+            return
+        if (reason in NOT_REPLAYABLE or not isinstance(raw, str)
+                or detect_format(str(source)) == "tfrecord"):
+            yield beam.pvalue.TaggedOutput("kept", line)
+            return
+        yield str(source), (rec.get("line"), raw)
+
+
+class SourceChunks(beam.DoFn):
+    """(source, [(line, raw)]) -> the parser's Chunks; a CSV source's header is read from
+    its first line (bounded). A source whose header cannot be read keeps its rows as
+    `redrive_no_header` dead letters."""
+
+    def __init__(self, rows_per_chunk: int):
+        self.rows_per_chunk = rows_per_chunk
+        self.dead = rejects.DeadLetters(JOB)
+
+    def process(self, grouped):
+        source, rows = grouped
+        rows = sorted(rows, key=lambda r: (len(str(r[0])), str(r[0])))
+        fmt = detect_format(source)
+        header = None
+        if fmt == "csv":
+            try:
+                header = read_header(source)
+            except Exception as e:
+                for line, raw in rows:
+                    yield self.dead(source, line, raw, "redrive_no_header",
+                                    f"cannot read the header of {source}: "
+                                    f"{str(e).splitlines()[0][:200]}")
+                return
+        for i in range(0, len(rows), self.rows_per_chunk):
+            yield Chunk(source, fmt, header, rows[i:i + self.rows_per_chunk])
+
+
+def read_header(source: str) -> tuple:
+    from preprocessing.reading import _header
+    lines = filesys.read_head(source).splitlines()
+    if not lines:
+        raise ValueError("the file is empty")
+    return _header(lines[0], source)
+
+
+class MergeByKey(beam.DoFn):
+    """(key, {"old": [...], "new": [records]}) -> the new record to write, or a
+    `duplicate_key` dead letter for a key already predicted, or redriven twice."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.dead = rejects.DeadLetters(JOB)
+        self.tally = counting.Tally(JOB)
+
+    def process(self, grouped):
+        key, parts = grouped
+        taken = bool(list(parts["old"]))
+        for rec in parts["new"]:
+            if taken:
+                yield self.dead(self.source, None, json.dumps(rec), "duplicate_key",
+                                f"key {key!r} already has a prediction")
+                continue
+            taken = True
+            yield self.tally("rows_written", 1)
+            yield rec
+
+
+class CopyFile(beam.DoFn):
+    """A published file -> its copy in the staging folder (the publish replaces the
+    managed names whole, so what is kept is staged again)."""
+
+    def __init__(self, staging: str):
+        self.staging = staging
+
+    def process(self, path: str):
+        target = FileSystems.join(self.staging, path.rstrip("/").rsplit("/", 1)[-1])
+        FileSystems.copy([path], [target])
+        yield target
+
+
+class CarriedKeys(beam.DoFn):
+    """A published prediction line -> (key, None); each is a row read and written again."""
+
+    def __init__(self):
+        self.tally = counting.Tally(JOB)
+
+    def process(self, line: str):
+        if not line.strip():
+            return
+        yield self.tally("rows_read", 1)
+        yield self.tally("rows_written", 1)
+        yield json.loads(line)["key"], None
+
+
+def letter_place(line: str):
+    """A dead letter's (source, line): where its row was in the input."""
+    try:
+        rec = json.loads(line)
+        return str(rec.get("source")), str(rec.get("line"))
+    except (ValueError, AttributeError):
+        return "", line
+
+
+def fixed_first(grouped):
+    """(place, {"published": [...], "fixed": [...]}) -> the fixed letters where there are
+    any, else the published ones."""
+    _, parts = grouped
+    fixed = list(parts["fixed"])
+    return fixed if fixed else list(parts["published"])
+
+
+def read_letters(p, cfg: RedriveConfig):
+    """The dead letters to redrive: the published ones, each replaced by its fixed copy
+    from --rejects where there is one (so none is lost)."""
+    published = p | "ReadLetters" >> beam.io.ReadFromText(cfg.rejects)
+    if not cfg.fixed:
+        return published
+    fixed = p | "ReadFixed" >> beam.io.ReadFromText(cfg.fixed)
+    return ({"published": published | "PlacePublished" >> beam.Map(
+                lambda x: (letter_place(x), x)),
+             "fixed": fixed | "PlaceFixed" >> beam.Map(lambda x: (letter_place(x), x))}
+            | "ByPlace" >> beam.CoGroupByKey() | "FixedFirst" >> beam.FlatMap(fixed_first))
+
+
+def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig):
+    """Pure wiring: dead letters -> parse -> score -> merge by key; the published
+    predictions are copied into staging beside the new ones, and Finalize publishes."""
+    letters = (read_letters(p, cfg)
+               | "Split" >> beam.ParDo(SplitLetters()).with_outputs(
+                   "kept", "rejects", counting.COUNTS, main="replay"))
+    chunks = (letters.replay | "BySource" >> beam.GroupByKey()
+              | "Chunks" >> beam.ParDo(SourceChunks(cfg.rows_per_chunk)).with_outputs(
+                  "rejects", main="chunks"))
+    parsed = chunks.chunks | "Parse" >> beam.ParDo(
+        ParseInputs(cfg.schema, cfg.key, cfg.passthrough)).with_outputs(
+        "rejects", counting.COUNTS, main="batches")
+    handler = mh.SavedModelHandler(cfg.model_path, rows_per_call=cfg.rows_per_chunk)
+    formatted = (parsed.batches | "RunInference" >> RunInference(handler)
+                 | "Format" >> beam.ParDo(FormatPredictions(cfg.label)).with_outputs(
+                     "rejects", counting.COUNTS, main="predictions"))
+    new = (formatted.predictions | "Records" >> beam.FlatMap(lambda b: b.records())
+           | "KeyNew" >> beam.Map(lambda r: (r["key"], r)))
+    published = (p | "Published" >> beam.Create(list(cfg.prediction_files))
+                 | "ReadPublished" >> beam.io.ReadAllFromText()
+                 | "KeysPublished" >> beam.ParDo(CarriedKeys()).with_outputs(
+                     counting.COUNTS, main="keys"))
+    merged = ({"old": published.keys, "new": new} | "ByKey" >> beam.CoGroupByKey()
+              | "Merge" >> beam.ParDo(MergeByKey(cfg.rejects)).with_outputs(
+                  "rejects", counting.COUNTS, main="records"))
+    dead = ((letters.kept, letters.rejects, chunks.rejects, parsed.rejects,
+             formatted.rejects, merged.rejects) | "AllRejects" >> beam.Flatten())
+    written = [dead | "DeadLetters" >> rejects.WriteDeadLetters(
+        FileSystems.join(cfg.staging, "rejects"))]
+    written.append(p | "KeptFiles" >> beam.Create(list(cfg.prediction_files + cfg.csv_files))
+                   | "CopyKept" >> beam.ParDo(CopyFile(cfg.staging)))
+    prefix = FileSystems.join(cfg.staging, "predictions-redrive-" +
+                              cfg.staging.rstrip("/").rsplit("-", 2)[-2])
+    written.append(merged.records | "ToJson" >> beam.Map(json.dumps)
+                   | "WriteJsonl" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl"))
+    if cfg.csv_files:
+        columns = sinks.prediction_columns(cfg.schema.task, "key", cfg.passthrough,
+                                           bool(cfg.label))
+        written.append(merged.records | "ToCsv" >> beam.Map(sinks.csv_line, columns)
+                       | "WriteCsv" >> beam.io.WriteToText(
+                           prefix, file_name_suffix=".csv",
+                           header=sinks.csv_line(dict(zip(columns, columns)), columns)))
+    tallies = ((letters[counting.COUNTS], parsed[counting.COUNTS], published[counting.COUNTS],
+                merged[counting.COUNTS]) | "AllTallies" >> beam.Flatten())
+    info = {"job": JOB, "output": cfg.output, "rejects": cfg.fixed or cfg.rejects,
+            "model_dir": cfg.model_dir, "model_path": cfg.model_path,
+            "model_version": versions.model_version(cfg.model_path),
+            "key": cfg.key, "passthrough": list(cfg.passthrough), "label": cfg.label,
+            "previous_run": {k: cfg.previous.get(k) for k in (
+                "job", "run_date", "input", "model_version", "rows_read", "rows_predicted",
+                "rejected")}}
+    _ = (tallies, dead) | "Finalize" >> Finalize(OUTPUTS, cfg.staging, cfg.output, written, info)
+    return p
+
+
+def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]:
+    """Runs the redrive; returns its summary."""
+    # --help: the docstring names --output and --model_dir; the other shared flags do not apply.
+    options = common_options.job_options(argv, JOB, RedriveOptions, __doc__)
+    options.view_as(SetupOptions).save_main_session = save_main_session
+    cfg = launch(options)
+    logging.info("Redriving %s with model version %s", cfg.rejects,
+                 versions.model_version(cfg.model_path))
+    p = test_pipeline or beam.Pipeline(options=options)
+    build_pipeline(p, cfg)
+    return cli.run_and_read_summary(p, None, cfg.output, cleanup=(cfg.staging,))
+
+
+if __name__ == "__main__":
+    cli.main(JOB, run)
