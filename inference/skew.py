@@ -21,7 +21,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from preprocessing.statistics import EXPORT_STATISTICS, TableAcc, bucket_shares
+from preprocessing.statistics import EXPORT_STATISTICS, TableAcc, bucket_shares, merge_all
 
 DEFAULT_THRESHOLD = 0.1
 UNSEEN_SHARE = 0.05
@@ -137,11 +137,7 @@ class SkewReport(beam.CombineFn):
         return acc.merge(partial)
 
     def merge_accumulators(self, accs):
-        accs = list(accs)
-        out = accs[0]
-        for a in accs[1:]:
-            out = out.merge(a)
-        return out
+        return merge_all(accs)
 
     def extract_output(self, acc):
         report = skew_report(self.train_stats, acc, self.threshold, self.min_rows)

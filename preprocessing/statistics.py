@@ -172,6 +172,15 @@ class TableAcc:
                 "features": {n: c.summary() for n, c in self.columns.items()}}
 
 
+def merge_all(accs) -> "TableAcc":
+    """Accumulators (TableAccs, or anything with merge()) merged into one."""
+    accs = list(accs)
+    out = accs[0]
+    for a in accs[1:]:
+        out = out.merge(a)
+    return out
+
+
 def record_batch_columns(rb, schema: Schema, names) -> dict:
     """A raw RecordBatch's columns (one-value lists under TensorFlow names) by user name."""
     return {n: rb.column(schema.tf_name(n)).flatten() for n in names}
@@ -191,11 +200,7 @@ class TableStatistics(beam.CombineFn):
         return acc.add(rb.num_rows, record_batch_columns(rb, self.schema, self.kinds))
 
     def merge_accumulators(self, accs):
-        accs = list(accs)
-        out = accs[0]
-        for a in accs[1:]:
-            out = out.merge(a)
-        return out
+        return merge_all(accs)
 
     def extract_output(self, acc) -> dict:
         return acc.summary()
