@@ -1,8 +1,14 @@
 """Exports the trained model with the tf.transform graph embedded (TF Serving layout).
 
-`<model_dir>/<version>/` holds a SavedModel with two signatures, both taking RAW features:
+`<model_dir>/<version>/` holds a SavedModel whose signatures all take RAW features:
   serving_default  `examples`: serialized tf.Example strings        -> predictions
   predict_raw      one [batch] tensor per raw column (the shape `{"instances": [...]}` maps to)
+  classify         (classification) TF Serving's Classify API: `inputs` serialized
+                   tf.Examples -> `classes` [batch, n] strings, `scores` [batch, n]
+  regress          (regression) TF Serving's Regress API: `inputs` -> `outputs` [batch]
+The last two carry the method names TF Serving checks (tensorflow/serving/classify and
+/regress), which `tf.saved_model.save` cannot set (it writes .../predict): they are set in the
+saved graph's protobuf after saving, and the fingerprint is written again.
 plus `assets.extra/raw_schema.json`, the raw schema that batch/stream jobs parse inputs with.
 
 Outputs: regression -> `predictions` [batch]; classification -> `probabilities` [batch, n],
@@ -68,6 +74,9 @@ class ServingModule(tf.Module):
         parsed = tf.io.parse_example(examples, self._example_spec)
         return self._predict({self._tf_names[k]: v for k, v in parsed.items()})
 
+    def api_signatures(self) -> dict:
+        return serving_api_signatures(self, self._classification)
+
     def _predict_raw(self, features):
         return self._predict(features)
 
@@ -101,8 +110,49 @@ class ImageServingModule(tf.Module):
             examples, {self._image: tf.io.FixedLenFeature([], tf.string)})
         return self._predict(parsed[self._image])
 
+    def api_signatures(self) -> dict:
+        return serving_api_signatures(self, classification=True)
+
     def _predict_raw(self, features):
         return self._predict(features["image_bytes"])
+
+
+CLASSIFY_METHOD = "tensorflow/serving/classify"
+REGRESS_METHOD = "tensorflow/serving/regress"
+
+
+def serving_api_signatures(module, classification: bool) -> dict:
+    """TF Serving's Classify or Regress signature over the module's tf.Example path."""
+    spec = [tf.TensorSpec([None], tf.string, name="inputs")]
+    if classification:
+        def classify(inputs):
+            out = module._serve_examples(inputs)
+            rows = tf.shape(out["probabilities"])[0]
+            return {"classes": tf.tile(module.class_names[None, :], [rows, 1]),
+                    "scores": out["probabilities"]}
+        return {"classify": tf.function(classify, input_signature=spec)}
+
+    def regress(inputs):
+        return {"outputs": module._serve_examples(inputs)["predictions"]}
+    return {"regress": tf.function(regress, input_signature=spec)}
+
+
+def set_method_names(export_dir: str, methods: dict) -> None:
+    """Rewrites the signatures' method names in saved_model.pb (and the fingerprint that
+    checksums it)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tensorflow.python.saved_model import fingerprinting_utils
+    path = os.path.join(export_dir, "saved_model.pb")
+    proto = saved_model_pb2.SavedModel()
+    with tf.io.gfile.GFile(path, "rb") as f:
+        proto.ParseFromString(f.read())
+    for graph in proto.meta_graphs:
+        for name, method in methods.items():
+            if name in graph.signature_def:
+                graph.signature_def[name].method_name = method
+    with tf.io.gfile.GFile(path, "wb") as f:
+        f.write(proto.SerializeToString())
+    fingerprinting_utils.write_fingerprint(export_dir)
 
 
 def copy_reference_files(data_dir: str, export_dir: str) -> list:
@@ -136,8 +186,10 @@ def export_model(model, data_dir: str, info: FeatureInfo, export_dir: str) -> st
         module = ImageServingModule(model, info)
     else:
         module = ServingModule(model, tft.TFTransformOutput(data_dir), info, info.raw_schema)
+    api = module.api_signatures()
     tf.saved_model.save(module, export_dir, signatures={
-        "serving_default": module.serve_examples, "predict_raw": module.predict_raw})
+        "serving_default": module.serve_examples, "predict_raw": module.predict_raw, **api})
+    set_method_names(export_dir, {"classify": CLASSIFY_METHOD, "regress": REGRESS_METHOD})
     tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
     copy_reference_files(data_dir, export_dir)
     # Written last: readers take a version as complete once this file exists
