@@ -183,18 +183,7 @@ class EvalMetrics(beam.CombineFn):
         return EvalSums()
 
     def add_input(self, acc, block: PredictionBlock):
-        labels = block.labels or []
-        has = [i for i, v in enumerate(labels) if v is not None]
-        if not has:
-            return acc
-        if self.task == "regression":
-            acc.add_regression(block.outputs["predictions"][has],
-                               [float(labels[i]) for i in has])
-        else:
-            classes = block.outputs["classes"][has].tolist()
-            acc.add_classification([c.decode("utf-8") == str(labels[i])
-                                    for c, i in zip(classes, has)])
-        return acc
+        return acc.add_outputs(self.task, block.outputs, block.labels or [])
 
     def merge_accumulators(self, accs):
         out = EvalSums()

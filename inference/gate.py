@@ -24,6 +24,7 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
 from preprocessing import golden
+from preprocessing.evaluation import EvalSums
 from preprocessing.schema import DTYPE_TABLE, Schema
 
 DEFAULT_MAX_METRIC_REGRESSION = 0.05
@@ -175,11 +176,8 @@ def score(version, golden_set: GoldenSet, task: str) -> Score:
             bad = int((~np.isfinite(v.reshape(len(v), -1))).any(axis=1).sum())
             return Score(metric, error="non_finite_prediction",
                          detail=f"{name} is NaN or infinite on {bad} of {len(v)} golden rows")
-    if task == "regression":
-        err = outputs["predictions"].astype(np.float64) - np.asarray(golden_set.labels)
-        return Score(metric, float(np.sqrt(np.mean(err * err))))
-    classes = [c.decode("utf-8") for c in outputs["classes"]]
-    return Score(metric, float(np.mean([c == y for c, y in zip(classes, golden_set.labels)])))
+    sums = EvalSums().add_outputs(task, outputs, golden_set.labels)  # the trainer's formulas
+    return Score(metric, float(sums.metrics(task)[metric]))
 
 
 def decide(candidate: Score, current: Optional[Score], tolerance: float) -> tuple:

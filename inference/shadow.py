@@ -67,19 +67,9 @@ def compare(task: str, serving: dict, shadow: dict, labels: Optional[Sequence] =
     sums.rows = len(a) + shadow_rejected if rows is None else rows
     sums.shadow_rejected = shadow_rejected
     if labels is not None:
-        has = [i for i, v in enumerate(labels) if v is not None]
-        if has:
-            _add_labelled(task, sums.serving, a[has], [labels[i] for i in has])
-            _add_labelled(task, sums.shadow, b[has], [labels[i] for i in has])
+        sums.serving.add_outputs(task, serving, labels)
+        sums.shadow.add_outputs(task, shadow, labels)
     return sums
-
-
-def _add_labelled(task: str, acc: EvalSums, outputs, labels) -> None:
-    if task == "regression":
-        acc.add_regression(outputs, [float(v) for v in labels])
-    else:
-        acc.add_classification([(c.decode("utf-8") if isinstance(c, bytes) else str(c))
-                                == str(v) for c, v in zip(outputs.tolist(), labels)])
 
 
 def aligned(serving_index: Sequence[int], serving_out: dict, shadow_index: Sequence[int],

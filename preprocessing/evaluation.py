@@ -32,6 +32,21 @@ class EvalSums:
         self.correct += float(np.sum(is_correct * w))
         self.weight += float(np.sum(w))
 
+    def add_outputs(self, task: str, outputs: dict, labels) -> "EvalSums":
+        """The model's column-wise outputs (`predictions`, or `classes` as bytes) against
+        `labels` aligned with them; rows whose label is None are left out."""
+        has = [i for i, v in enumerate(labels) if v is not None]
+        if not has:
+            return self
+        if task == "regression":
+            self.add_regression(np.asarray(outputs["predictions"])[has],
+                                [float(labels[i]) for i in has])
+        else:
+            classes = np.asarray(outputs["classes"])[has].tolist()
+            self.add_classification([(c.decode("utf-8") if isinstance(c, bytes) else str(c))
+                                     == str(labels[i]) for c, i in zip(classes, has)])
+        return self
+
     def merge(self, other: "EvalSums") -> "EvalSums":
         return EvalSums(self.n + other.n, self.sq + other.sq, self.ab + other.ab,
                         self.correct + other.correct, self.weight + other.weight)
