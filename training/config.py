@@ -47,6 +47,8 @@ class TrainConfig:
     model_dir: Optional[str] = None          # export base (default job_dir/export)
     checkpoint_dir: Optional[str] = None     # default job_dir/checkpoints
     tensorboard_dir: Optional[str] = None    # default job_dir/logs
+    serving_model_name: str = "model"        # TF Serving's name (job_dir/serving/models.config)
+    serving_base_path: Optional[str] = None  # the export base as the server sees it
     verbose: int = 2
 
     def __post_init__(self):
@@ -85,6 +87,11 @@ class TrainConfig:
             raise ConfigError("--lr_schedule must be constant or cosine")
         if self.backbone not in BACKBONES:
             raise ConfigError(f"--backbone must be one of {BACKBONES}")
+        from training.serving_config import check_model_name
+        try:
+            check_model_name(self.serving_model_name)
+        except ValueError as e:
+            raise ConfigError(f"--serving_model_name: {e}") from None
         if self.distribution not in DISTRIBUTIONS:
             raise ConfigError(f"--distribution must be one of {DISTRIBUTIONS}")
 
@@ -135,6 +142,11 @@ class TrainConfig:
         a("--distribution", choices=DISTRIBUTIONS, default="auto",
           help="auto: from TF_CONFIG (ps -> parameter_server, several workers -> "
                "multi_worker), else mirrored with several GPUs, else single.")
+        a("--serving_model_name", default="model",
+          help="The model's name in TF Serving's models.config, written to job_dir/serving/ "
+               "with batching_parameters.txt (see templates/serving/).")
+        a("--serving_base_path", help="The export base as TF Serving sees it in models.config "
+          "(e.g. /models/model in a container). Default: --model_dir, absolute.")
         a("--seed", type=int, default=42)
         a("--verbose", type=int, default=2, choices=[0, 1, 2])
 

@@ -29,6 +29,7 @@ from training import defaults, guards, report
 from training.config import TrainConfig
 from training.export import export_model, next_version_dir
 from training.model import build_model, compile_model
+from training.serving_config import SERVING_DIR, serving_base_path, write_serving_config
 
 log = logging.getLogger("training")
 
@@ -371,6 +372,9 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         "validation": "train holdout (1 in 10 records)" if holdout else "eval split",
         "early_stopping_patience": patience,
         "warnings": warnings,
+        "serving_config": write_serving_config(
+            os.path.join(cfg.job_dir, SERVING_DIR), cfg.serving_model_name,
+            cfg.serving_base_path or serving_base_path(cfg.model_dir)),
     }
     report.write_report(cfg.job_dir, metrics)
     log.info("eval %s; exported to %s", final, export_dir)
