@@ -17,7 +17,6 @@ import csv
 import dataclasses
 import io
 import logging
-import math
 from typing import Optional
 
 import numpy as np
@@ -25,7 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from preprocessing import golden
 from preprocessing.evaluation import EvalSums
-from preprocessing.schema import DTYPE_TABLE, Schema
+from preprocessing.schema import Schema
 
 DEFAULT_MAX_METRIC_REGRESSION = 0.05
 CALL_ROWS = 1024  # rows per model call while scoring a golden set
@@ -81,7 +80,7 @@ def read_golden(path: str, schema: Schema) -> GoldenSet:
         examples = _tfrecords(data, path)
     if len(examples) > golden.MAX_ROWS:
         raise GoldenSetError(f"the golden set {path} has more than {golden.MAX_ROWS:,} rows")
-    labels = _labels(examples, schema)
+    labels = golden.example_labels(examples, schema, CALL_ROWS)
     keep = [i for i, v in enumerate(labels) if v is not None]
     return GoldenSet(path, tuple(examples[i] for i in keep), tuple(labels[i] for i in keep))
 
@@ -128,29 +127,6 @@ def _csv_examples(data: bytes, schema: Schema, path: str) -> list:
             bad += 1
     if bad:
         logging.warning("golden set %s: %d rows that do not parse are left out", path, bad)
-    return out
-
-
-def _labels(examples: list, schema: Schema) -> list:
-    """Each example's label (its first value), None where it has none or a non-finite one."""
-    import tensorflow as tf
-    label = schema.column(schema.label)
-    spec = {label.name: tf.io.VarLenFeature(tf.as_dtype(DTYPE_TABLE[label.type].tf))}
-    out = []
-    for start in range(0, len(examples), CALL_ROWS):
-        chunk = examples[start:start + CALL_ROWS]
-        values = tf.io.parse_example(tf.constant(chunk), spec)[label.name]
-        first = [None] * len(chunk)
-        for (row, _), v in zip(values.indices.numpy(), values.values.numpy()):
-            if first[row] is None:
-                first[row] = v
-        for v in first:
-            if v is None:
-                out.append(None)
-            elif schema.task == "regression":
-                out.append(float(v) if math.isfinite(float(v)) else None)
-            else:
-                out.append(v.decode("utf-8") if isinstance(v, bytes) else str(v))
     return out
 
 

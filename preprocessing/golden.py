@@ -8,6 +8,7 @@ a signature ignores features it does not use (the label, a column a newer schema
 """
 from __future__ import annotations
 
+import math
 import os
 from typing import List, Sequence
 
@@ -80,3 +81,26 @@ class SampleGolden(beam.PTransform):
                 | "Write" >> beam.io.WriteToTFRecord(
                     FileSystems.join(self.output, GOLDEN_DIR, GOLDEN_FILE), num_shards=1,
                     shard_name_template=""))
+
+
+def example_labels(examples: list, schema: Schema, chunk_rows: int = 1024) -> list:
+    """Each example's label (its first value), None where it has none or a non-finite one."""
+    import tensorflow as tf
+    label = schema.column(schema.label)
+    spec = {label.name: tf.io.VarLenFeature(tf.as_dtype(DTYPE_TABLE[label.type].tf))}
+    out = []
+    for start in range(0, len(examples), chunk_rows):
+        chunk = examples[start:start + chunk_rows]
+        values = tf.io.parse_example(tf.constant(chunk), spec)[label.name]
+        first = [None] * len(chunk)
+        for (row, _), v in zip(values.indices.numpy(), values.values.numpy()):
+            if first[row] is None:
+                first[row] = v
+        for v in first:
+            if v is None:
+                out.append(None)
+            elif schema.task == "regression":
+                out.append(float(v) if math.isfinite(float(v)) else None)
+            else:
+                out.append(v.decode("utf-8") if isinstance(v, bytes) else str(v))
+    return out

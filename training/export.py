@@ -29,6 +29,18 @@ from preprocessing.statistics import EXPORT_STATISTICS, STATISTICS_FILE
 from training.data import FeatureInfo
 
 
+def example_spec(schema: Schema) -> dict:
+    """How `serving_default` parses a raw tf.Example. tf.Examples carry the user's column
+    names; predict_raw and the transform take the TensorFlow names (schema.tf_name)."""
+    cols = schema.serving_columns()
+    spec = raw_feature_spec(schema, cols)
+    for c in cols:
+        if c.default is not None:  # optional columns may be absent from a tf.Example
+            spec[c.name] = tf.io.FixedLenFeature([], tf.as_dtype(DTYPE_TABLE[c.type].tf),
+                                                 default_value=c.typed_default())
+    return spec
+
+
 class ServingModule(tf.Module):
     def __init__(self, model, tft_output, info: FeatureInfo, schema: Schema):
         super().__init__()
@@ -39,14 +51,7 @@ class ServingModule(tf.Module):
         self._scaler = info.label_scaler
         self.class_names = tf.constant(info.class_names or [""])
         cols = schema.serving_columns()
-        # tf.Examples carry the user's column names; predict_raw and the transform take the
-        # TensorFlow names (schema.tf_name).
-        spec = raw_feature_spec(schema, cols)
-        for c in cols:
-            if c.default is not None:  # optional columns may be absent from a tf.Example
-                spec[c.name] = tf.io.FixedLenFeature([], tf.as_dtype(DTYPE_TABLE[c.type].tf),
-                                                     default_value=c.typed_default())
-        self._example_spec = spec
+        self._example_spec = example_spec(schema)
         self._tf_names = {c.name: schema.tf_name(c.name) for c in cols}
         self.serve_examples = tf.function(
             self._serve_examples,
