@@ -99,7 +99,8 @@ class PreprocessOptions(PipelineOptions):
                             "typed float, and text in them is rejected. 0: the whole input.")
         parser.add_argument("--golden_rows", type=int, default=golden.DEFAULT_ROWS, help=(
             "Labelled raw eval (else test) rows kept in OUTPUT/golden/: the golden set a new "
-            f"model version must predict before it serves (0: none; at most {golden.MAX_ROWS:,})."))
+            f"model version must predict before it serves (0: none; at most {golden.MAX_ROWS:,}); "
+            "as many train rows go to OUTPUT/golden/calibration.tfrecord (training.optimize)."))
         parser.add_argument("--tft_temp_dir", help="tf.transform's scratch directory "
                             "(default: a local temp dir on local runners, else temp_location).")
 

@@ -21,6 +21,10 @@ from preprocessing.schema import DTYPE_TABLE, Schema
 GOLDEN_DIR = "golden"
 GOLDEN_FILE = "golden.tfrecord"
 EXPORT_GOLDEN = os.path.join("assets.extra", GOLDEN_FILE)
+# The same kind of sample from the train split: representative rows that training.optimize
+# chooses int8 quantisation ranges on (never the golden set, which judges the result).
+CALIBRATION_FILE = "calibration.tfrecord"
+EXPORT_CALIBRATION = os.path.join("assets.extra", CALIBRATION_FILE)
 DEFAULT_ROWS = 500
 # What a golden set may hold: it is read whole, on every worker, before each model swap.
 MAX_ROWS = 20_000
@@ -63,12 +67,13 @@ def spread(n: int, k: int) -> List[int]:
 
 
 class SampleGolden(beam.PTransform):
-    """Raw RecordBatches of one split -> OUTPUT/golden/golden.tfrecord: a uniform sample of
-    at most `rows` rows (Beam's reservoir sample over a bounded pick from each batch)."""
+    """Raw RecordBatches of one split -> OUTPUT/golden/<file_name>: a uniform sample of at
+    most `rows` rows (Beam's reservoir sample over a bounded pick from each batch)."""
 
-    def __init__(self, schema: Schema, output: str, rows: int = DEFAULT_ROWS):
+    def __init__(self, schema: Schema, output: str, rows: int = DEFAULT_ROWS,
+                 file_name: str = GOLDEN_FILE):
         super().__init__()
-        self.schema, self.output, self.rows = schema, output, rows
+        self.schema, self.output, self.rows, self.file_name = schema, output, rows, file_name
 
     def expand(self, batches):
         from apache_beam.io.filesystems import FileSystems
@@ -79,7 +84,7 @@ class SampleGolden(beam.PTransform):
                 | "Sample" >> beam.combiners.Sample.FixedSizeGlobally(k)
                 | "Rows" >> beam.FlatMap(sorted)
                 | "Write" >> beam.io.WriteToTFRecord(
-                    FileSystems.join(self.output, GOLDEN_DIR, GOLDEN_FILE), num_shards=1,
+                    FileSystems.join(self.output, GOLDEN_DIR, self.file_name), num_shards=1,
                     shard_name_template=""))
 
 

@@ -241,8 +241,9 @@ class WriteRawSchema(beam.PTransform):
 
 def write_references(parsed, schema: Schema, staging: str, fractions, golden_rows: int) -> list:
     """What serving checks itself against, from the parsed raw rows: the train split's
-    feature statistics (statistics.json: the skew report's reference) and the golden set
-    (a sample of the eval split, else the test split). Returns their written PCollections."""
+    feature statistics (statistics.json: the skew report's reference), the golden set (a
+    sample of the eval split, else the test split) and the calibration set (a sample of the
+    train split, for training.optimize). Returns their written PCollections."""
     from preprocessing import golden
     from preprocessing.statistics import TableStatistics
     stats = parsed.train | "TrainStatistics" >> beam.CombineGlobally(TableStatistics(schema))
@@ -251,4 +252,7 @@ def write_references(parsed, schema: Schema, staging: str, fractions, golden_row
     if golden_rows and held_out:
         written.append(parsed[held_out[0]]
                        | "GoldenSet" >> golden.SampleGolden(schema, staging, golden_rows))
+    if golden_rows:
+        written.append(parsed.train | "CalibrationSet" >> golden.SampleGolden(
+            schema, staging, golden_rows, golden.CALIBRATION_FILE))
     return written

@@ -61,6 +61,10 @@ def test_each_mode_writes_a_version_the_batch_job_serves(trained, taxi_csv, tmp_
         assert os.path.exists(os.path.join(version, "assets.extra", "raw_schema.json"))
         assert os.path.exists(os.path.join(version, EXPORT_GOLDEN))
         sizes[mode] = _dir_bytes(version)
+    calibration = reports["int8"]["calibration"]  # ranges chosen on train rows
+    assert calibration["rows"] > 100
+    assert set(calibration["clips"].values()) <= set(optimize.CLIP_RATIOS)
+    assert calibration["mse_calibrated"] <= calibration["mse_full_range"]
     assert reports["frozen"]["quantized_weights"] == 0
     assert reports["int8"]["quantized_weights"] == reports["float16"]["quantized_weights"] > 0
     assert reports["frozen"]["max_abs_difference"] < reports["int8"]["max_abs_difference"]
@@ -79,6 +83,23 @@ def test_each_mode_writes_a_version_the_batch_job_serves(trained, taxi_csv, tmp_
     assert len(served) == len(ref) > 100
     diff = max(abs(p["prediction"] - ref[p["key"]]) for p in served)
     assert diff < 0.5, diff
+
+
+def test_calibration_rows_are_train_rows_and_travel_with_the_export(trained):
+    from preprocessing import golden
+    data_dir, _, metrics = trained
+    keys = {}
+    for name in (golden.GOLDEN_FILE, golden.CALIBRATION_FILE):
+        rows = _golden_like(os.path.join(data_dir, golden.GOLDEN_DIR, name))
+        keys[name] = {tf.train.Example.FromString(r).features.feature["key"].bytes_list.value[0]
+                      for r in rows}
+    assert len(keys[golden.CALIBRATION_FILE]) == golden.DEFAULT_ROWS  # the train split is larger
+    assert not keys[golden.CALIBRATION_FILE] & keys[golden.GOLDEN_FILE]  # eval rows judge
+    assert os.path.exists(os.path.join(metrics["export_dir"], golden.EXPORT_CALIBRATION))
+
+
+def _golden_like(path: str) -> list:
+    return [r.numpy() for r in tf.data.TFRecordDataset(path)]
 
 
 def test_a_version_beyond_the_tolerance_is_refused_and_nothing_is_written(trained, tmp_path):

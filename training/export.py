@@ -22,7 +22,7 @@ import time
 
 import tensorflow as tf
 
-from preprocessing.golden import EXPORT_GOLDEN, GOLDEN_DIR, GOLDEN_FILE
+from preprocessing.golden import CALIBRATION_FILE, EXPORT_CALIBRATION, EXPORT_GOLDEN, GOLDEN_DIR, GOLDEN_FILE
 from preprocessing.record_batches import raw_feature_spec
 from preprocessing.schema import DTYPE_TABLE, RAW_SCHEMA_ASSET, Schema
 from preprocessing.statistics import EXPORT_STATISTICS, STATISTICS_FILE
@@ -163,9 +163,11 @@ def set_method_names(export_dir: str, methods: dict) -> None:
 def copy_reference_files(data_dir: str, export_dir: str) -> list:
     """Preprocess's golden set (labelled raw eval rows) and train statistics go with the
     export, so the prediction jobs can check this version before it serves
-    (inference/gate.py) and compare what they serve with training (inference/skew.py)."""
+    (inference/gate.py) and compare what they serve with training (inference/skew.py); the
+    calibration set (train rows) is what training.optimize chooses int8 ranges on."""
     copied = []
     for source, target in ((os.path.join(GOLDEN_DIR, GOLDEN_FILE), EXPORT_GOLDEN),
+                           (os.path.join(GOLDEN_DIR, CALIBRATION_FILE), EXPORT_CALIBRATION),
                            (STATISTICS_FILE, EXPORT_STATISTICS)):
         if tf.io.gfile.exists(os.path.join(data_dir, source)):
             tf.io.gfile.copy(os.path.join(data_dir, source), os.path.join(export_dir, target),

@@ -25,7 +25,7 @@ import tempfile
 
 import numpy as np
 
-from preprocessing.golden import EXPORT_GOLDEN, example_labels
+from preprocessing.golden import EXPORT_CALIBRATION, EXPORT_GOLDEN, MAX_ROWS, example_labels
 from preprocessing.schema import RAW_SCHEMA_ASSET, Schema
 from training.export import (
     CLASSIFY_METHOD,
@@ -35,10 +35,11 @@ from training.export import (
     serving_api_signatures,
     set_method_names,
 )
-from training.quantize import MODES, quantize
+from training.quantize import MODES, quantize, weight_constants
 
 log = logging.getLogger("training.optimize")
 DEFAULT_TOLERANCE = 0.01
+CLIP_RATIOS = (1.0, 0.98, 0.95, 0.9, 0.8)  # int8 ranges tried on the calibration set
 
 
 class OptimizeError(RuntimeError):
@@ -166,15 +167,23 @@ def optimize(model_dir: str, mode: str, tolerance: float = DEFAULT_TOLERANCE) ->
     golden_path = os.path.join(source, EXPORT_GOLDEN)
     if not tf.io.gfile.exists(golden_path):
         raise OptimizeError(f"{golden_path} is missing: no rows to check the new version on")
-    examples = [r.numpy() for r in tf.data.TFRecordDataset(golden_path)]
+    examples = _read_rows(golden_path)
     labels = example_labels(examples, schema)
     loaded = tf.saved_model.load(source)
     if "predict_raw" not in loaded.signatures:
         raise OptimizeError(f"{source}: no predict_raw signature")
-    graph_def, args, resources, outputs = freeze(loaded.signatures["predict_raw"])
-    graph_def, quantized = quantize(graph_def, mode)
-    module = build_module(loaded, graph_def, args, resources, outputs, schema,
-                          _class_names(loaded, examples[:1], schema.task))
+    frozen, args, resources, outputs = freeze(loaded.signatures["predict_raw"])
+    class_names = _class_names(loaded, examples[:1], schema.task)
+
+    def module_for(graph_def):
+        return build_module(loaded, graph_def, args, resources, outputs, schema, class_names)
+
+    calibration, clips = None, {}
+    if mode == "int8":
+        calibration, clips = calibrate(frozen, module_for, os.path.join(source,
+                                                                        EXPORT_CALIBRATION))
+    graph_def, quantized = quantize(frozen, mode, clips)
+    module = module_for(graph_def)
     api = serving_api_signatures(module, schema.task == "classification")
     base = os.path.dirname(source.rstrip("/"))
     tmp = tempfile.mkdtemp(prefix="optimize_")
@@ -192,7 +201,7 @@ def optimize(model_dir: str, mode: str, tolerance: float = DEFAULT_TOLERANCE) ->
                   "quantized_constants": len(quantized),
                   "quantized_weights": int(sum(quantized.values())),
                   "max_abs_difference": _max_difference(ref, got),
-                  "tolerance": tolerance}
+                  "calibration": calibration, "tolerance": tolerance}
         moved = _moved(before, after, schema.task)
         if moved is None or moved > tolerance:
             raise OptimizeError(f"{mode}: the golden-set {report['metric']} moved from "
@@ -217,6 +226,44 @@ def optimize(model_dir: str, mode: str, tolerance: float = DEFAULT_TOLERANCE) ->
         return report
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _read_rows(path: str) -> list:
+    import tensorflow as tf
+    return [r.numpy() for r in tf.data.TFRecordDataset(path).take(MAX_ROWS)]
+
+
+def calibrate(frozen, module_for, path: str) -> tuple:
+    """int8 ranges chosen on the calibration set (train rows): for each weight constant in
+    turn, the clip ratio of CLIP_RATIOS whose quantised model's outputs stay closest (mean
+    squared difference) to the float model's. Returns (report, {constant: ratio})."""
+    import tensorflow as tf
+    if not tf.io.gfile.exists(path):
+        log.warning("%s is missing (preprocessed before calibration sets were kept): int8 "
+                    "uses each channel's full range", path)
+        return {"rows": 0, "note": "no calibration set: full ranges"}, {}
+    rows = tf.constant(_read_rows(path))
+    if rows.shape[0] == 0:
+        return {"rows": 0, "note": "empty calibration set: full ranges"}, {}
+
+    def main_output(graph_def):
+        out = module_for(graph_def).serve_examples(rows)
+        return np.asarray(out["predictions" if "predictions" in out else "probabilities"],
+                          np.float64)
+
+    def error(clips):
+        return float(np.mean((main_output(quantize(frozen, "int8", clips)[0]) - ref) ** 2))
+
+    ref = main_output(frozen)
+    clips, full = {}, error({})
+    current = full
+    for name in weight_constants(frozen):
+        for ratio in CLIP_RATIOS[1:]:
+            tried = error({**clips, name: ratio})
+            if tried < current:
+                current, clips[name] = tried, ratio
+    return {"rows": int(rows.shape[0]), "clips": clips, "mse_full_range": full,
+            "mse_calibrated": current}, clips
 
 
 def _moved(before, after, task: str):

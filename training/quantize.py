@@ -46,19 +46,20 @@ def weight_constants(graph_def) -> List[str]:
     return sorted(found)
 
 
-def int8_per_channel(w: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+def int8_per_channel(w: np.ndarray, clip: float = 1.0) -> Tuple[np.ndarray, np.ndarray]:
     """Symmetric int8 with one scale per index of the last axis (a layer's output channel,
-    an embedding's dimension)."""
+    an embedding's dimension); `clip` < 1 saturates the largest weights for a finer step."""
     w = np.asarray(w, np.float32)
     axes = tuple(range(w.ndim - 1))
-    peak = np.max(np.abs(w), axis=axes) if axes else np.abs(w)
+    peak = (np.max(np.abs(w), axis=axes) if axes else np.abs(w)) * float(clip)
     scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
     q = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
     return q, scale
 
 
-def quantize(graph_def, mode: str):
-    """A copy of `graph_def` with its weight constants stored in `mode`'s type; returns
+def quantize(graph_def, mode: str, clips: Dict[str, float] = None):
+    """A copy of `graph_def` with its weight constants stored in `mode`'s type (int8: each
+    constant's range clipped by its `clips` ratio, default 1); returns
     (graph_def, {constant: elements})."""
     import tensorflow as tf
     from tensorflow.python.framework import tensor_util
@@ -77,7 +78,7 @@ def quantize(graph_def, mode: str):
             continue
         w = tensor_util.MakeNdarray(n.attr["value"].tensor)
         done[n.name] = int(w.size)
-        replaced.extend(_dequantized(n.name, w, mode, n.device))
+        replaced.extend(_dequantized(n.name, w, mode, n.device, (clips or {}).get(n.name, 1.0)))
     del out.node[:]
     out.node.extend(keep + replaced)
     return out, done
@@ -91,7 +92,7 @@ def _const(name: str, value: np.ndarray, device: str):
     return n
 
 
-def _dequantized(name: str, w: np.ndarray, mode: str, device: str) -> list:
+def _dequantized(name: str, w: np.ndarray, mode: str, device: str, clip: float) -> list:
     """Nodes computing float32 `w` under the constant's own name, from its stored form."""
     import tensorflow as tf
     cast = tf.compat.v1.NodeDef(name=name if mode == "float16" else name + "/dequantize",
@@ -102,7 +103,7 @@ def _dequantized(name: str, w: np.ndarray, mode: str, device: str) -> list:
         stored = w.astype(np.float16)
         cast.attr["SrcT"].type = tf.float16.as_datatype_enum
         return [_const(name + "/stored", stored, device), cast]
-    q, scale = int8_per_channel(w)
+    q, scale = int8_per_channel(w, clip)
     cast.attr["SrcT"].type = tf.int8.as_datatype_enum
     mul = tf.compat.v1.NodeDef(name=name, op="Mul", device=device)
     mul.input.extend([name + "/dequantize", name + "/scale"])
