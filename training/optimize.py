@@ -283,7 +283,7 @@ def _max_difference(ref: dict, got: dict) -> float:
 def _copy_tree(src: str, dst: str) -> None:
     import tensorflow as tf
     files = [(root, name) for root, _, names in os.walk(src) for name in names]
-    # saved_model.pb and the raw schema last: readers wait for the schema asset.
+    # The raw schema last: readers take a version as complete once it exists.
     files.sort(key=lambda rn: (rn[1] == os.path.basename(RAW_SCHEMA_ASSET), rn[1]))
     for root, name in files:
         rel = os.path.relpath(os.path.join(root, name), src)
