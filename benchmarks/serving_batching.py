@@ -65,20 +65,20 @@ def _served(export: str, batching):
     return (lambda row: fn(tf.constant([row]))), batches
 
 
-def _load(call, rows: list, clients: int, seconds: float) -> dict:
+def _closed_loop(request, clients: int, seconds: float) -> tuple:
+    """Client threads each sending `request(client, k)` back to back for `seconds`:
+    (latencies in ms, wall seconds)."""
     import numpy as np
     latencies, stop = [[] for _ in range(clients)], time.perf_counter() + seconds
 
     def client(i):
-        mine, k = latencies[i], i
+        k = 0
         while time.perf_counter() < stop:
             t = time.perf_counter()
-            call(rows[k % len(rows)])
-            mine.append(time.perf_counter() - t)
-            k += clients
+            request(i, k)
+            latencies[i].append(time.perf_counter() - t)
+            k += 1
 
-    for i in range(min(clients, 4)):  # warm-up: trace, and the first batches
-        call(rows[i])
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
     started = time.perf_counter()
     for t in threads:
@@ -86,7 +86,15 @@ def _load(call, rows: list, clients: int, seconds: float) -> dict:
     for t in threads:
         t.join()
     wall = time.perf_counter() - started
-    every = np.concatenate([np.asarray(x) for x in latencies]) * 1000
+    return np.concatenate([np.asarray(x) for x in latencies]) * 1000, wall
+
+
+def _load(call, rows: list, clients: int, seconds: float) -> dict:
+    import numpy as np
+    for i in range(min(clients, 4)):  # warm-up: trace, and the first batches
+        call(rows[i])
+    every, wall = _closed_loop(lambda i, k: call(rows[(i + k * clients) % len(rows)]),
+                               clients, seconds)
     return {"requests": len(every), "rps": len(every) / wall,
             "p50": float(np.percentile(every, 50)), "p99": float(np.percentile(every, 99))}
 
@@ -101,22 +109,7 @@ def _cost(export: str, rows: list, sizes: list, threads: int, seconds: float) ->
     for size in sizes:
         batch = tf.constant([rows[i % len(rows)] for i in range(size)])
         signature(examples=batch)
-        latencies, stop = [[] for _ in range(threads)], time.perf_counter() + seconds
-
-        def worker(i):
-            while time.perf_counter() < stop:
-                t = time.perf_counter()
-                signature(examples=batch)
-                latencies[i].append(time.perf_counter() - t)
-
-        pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
-        started = time.perf_counter()
-        for t in pool:
-            t.start()
-        for t in pool:
-            t.join()
-        wall = time.perf_counter() - started
-        every = np.concatenate([np.asarray(x) for x in latencies]) * 1000
+        every, wall = _closed_loop(lambda i, k: signature(examples=batch), threads, seconds)
         out.append((size, float(np.percentile(every, 50)), float(np.percentile(every, 99)),
                     len(every) * size / wall))
     return out
