@@ -33,15 +33,16 @@ from inference import model_handler as mh
 from inference import sinks, versions
 from inference.batch import FormatPredictions, ParseInputs
 from preprocessing import counting, filesys, rejects
-from preprocessing.reading import Chunk, detect_format
+from preprocessing.reading import Chunk, detect_format, read_records
 from preprocessing.schema import Schema
 
 JOB = "redrive"
 OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects"),
                      outputs={"rows_predicted": "rows_written"})
-# Dead letters whose `raw` is not the whole record, or no record at all: kept as they are.
+# Dead letters whose `raw` is not the whole record, or no record at all (a duplicate_key
+# letter holds the prediction a key already had): kept as they are.
 NOT_REPLAYABLE = frozenset(rejects.FILE_REASONS) | {
-    "record_too_large", "unterminated_quote", "empty_file"}
+    "record_too_large", "unterminated_quote", "empty_file", "duplicate_key"}
 
 
 class RedriveOptions(PipelineOptions):
@@ -248,25 +249,60 @@ def fixed_first(grouped):
     return fixed if fixed else list(parts["published"])
 
 
+# A dead letter holds a raw row (at most --max_record_bytes, 1 MiB by default) as JSON, whose
+# escapes can make it several times longer; a longer line is no letter our jobs wrote.
+LETTER_MAX_BYTES = 8 << 20
+
+
+class ReadLetterLines(beam.DoFn):
+    """A file pattern -> the non-blank lines of its files, each read with a bound: a line
+    over `max_bytes` (a hand edit gone wrong) is read past in bounded pieces and becomes a
+    `record_too_large` dead letter, as is a line that is not UTF-8 (`bad_encoding`)."""
+
+    def __init__(self, max_bytes: int = LETTER_MAX_BYTES):
+        self.max_bytes = max_bytes
+        self.dead = rejects.DeadLetters(JOB)
+        self.tally = counting.Tally(JOB)
+
+    def process(self, pattern: str):
+        for meta in FileSystems.match([pattern])[0].metadata_list:
+            bad = []
+            with FileSystems.open(meta.path) as f:
+                for _, text in read_records(f, "jsonl", bad, max_bytes=self.max_bytes):
+                    yield from self._rejected(meta.path, bad)
+                    yield text
+            yield from self._rejected(meta.path, bad)
+
+    def _rejected(self, path: str, bad: list):
+        for line, raw, reason, detail in bad:
+            yield self.tally("rows_read", 1)
+            yield self.dead(path, line, raw, reason, detail)
+        bad.clear()
+
+
 def read_letters(p, cfg: RedriveConfig):
     """The dead letters to redrive: the published ones, each replaced by its fixed copy
-    from --rejects where there is one (so none is lost)."""
-    published = p | "ReadLetters" >> beam.io.ReadFromText(cfg.rejects)
+    from --rejects where there is one (so none is lost). Returns (letters, the reads'
+    results with their `rejects` and counts)."""
+    reads = [p | f"{name}Pattern" >> beam.Create([pattern])
+             | f"Read{name}" >> beam.ParDo(ReadLetterLines()).with_outputs(
+                 "rejects", counting.COUNTS, main="lines")
+             for name, pattern in (("Letters", cfg.rejects), ("Fixed", cfg.fixed)) if pattern]
+    published = reads[0].lines
     if not cfg.fixed:
-        return published
-    fixed = p | "ReadFixed" >> beam.io.ReadFromText(cfg.fixed)
+        return published, reads
     return ({"published": published | "PlacePublished" >> beam.Map(
                 lambda x: (letter_place(x), x)),
-             "fixed": fixed | "PlaceFixed" >> beam.Map(lambda x: (letter_place(x), x))}
-            | "ByPlace" >> beam.CoGroupByKey() | "FixedFirst" >> beam.FlatMap(fixed_first))
+             "fixed": reads[1].lines | "PlaceFixed" >> beam.Map(lambda x: (letter_place(x), x))}
+            | "ByPlace" >> beam.CoGroupByKey() | "FixedFirst" >> beam.FlatMap(fixed_first)), reads
 
 
 def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig):
     """Pure wiring: dead letters -> parse -> score -> merge by key; the published
     predictions are copied into staging beside the new ones, and Finalize publishes."""
-    letters = (read_letters(p, cfg)
-               | "Split" >> beam.ParDo(SplitLetters()).with_outputs(
-                   "kept", "rejects", counting.COUNTS, main="replay"))
+    lines, reads = read_letters(p, cfg)
+    letters = lines | "Split" >> beam.ParDo(SplitLetters()).with_outputs(
+        "kept", "rejects", counting.COUNTS, main="replay")
     chunks = (letters.replay | "BySource" >> beam.GroupByKey()
               | "Chunks" >> beam.ParDo(SourceChunks(cfg.rows_per_chunk)).with_outputs(
                   "rejects", main="chunks"))
@@ -287,7 +323,8 @@ def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig):
               | "Merge" >> beam.ParDo(MergeByKey(cfg.rejects)).with_outputs(
                   "rejects", counting.COUNTS, main="records"))
     dead = ((letters.kept, letters.rejects, chunks.rejects, parsed.rejects,
-             formatted.rejects, merged.rejects) | "AllRejects" >> beam.Flatten())
+             formatted.rejects, merged.rejects) + tuple(r.rejects for r in reads)
+            | "AllRejects" >> beam.Flatten())
     written = [dead | "DeadLetters" >> rejects.WriteDeadLetters(
         FileSystems.join(cfg.staging, "rejects"))]
     written.append(p | "KeptFiles" >> beam.Create(list(cfg.prediction_files + cfg.csv_files))
@@ -304,7 +341,8 @@ def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig):
                            prefix, file_name_suffix=".csv",
                            header=sinks.csv_line(dict(zip(columns, columns)), columns)))
     tallies = ((letters[counting.COUNTS], parsed[counting.COUNTS], published[counting.COUNTS],
-                merged[counting.COUNTS]) | "AllTallies" >> beam.Flatten())
+                merged[counting.COUNTS]) + tuple(r[counting.COUNTS] for r in reads)
+               | "AllTallies" >> beam.Flatten())
     info = {"job": JOB, "output": cfg.output, "rejects": cfg.fixed or cfg.rejects,
             "model_dir": cfg.model_dir, "model_path": cfg.model_path,
             "model_version": versions.model_version(cfg.model_path),

@@ -108,6 +108,18 @@ def test_a_killed_redrive_leaves_the_output_and_a_redrive_merges_by_key(run_with
     keys = [p["key"] for p in read_jsonl(os.path.join(out, "predictions-*.jsonl"))]
     assert len(keys) == len(set(keys)) == 9_995
 
+    # A line longer than any letter (a bad hand edit) is read past in bounded pieces and
+    # becomes a dead letter of its own; the run goes on and still reconciles.
+    with open(tmp, "w") as f:
+        f.write('{"raw": "' + "x" * (redrive.LETTER_MAX_BYTES + 10) + '"}\n')
+    summary = redrive.run(["--output", out, "--rejects", tmp])
+    assert summary["reconciled"] and summary["rows_read"] == 10_001
+    assert summary["rejected"]["by_reason"] == {"duplicate_key": 1, "record_too_large": 1,
+                                                "unparsable_number": 4}
+    [big] = [r for r in read_jsonl(os.path.join(out, "rejects", "*.jsonl"))
+             if r["reason"] == "record_too_large"]
+    assert len(big["raw"]) < 100_000
+
 
 def test_redrive_refuses_what_is_not_a_published_output(tmp_path):
     with pytest.raises(cli.JobError, match="not a published batch_predict output"):
