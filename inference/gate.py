@@ -24,14 +24,11 @@ from apache_beam.io.filesystems import FileSystems
 
 from preprocessing import golden
 from preprocessing.evaluation import EvalSums
+from preprocessing.golden import GoldenSetError
 from preprocessing.schema import Schema
 
 DEFAULT_MAX_METRIC_REGRESSION = 0.05
 CALL_ROWS = 1024  # rows per model call while scoring a golden set
-
-
-class GoldenSetError(ValueError):
-    """A golden set that cannot be read, or is too large: one line saying which."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,53 +55,18 @@ class Verdict:
     record: dict                  # the version_accepted / version_refused record
 
 
-def _bounded_bytes(path: str) -> bytes:
-    try:
-        size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
-    except Exception as e:
-        raise GoldenSetError(f"cannot read the golden set {path}: "
-                             f"{str(e).splitlines()[0][:200]}") from None
-    if size > golden.MAX_BYTES:
-        raise GoldenSetError(f"the golden set {path} has {size:,} bytes; at most "
-                             f"{golden.MAX_BYTES:,} are read")
-    with FileSystems.open(path, compression_type="uncompressed") as f:
-        return f.read(golden.MAX_BYTES + 1)
-
-
 def read_golden(path: str, schema: Schema) -> GoldenSet:
     """The labelled rows of `path` (at most golden.MAX_ROWS; rows without a label skipped)."""
-    data = _bounded_bytes(path)
+    data = golden.read_bounded(path)
     if path.lower().endswith(".csv"):
         examples = _csv_examples(data, schema, path)
     else:
-        examples = _tfrecords(data, path)
+        examples = golden.tfrecord_examples(data, path)
     if len(examples) > golden.MAX_ROWS:
         raise GoldenSetError(f"the golden set {path} has more than {golden.MAX_ROWS:,} rows")
     labels = golden.example_labels(examples, schema, CALL_ROWS)
     keep = [i for i, v in enumerate(labels) if v is not None]
     return GoldenSet(path, tuple(examples[i] for i in keep), tuple(labels[i] for i in keep))
-
-
-def _tfrecords(data: bytes, path: str) -> list:
-    import gzip
-    import tempfile
-
-    import tensorflow as tf
-    if data[:2] == b"\x1f\x8b":  # gzip, whatever the name says; decompressed size bounded
-        with gzip.GzipFile(fileobj=io.BytesIO(data)) as g:
-            data = g.read(golden.MAX_BYTES + 1)
-        if len(data) > golden.MAX_BYTES:
-            raise GoldenSetError(f"the golden set {path} decompresses past "
-                                 f"{golden.MAX_BYTES:,} bytes")
-    with tempfile.NamedTemporaryFile(suffix=".tfrecord") as tmp:
-        tmp.write(data)
-        tmp.flush()
-        try:
-            return [r.numpy() for r in
-                    tf.data.TFRecordDataset(tmp.name).take(golden.MAX_ROWS + 1)]
-        except Exception as e:
-            raise GoldenSetError(f"the golden set {path} is not a TFRecord file of "
-                                 f"tf.Examples: {str(e).splitlines()[0][:200]}") from None
 
 
 def _csv_examples(data: bytes, schema: Schema, path: str) -> list:
@@ -132,21 +94,16 @@ def _csv_examples(data: bytes, schema: Schema, path: str) -> list:
 
 def score(version, golden_set: GoldenSet, task: str) -> Score:
     """The version's metric on the golden set, or why it could not give one."""
-    import tensorflow as tf
     metric = "rmse" if task == "regression" else "accuracy"
     fn = version.module.signatures.get("serving_default")
     if fn is None:
         return Score(metric, error="model_error",
                      detail="the export has no serving_default signature")
-    parts = []
     try:
-        for start in range(0, len(golden_set), CALL_ROWS):
-            chunk = tf.constant(golden_set.examples[start:start + CALL_ROWS])
-            parts.append({k: v.numpy() for k, v in fn(examples=chunk).items()})
+        outputs = golden.serve_examples(fn, golden_set.examples, CALL_ROWS)
     except Exception as e:
         return Score(metric, error="model_error", detail=(
             str(e).strip().splitlines() or [type(e).__name__])[0][:200])
-    outputs = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     for name, v in outputs.items():
         if v.dtype.kind == "f" and not np.isfinite(v).all():
             bad = int((~np.isfinite(v.reshape(len(v), -1))).any(axis=1).sum())

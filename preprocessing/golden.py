@@ -15,6 +15,7 @@ from typing import List, Sequence
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+from apache_beam.io.filesystems import FileSystems
 
 from preprocessing.schema import DTYPE_TABLE, Schema
 
@@ -29,6 +30,56 @@ DEFAULT_ROWS = 500
 # What a golden set may hold: it is read whole, on every worker, before each model swap.
 MAX_ROWS = 20_000
 MAX_BYTES = 64 << 20
+
+
+class GoldenSetError(ValueError):
+    """A golden set that cannot be read, or is too large: one line saying which."""
+
+
+def read_bounded(path: str) -> bytes:
+    """A golden or calibration file's bytes, at most MAX_BYTES."""
+    try:
+        size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+    except Exception as e:
+        raise GoldenSetError(f"cannot read the golden set {path}: "
+                             f"{str(e).splitlines()[0][:200]}") from None
+    if size > MAX_BYTES:
+        raise GoldenSetError(f"the golden set {path} has {size:,} bytes; at most "
+                             f"{MAX_BYTES:,} are read")
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        return f.read(MAX_BYTES + 1)
+
+
+def tfrecord_examples(data: bytes, path: str) -> list:
+    """The records of a TFRecord file's bytes (gzip or not; at most MAX_ROWS + 1)."""
+    import gzip
+    import io
+    import tempfile
+
+    import tensorflow as tf
+    if data[:2] == b"\x1f\x8b":  # gzip, whatever the name says; decompressed size bounded
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as g:
+            data = g.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            raise GoldenSetError(f"the golden set {path} decompresses past "
+                                 f"{MAX_BYTES:,} bytes")
+    with tempfile.NamedTemporaryFile(suffix=".tfrecord") as tmp:
+        tmp.write(data)
+        tmp.flush()
+        try:
+            return [r.numpy() for r in
+                    tf.data.TFRecordDataset(tmp.name).take(MAX_ROWS + 1)]
+        except Exception as e:
+            raise GoldenSetError(f"the golden set {path} is not a TFRecord file of "
+                                 f"tf.Examples: {str(e).splitlines()[0][:200]}") from None
+
+
+def read_examples(path: str) -> list:
+    """A TFRecord file of serialized tf.Examples, read within MAX_BYTES and MAX_ROWS."""
+    examples = tfrecord_examples(read_bounded(path), path)
+    if len(examples) > MAX_ROWS:
+        raise GoldenSetError(f"{path} has more than {MAX_ROWS:,} rows")
+    return examples
 
 
 def example_bytes(schema: Schema, values: Sequence) -> bytes:
@@ -76,7 +127,6 @@ class SampleGolden(beam.PTransform):
         self.schema, self.output, self.rows, self.file_name = schema, output, rows, file_name
 
     def expand(self, batches):
-        from apache_beam.io.filesystems import FileSystems
         schema, k = self.schema, self.rows
         return (batches
                 | "Pick" >> beam.FlatMap(
@@ -86,6 +136,15 @@ class SampleGolden(beam.PTransform):
                 | "Write" >> beam.io.WriteToTFRecord(
                     FileSystems.join(self.output, GOLDEN_DIR, self.file_name), num_shards=1,
                     shard_name_template=""))
+
+
+def serve_examples(fn, examples: Sequence[bytes], chunk_rows: int = 1024) -> dict:
+    """A serving_default signature's outputs over `examples`, called `chunk_rows` at a time,
+    as numpy arrays aligned with them."""
+    import tensorflow as tf
+    parts = [{k: v.numpy() for k, v in fn(examples=tf.constant(
+        list(examples[i:i + chunk_rows]))).items()} for i in range(0, len(examples), chunk_rows)]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 def example_labels(examples: list, schema: Schema, chunk_rows: int = 1024) -> list:

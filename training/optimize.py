@@ -25,7 +25,14 @@ import tempfile
 
 import numpy as np
 
-from preprocessing.golden import EXPORT_CALIBRATION, EXPORT_GOLDEN, MAX_ROWS, example_labels
+from preprocessing.golden import (
+    EXPORT_CALIBRATION,
+    EXPORT_GOLDEN,
+    GoldenSetError,
+    example_labels,
+    read_examples,
+    serve_examples,
+)
 from preprocessing.schema import RAW_SCHEMA_ASSET, Schema
 from training.export import (
     CLASSIFY_METHOD,
@@ -147,12 +154,8 @@ def _class_names(loaded, one_example: list, task: str) -> list:
 
 
 def _score(fn, examples: list, labels: list, task: str) -> tuple:
-    import tensorflow as tf
-
     from preprocessing.evaluation import EvalSums
-    parts = [{k: v.numpy() for k, v in fn(examples=tf.constant(examples[i:i + 1024])).items()}
-             for i in range(0, len(examples), 1024)]
-    out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    out = serve_examples(fn, examples)
     metric = "rmse" if task == "regression" else "accuracy"
     return EvalSums().add_outputs(task, out, labels).metrics(task).get(metric), out
 
@@ -167,7 +170,7 @@ def optimize(model_dir: str, mode: str, tolerance: float = DEFAULT_TOLERANCE) ->
     golden_path = os.path.join(source, EXPORT_GOLDEN)
     if not tf.io.gfile.exists(golden_path):
         raise OptimizeError(f"{golden_path} is missing: no rows to check the new version on")
-    examples = _read_rows(golden_path)
+    examples = read_examples(golden_path)
     labels = example_labels(examples, schema)
     loaded = tf.saved_model.load(source)
     if "predict_raw" not in loaded.signatures:
@@ -228,11 +231,6 @@ def optimize(model_dir: str, mode: str, tolerance: float = DEFAULT_TOLERANCE) ->
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _read_rows(path: str) -> list:
-    import tensorflow as tf
-    return [r.numpy() for r in tf.data.TFRecordDataset(path).take(MAX_ROWS)]
-
-
 def calibrate(frozen, module_for, path: str) -> tuple:
     """int8 ranges chosen on the calibration set (train rows): for each weight constant in
     turn, the clip ratio of CLIP_RATIOS whose quantised model's outputs stay closest (mean
@@ -242,7 +240,7 @@ def calibrate(frozen, module_for, path: str) -> tuple:
         log.warning("%s is missing (preprocessed before calibration sets were kept): int8 "
                     "uses each channel's full range", path)
         return {"rows": 0, "note": "no calibration set: full ranges"}, {}
-    rows = tf.constant(_read_rows(path))
+    rows = tf.constant(read_examples(path))
     if rows.shape[0] == 0:
         return {"rows": 0, "note": "empty calibration set: full ranges"}, {}
 
@@ -305,7 +303,7 @@ def main(argv=None) -> int:
         ap.error("--tolerance must be in [0, 1)")
     try:
         report = optimize(args.model_dir, args.mode, args.tolerance)
-    except (OptimizeError, FileNotFoundError) as e:
+    except (OptimizeError, GoldenSetError, FileNotFoundError) as e:
         print(f"training.optimize: error: {e}", file=sys.stderr)
         return 2
     print(json.dumps(report, indent=1))
