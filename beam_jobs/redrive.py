@@ -35,6 +35,7 @@ from inference.batch import FormatPredictions, ParseInputs
 from preprocessing import counting, filesys, rejects
 from preprocessing.reading import Chunk, detect_format, read_records
 from preprocessing.schema import Schema
+from preprocessing.values import parse_json
 
 JOB = "redrive"
 OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects"),
@@ -132,12 +133,12 @@ class SplitLetters(beam.DoFn):
         if not line.strip():  # a blank line a hand edit left
             return
         yield self.tally("rows_read", 1)
-        try:
-            rec = json.loads(line)
+        try:  # parse_json: a line nested past the parser's limit is no letter either
+            rec = parse_json(line)
             source, raw, reason = rec["source"], rec["raw"], rec["reason"]
             if reason not in rejects.REASONS:
                 raise ValueError(reason)
-        except (ValueError, KeyError, TypeError):
+        except (rejects.Reject, ValueError, KeyError, TypeError):
             yield self.dead("", None, line[:10_000], "invalid_json",
                             "not a dead-letter record (source, line, raw, reason)")
             return
@@ -235,9 +236,9 @@ class CarriedKeys(beam.DoFn):
 def letter_place(line: str):
     """A dead letter's (source, line): where its row was in the input."""
     try:
-        rec = json.loads(line)
+        rec = parse_json(line)
         return str(rec.get("source")), str(rec.get("line"))
-    except (ValueError, AttributeError):
+    except (rejects.Reject, AttributeError):
         return "", line
 
 

@@ -110,12 +110,14 @@ def test_a_killed_redrive_leaves_the_output_and_a_redrive_merges_by_key(run_with
 
     # A line longer than any letter (a bad hand edit) is read past in bounded pieces and
     # becomes a dead letter of its own; the run goes on and still reconciles.
+    # So is a line nested 100,000 deep (past the JSON parser's recursion limit).
     with open(tmp, "w") as f:
         f.write('{"raw": "' + "x" * (redrive.LETTER_MAX_BYTES + 10) + '"}\n')
+        f.write("[" * 100_000 + "]" * 100_000 + "\n")
     summary = redrive.run(["--output", out, "--rejects", tmp])
-    assert summary["reconciled"] and summary["rows_read"] == 10_001
-    assert summary["rejected"]["by_reason"] == {"duplicate_key": 1, "record_too_large": 1,
-                                                "unparsable_number": 4}
+    assert summary["reconciled"] and summary["rows_read"] == 10_002
+    assert summary["rejected"]["by_reason"] == {"duplicate_key": 1, "invalid_json": 1,
+                                                "record_too_large": 1, "unparsable_number": 4}
     [big] = [r for r in read_jsonl(os.path.join(out, "rejects", "*.jsonl"))
              if r["reason"] == "record_too_large"]
     assert len(big["raw"]) < 100_000
