@@ -269,7 +269,12 @@ class ReadLetterLines(beam.DoFn):
         for meta in FileSystems.match([pattern])[0].metadata_list:
             bad = []
             with FileSystems.open(meta.path) as f:
-                for _, text in read_records(f, "jsonl", bad, max_bytes=self.max_bytes):
+                # Never more than the file said it holds (x100 for a compressed one): a
+                # device file reports 0 bytes and would otherwise be read forever.
+                budget = (meta.size_in_bytes + 1) * (
+                    100 if meta.path.endswith((".gz", ".bz2", ".zst", ".deflate")) else 1)
+                reader = _Budget(f, budget)
+                for _, text in read_records(reader, "jsonl", bad, max_bytes=self.max_bytes):
                     yield from self._rejected(meta.path, bad)
                     yield text
             yield from self._rejected(meta.path, bad)
@@ -279,6 +284,20 @@ class ReadLetterLines(beam.DoFn):
             yield self.tally("rows_read", 1)
             yield self.dead(path, line, raw, reason, detail)
         bad.clear()
+
+
+class _Budget:
+    """A binary file whose readline stops (returns b"") after `left` bytes in all."""
+
+    def __init__(self, f, left: int):
+        self.f, self.left = f, left
+
+    def readline(self, limit: int = -1) -> bytes:
+        if self.left <= 0:
+            return b""
+        line = self.f.readline(self.left if limit < 0 else min(limit, self.left))
+        self.left -= len(line)
+        return line
 
 
 def read_letters(p, cfg: RedriveConfig):

@@ -122,6 +122,15 @@ def test_a_killed_redrive_leaves_the_output_and_a_redrive_merges_by_key(run_with
              if r["reason"] == "record_too_large"]
     assert len(big["raw"]) < 100_000
 
+    # A device file as --rejects ends at the size it reports, not at the end of the world.
+    # (The two letters the last run added are letters of the output now: 10,002 + 1; the
+    # unparsable one, with no source, is replayed and stays a letter as redrive_no_header.)
+    summary = redrive.run(["--output", out, "--rejects", "/dev/zero"])
+    assert summary["reconciled"] and summary["rows_read"] == 10_003
+    assert summary["rejected"]["by_reason"] == {
+        "duplicate_key": 1, "invalid_json": 1, "record_too_large": 1, "redrive_no_header": 1,
+        "unparsable_number": 4}
+
 
 def test_redrive_refuses_what_is_not_a_published_output(tmp_path):
     with pytest.raises(cli.JobError, match="not a published batch_predict output"):
