@@ -23,7 +23,10 @@ def measure_job(module: str, args, workers: int = 1) -> Tuple[float, float]:
     if workers > 1:
         cmd += ["--direct_num_workers", str(workers), "--direct_running_mode", "multi_processing"]
     t = time.time()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # The job sees the project's own packages, not a benchmark's extra PYTHONPATH.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=env)
     peak = [0.0]
 
     def sample():

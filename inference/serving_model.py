@@ -24,10 +24,11 @@ class _Version:
     """One loaded export: its signature, input columns and version."""
 
     def __init__(self, path: str):
-        import tensorflow as tf
+
+        from preprocessing import saved_models
         self.path = path
         self.version = model_version(path)
-        self.module = tf.saved_model.load(path)
+        self.module = saved_models.load(path)
         LOADS[path] = LOADS.get(path, 0) + 1
         self.fn = self.module.signatures[SIGNATURE]
         self.inputs = {name: spec.dtype for name, spec in

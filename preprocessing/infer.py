@@ -12,9 +12,11 @@ stripped:
   (widening: a later `55.3` cannot be rejected). Any other text makes the column a string.
   Integer literals with a leading zero (`02134`) are codes: strings;
 - datetime: strings that all look like `YYYY-MM-DD HH:MM:SS` (with an optional zone, values.py);
-- identifiers: strings unique in (nearly) every row, or a gap-free increasing integer
-  sequence (row numbers), are not features: the first becomes the key when none is given,
-  the others are left out (`transform: none`);
+- identifiers: strings unique in (nearly) every row, or integers strictly increasing in
+  every row over a dense range (at most 10 values a row: row numbers, or what a sample or a
+  split of a table leaves of them), are not features: the first becomes the key when none
+  is given, the others are left out (`transform: none`). Distinct integers in no order
+  (a rank, a score) stay numbers;
 - other strings: a vocabulary when few distinct values, else hashed.
 
 A numeric feature gets `numeric` (z-score + quantile bucket) and, when values are missing,
@@ -67,6 +69,9 @@ def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:
         if s.is_row_number():
             return Decision(ColumnSpec(name, "int"), "key", "row numbers (a gap-free "
                             "increasing integer sequence): an identifier")
+        if s.is_integer_id():
+            return Decision(ColumnSpec(name, "int"), "key", f"integers increasing in every "
+                            f"row, {s.low}..{s.high} over {s.rows} rows: an identifier")
         dtype = "int" if s.non_integer == 0 and complete and not missing else "float"
         why = (f"every value is a number ({'integers' if s.non_integer == 0 else 'decimals'})"
                + ("" if complete else "; float: not all of the input was profiled"))

@@ -26,6 +26,7 @@ NA_TOKENS = ("NA", "N/A", "n/a", "na", "NaN", "nan", "NAN", "null", "NULL", "Nul
              "none", "?", "-", "--", ".", "#N/A", "#NA", "missing")
 DISTINCT_CAP = 100_000       # distinct values counted per column; past it, over a prefix
 MIN_ID_ROWS = 20             # fewer rows than this are never identifiers
+ID_SPAN = 10                 # increasing integers spanning at most this many values a row: ids
 EXAMPLES = 3                 # non-numeric texts kept per column for the report
 _NUMBER = f"^{NUMBER_PATTERN}$"
 _INTEGER = r"^[+-]?[0-9]+$"
@@ -48,6 +49,9 @@ class ColumnStats:
     increasing: bool = True         # integer values strictly increasing in file order
     first: Optional[int] = None
     last: Optional[int] = None
+    low: Optional[int] = None       # integer columns: the smallest and largest value
+    high: Optional[int] = None
+    fits_int64: bool = True
     examples: List[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -109,12 +113,15 @@ class ColumnStats:
             return
         if self.leading_zero == 0:
             self.leading_zero += pc.sum(pc.match_substring_regex(present, _LEADING_ZERO)).as_py() or 0
+        try:
+            ints = pc.cast(present, pa.int64()).to_numpy()
+        except (pa.ArrowInvalid, OverflowError):
+            self.increasing = self.fits_int64 = False
+            return
+        low, high = int(ints.min()), int(ints.max())
+        self.low = low if self.low is None else min(self.low, low)
+        self.high = high if self.high is None else max(self.high, high)
         if self.increasing and self.empty == 0 and self.na == 0:
-            try:
-                ints = pc.cast(present, pa.int64()).to_numpy()
-            except (pa.ArrowInvalid, OverflowError):
-                self.increasing = False
-                return
             if (self.last is not None and ints[0] <= self.last) or (np.diff(ints) <= 0).any():
                 self.increasing = False
             if self.first is None:
@@ -128,6 +135,17 @@ class ColumnStats:
         return (self.numeric and self.non_integer == 0 and self.increasing
                 and self.empty == 0 and self.na == 0 and self.first is not None
                 and self.last - self.first + 1 == self.rows and self.rows >= MIN_ID_ROWS)
+
+    def is_integer_id(self) -> bool:
+        """Integers in every row, strictly increasing in file order (so each row's its own),
+        spanning at most ID_SPAN values a row: row numbers with gaps, as a sample or a split
+        of a table leaves them (R's `rownames` after an 80/20 split), or a sorted `id`.
+        Distinct integers in no order stay numbers: a rank or a score is a feature."""
+        if not (self.numeric and self.non_integer == 0 and self.increasing
+                and self.empty == 0 and self.na == 0 and self.rows >= MIN_ID_ROWS
+                and self.fits_int64 and self.low is not None):
+            return False
+        return self.high - self.low + 1 <= ID_SPAN * self.rows
 
 
 @dataclasses.dataclass

@@ -6,7 +6,8 @@ the same graph, so serving cannot drift from training (no train/serve skew).
 
 Transformed feature names (`<name>`: the column's TensorFlow name, schema.tf_name):
   numeric                                     -> float32 `<name>` (z-score) and int64
-                                                 `<name>_bucket` (quantile bucket)
+                                                 `<name>_bucket` (quantile bucket); values
+                                                 clipped to the train range first
   zscore / scale_0_1 / passthrough / derived  -> float32 `<name>`
   default: mean                               -> also int64 `<name>_missing` (0/1)
   identity / image                            -> `<name>` unchanged (image: encoded JPEG bytes)
@@ -88,13 +89,27 @@ def haversine_km(lat1, lon1, lat2, lon2):
 
 
 def _scale(x, how, name=None):
+    """z-score or [0, 1] scaling with the train split's statistics. With a name, the result
+    is also bounded to what the train range maps to: a serving value far outside what
+    training saw (a malformed 31.8 where every train value is under 9) reaches the model as
+    the largest value it learnt from, never as an extrapolation 40 standard deviations out.
+    Every analyzer reads x itself (one analysis phase: an analyzer over another's output
+    makes a second pass, which the local runner cannot schedule here)."""
     # Named analyzers keep tf.transform's cache keys stable across tracings.
     x = tf.cast(x, tf.float32)
-    if how == "zscore":
-        return tft.scale_to_z_score(x, name=name and f"{name}_zscore")
     if how == "scale_0_1":
-        return tft.scale_to_0_1(x, name=name and f"{name}_scale")
-    return x
+        out = tft.scale_to_0_1(x, name=name and f"{name}_scale")
+        return tf.clip_by_value(out, 0.0, 1.0) if name else out
+    if how != "zscore":
+        return x
+    if not name:
+        return tft.scale_to_z_score(x)
+    mean = tft.mean(x, name=f"{name}_mean")
+    std = tf.sqrt(tft.var(x, name=f"{name}_var"))
+    scale = tf.where(std > 0, 1.0 / tf.where(std > 0, std, 1.0), 1.0)  # as scale_to_z_score
+    low, high = tft.min(x, name=f"{name}_min"), tft.max(x, name=f"{name}_max")
+    return tf.clip_by_value((x - mean) * scale, (low - mean) * scale,
+                            tf.maximum(low, high) * scale - mean * scale)
 
 
 def _impute_mean(x, name):
@@ -147,7 +162,7 @@ def make_preprocessing_fn(schema: Schema):
         for d in schema.derived:
             if d.op == "haversine_km":
                 args = [inputs[schema.tf_name(i)] for i in d.inputs]
-                outputs[d.name] = _scale(haversine_km(*args), d.transform)
+                outputs[d.name] = _scale(haversine_km(*args), d.transform, d.name)
         for x in schema.crosses:
             joined = tf.strings.join([_as_string(outputs[f]) for f in x.features], separator="|")
             outputs[x.name] = tft.hash_strings(joined, x.hash_buckets)

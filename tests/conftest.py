@@ -14,7 +14,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # Session fixtures that run a whole job (or start an emulator): a test that needs one is an
 # end-to-end test, whatever its own duration.
-END_TO_END_FIXTURES = {"preprocessed", "trained", "trained_images", "gcs_emulator",
+END_TO_END_FIXTURES = {"preprocessed", "trained", "trained_trees", "trained_images", "gcs_emulator",
                        "pubsub_emulator", "bigquery_emulator", "shuffled_export", "nan_export"}
 
 
@@ -89,6 +89,18 @@ def trained(preprocessed, tmp_path_factory):
     data_dir, _ = preprocessed
     job_dir = str(tmp_path_factory.mktemp("job"))
     metrics = train_and_evaluate(small_train_config(data_dir, job_dir))
+    return data_dir, job_dir, metrics
+
+
+@pytest.fixture(scope="session")
+def trained_trees(preprocessed, tmp_path_factory):
+    """Boosted trees trained on `preprocessed` (--model boosted_trees): (data_dir, job_dir,
+    metrics)."""
+    from training import train_and_evaluate
+    data_dir, _ = preprocessed
+    job_dir = str(tmp_path_factory.mktemp("trees"))
+    metrics = train_and_evaluate(small_train_config(data_dir, job_dir, model="boosted_trees",
+                                                    num_trees=60))
     return data_dir, job_dir, metrics
 
 

@@ -45,8 +45,9 @@ def make_example(d: dict) -> bytes:
 
 def small_train_config(data_dir, job_dir, **kw):
     from training.config import TrainConfig
+    # The network (the tests of training mechanics need one); model families: test_model_families.
     base = dict(data_dir=data_dir, job_dir=job_dir, epochs=4, batch_size=128,
-                hidden_units=[32, 16], shuffle_buffer=5000, verbose=0,
+                hidden_units=[32, 16], shuffle_buffer=5000, verbose=0, model="wide_deep",
                 early_stopping_patience=0)  # every epoch runs: tests read epoch checkpoints
     base.update(kw)
     return TrainConfig(**base)

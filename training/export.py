@@ -186,7 +186,23 @@ def next_version_dir(model_dir: str) -> str:
     return os.path.join(model_dir, str(version))
 
 
-def export_model(model, data_dir: str, info: FeatureInfo, export_dir: str) -> str:
+MODEL_ASSET = "assets.extra/model.json"  # {"family": ...}: which model family this version is
+
+
+def model_family(export_dir: str) -> str:
+    """The export's model family (exports older than the file hold a network)."""
+    import json
+    path = os.path.join(export_dir, MODEL_ASSET)
+    if not tf.io.gfile.exists(path):
+        return "network"
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f).get("family", "network")
+
+
+def export_model(model, data_dir: str, info: FeatureInfo, export_dir: str,
+                 family: str = "network") -> str:
+    import json
+
     import tensorflow_transform as tft
 
     if info.image:
@@ -199,6 +215,8 @@ def export_model(model, data_dir: str, info: FeatureInfo, export_dir: str) -> st
     set_method_names(export_dir, {"classify": CLASSIFY_METHOD, "regress": REGRESS_METHOD})
     tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
     copy_reference_files(data_dir, export_dir)
+    with tf.io.gfile.GFile(os.path.join(export_dir, MODEL_ASSET), "w") as f:
+        json.dump({"family": family}, f)
     # Written last: readers take a version as complete once this file exists
     # (inference.model_handler.is_complete).
     schema = info.raw_schema

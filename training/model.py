@@ -31,7 +31,7 @@ def build_model(info: FeatureInfo, cfg: TrainConfig) -> keras.Model:
         inputs[name] = keras.Input(shape=(), name=name, dtype=tf.int64)
         dim = min(cfg.embedding_dim, card)
         deep.append(keras.layers.Embedding(card, dim, name=f"{name}_emb")(inputs[name]))
-        if cfg.model == "wide_deep":
+        if cfg.model != "dnn":  # wide_deep, and the network `auto` trains
             wide.append(keras.layers.Embedding(card, info.n_classes, name=f"{name}_wide")(inputs[name]))
     if not deep:
         raise TrainingError("no model inputs: every transformed feature is the label, the key "
@@ -46,7 +46,7 @@ def build_model(info: FeatureInfo, cfg: TrainConfig) -> keras.Model:
     if wide:
         out = keras.layers.Add(name="wide_and_deep")([out] + wide)
     # Regression keeps [batch, 1]: Keras losses reduce over the last axis.
-    model = keras.Model(inputs, out, name=cfg.model)
+    model = keras.Model(inputs, out, name="dnn" if cfg.model == "dnn" else "wide_deep")
     return model
 
 

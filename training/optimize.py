@@ -38,6 +38,7 @@ from training.export import (
     CLASSIFY_METHOD,
     REGRESS_METHOD,
     example_spec,
+    model_family,
     next_version_dir,
     serving_api_signatures,
     set_method_names,
@@ -170,6 +171,10 @@ def optimize(model_dir: str, mode: str, tolerance: float = DEFAULT_TOLERANCE) ->
     golden_path = os.path.join(source, EXPORT_GOLDEN)
     if not tf.io.gfile.exists(golden_path):
         raise OptimizeError(f"{golden_path} is missing: no rows to check the new version on")
+    family = model_family(source)
+    if family == "boosted_trees":
+        raise OptimizeError(f"{source} is a boosted_trees export: its forest is not float "
+                            "weights to freeze or quantise (only network exports optimise)")
     examples = read_examples(golden_path)
     labels = example_labels(examples, schema)
     loaded = tf.saved_model.load(source)

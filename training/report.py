@@ -13,7 +13,7 @@ def write_report(job_dir: str, metrics: dict) -> None:
     tf.io.gfile.makedirs(job_dir)
     with tf.io.gfile.GFile(os.path.join(job_dir, "metrics.json"), "w") as f:
         f.write(filesys.dumps_json(metrics, sort_keys=False))
-    if metrics["history"]:
+    if metrics.get("history"):
         plot_curves(metrics["history"], os.path.join(job_dir, "curves.png"))
 
 

@@ -5,11 +5,16 @@ A network whose output layer starts near 0 learns a label in the thousands slowl
 its largest values most; training on (g(y) - mean) / std, with g = log1p for a long-tailed
 label, removes both. The inverse is applied inside the exported model (training/export.py)
 and in the trainer's exact eval, so predictions and metrics are on the label's own scale.
+
+The inverse is also bounded by the train labels' range: no input, however far outside what
+training saw, can make the model predict beyond the labels it learnt from (an input 40
+standard deviations out went through expm1 to 1,000x the largest price). A tree model
+behaves so by construction; the network is made to.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -23,6 +28,8 @@ class LabelScaler:
     log: bool = False
     mean: float = 0.0
     std: float = 1.0
+    low: Optional[float] = None    # the train labels' range: predictions are clipped to it
+    high: Optional[float] = None
 
     def forward(self, y):
         y = tf.cast(y, tf.float32)
@@ -32,7 +39,10 @@ class LabelScaler:
 
     def inverse(self, z):
         y = tf.cast(z, tf.float32) * self.std + self.mean
-        return tf.math.expm1(y) if self.log else y
+        y = tf.math.expm1(y) if self.log else y
+        if self.low is not None and self.high is not None:
+            y = tf.clip_by_value(y, self.low, self.high)
+        return y
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -46,7 +56,14 @@ class LabelScaler:
         log = bool(y.min() >= 0 and _skewness(y) > SKEW_FOR_LOG)
         g = np.log1p(y) if log else y
         std = float(g.std())
-        return cls(log=log, mean=float(g.mean()), std=std if std > 0 else 1.0)
+        return cls(log=log, mean=float(g.mean()), std=std if std > 0 else 1.0,
+                   low=float(y.min()), high=float(y.max()))
+
+    @classmethod
+    def bounds_only(cls, labels: np.ndarray) -> "LabelScaler":
+        """No scaling, only the train labels' range (a model that learns the label as is)."""
+        fitted = cls.fit(labels)
+        return cls(low=fitted.low, high=fitted.high)
 
 
 def _skewness(y: np.ndarray) -> float:

@@ -1,0 +1,206 @@
+"""Model families (training --model): boosted trees in the network's export contract, `auto`
+choosing by the validation slice, and the robustness rules every family keeps (inputs and
+back-transformed targets bounded by what training saw; early stopping only on a slice large
+enough to measure)."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from beam_jobs import batch_predict
+from preprocessing import saved_models
+from preprocessing.split import boundaries, split_index
+from tests.helpers import GOOD, read_jsonl, small_train_config
+from training import defaults
+from training.data import HOLDOUT_BUCKETS, load_feature_info, split_files
+from training.target import read_labels
+
+
+def _eval_csv(data_dir, src, dest):
+    """The rows of `src` that preprocess put in the eval split."""
+    bounds = boundaries(json.load(open(os.path.join(data_dir, "summary.json")))["split_fractions"])
+    with open(src, newline="") as f, open(dest, "w", newline="") as g:
+        reader, writer = csv.reader(f), csv.writer(g)
+        writer.writerow(next(reader))
+        for row in reader:
+            if split_index(row[0], bounds) == 1:
+                writer.writerow(row)
+    return str(dest)
+
+
+def _train_label_range(data_dir):
+    info = load_feature_info(data_dir)
+    labels = read_labels(split_files(data_dir, "train"), info.label)
+    return float(labels.min()), float(labels.max())
+
+
+@pytest.mark.slow
+def test_boosted_trees_export_keeps_the_network_contract(trained_trees):
+    data_dir, job_dir, m = trained_trees
+    export = m["export_dir"]
+    assert m["model"]["family"] == "boosted_trees" and "history" not in m
+    assert json.load(open(os.path.join(export, "assets.extra", "model.json"))) == {
+        "family": "boosted_trees"}
+    for name in ("raw_schema.json", "golden.tfrecord", "train_statistics.json"):
+        assert os.path.exists(os.path.join(export, "assets.extra", name)), name
+    assert os.path.exists(os.path.join(job_dir, "serving", "models.config"))
+    loaded = saved_models.load(export)
+    assert {"serving_default", "predict_raw", "regress"} <= set(loaded.signatures)
+    fn = loaded.signatures["predict_raw"]
+    raw = {k: tf.constant([GOOD[k]], spec.dtype)
+           for k, spec in fn.structured_input_signature[1].items()}
+    pred = fn(**raw)["predictions"].numpy()
+    low, high = _train_label_range(data_dir)
+    assert pred.shape == (1,) and low <= pred[0] <= high
+
+
+@pytest.mark.slow
+def test_boosted_trees_batch_predict_reproduces_the_trainers_eval(trained_trees, taxi_csv,
+                                                                  tmp_path):
+    data_dir, _, m = trained_trees
+    eval_csv = _eval_csv(data_dir, taxi_csv[0], tmp_path / "eval.csv")
+    s = batch_predict.run(["--model_dir", m["export_dir"], "--input", eval_csv,
+                           "--output", str(tmp_path / "out"), "--evaluate_label", "fare_amount"])
+    assert s["metrics"]["examples"] == m["eval"]["examples"]
+    assert s["metrics"]["rmse"] == pytest.approx(m["eval"]["rmse"], rel=1e-4)
+
+
+@pytest.mark.slow
+def test_boosted_trees_behind_the_gate_and_as_a_shadow(trained, trained_trees, taxi_csv,
+                                                       tmp_path):
+    import shutil
+    base = tmp_path / "models"
+    shutil.copytree(trained[2]["export_dir"], base / "100")
+    shutil.copytree(trained_trees[2]["export_dir"], base / "200")
+    s = batch_predict.run(["--model_dir", str(base), "--input", taxi_csv[0],
+                           "--output", str(tmp_path / "out"), "--evaluate_label", "fare_amount"])
+    gate = s["model_gate"]
+    assert gate["candidate_version"] == "200" and gate["current_version"] == "100"
+    # The trees are scored on the golden set like any version, and the gate's rule decides.
+    better = gate["candidate_metric"] <= gate["current_metric"] * 1.05
+    assert gate["event"] == ("version_accepted" if better else "version_refused"), gate
+    serving = "200" if better else "100"
+    assert s["model_version"] == serving
+    preds = read_jsonl(str(tmp_path / "out" / "predictions-*.jsonl"))
+    assert {p["model_version"] for p in preds} == {serving}
+    # The trees as the network's shadow: compared row by row, outputs untouched.
+    s = batch_predict.run(["--model_dir", trained[2]["export_dir"], "--input", taxi_csv[0],
+                           "--output", str(tmp_path / "shadowed"), "--evaluate_label",
+                           "fare_amount", "--shadow_model_dir", trained_trees[2]["export_dir"]])
+    shadow = s["shadow"]
+    assert shadow["compared"] == s["rows_predicted"] > 0
+    assert shadow["serving_metrics"]["rmse"] == pytest.approx(s["metrics"]["rmse"], rel=1e-9)
+    assert shadow["shadow_metrics"]["rmse"] != shadow["serving_metrics"]["rmse"]
+    assert shadow["mean_abs_diff"] > 0
+
+
+@pytest.mark.slow
+def test_boosted_trees_stream(trained_trees, tmp_path):
+    from apache_beam.testing.test_stream import TestStream as EventStream
+
+    from tests.test_stream_predict import _cfg, _outputs, _run, msg
+    stream = (EventStream().advance_watermark_to(0)
+              .add_elements([msg("a"), msg("b", {"pickup_datetime": "nope"}), msg("c")])
+              .advance_watermark_to_infinity())
+    cfg, options = _cfg(tmp_path, trained_trees[2]["export_dir"])
+    _run(cfg, options, stream)
+    preds, rejects, _ = _outputs(tmp_path)
+    assert sorted(p["id"] for p in preds) == ["a", "c"]
+    assert {r["id"]: r["reason"] for r in rejects} == {"b": "unparsable_datetime"}
+    assert all(np.isfinite(p["prediction"]) for p in preds)
+
+
+@pytest.mark.slow
+def test_training_optimize_refuses_a_trees_export_in_one_line(trained_trees, tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+    base = tmp_path / "models"
+    shutil.copytree(trained_trees[2]["export_dir"], base / "1")
+    r = subprocess.run([sys.executable, "-m", "training.optimize", "--model_dir", str(base),
+                        "--mode", "frozen"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0
+    assert "boosted_trees export" in r.stderr and "Traceback" not in r.stderr
+    assert os.listdir(base) == ["1"]
+
+
+@pytest.mark.slow
+def test_auto_keeps_the_family_better_on_the_validation_slice(preprocessed, tmp_path):
+    from training import train_and_evaluate
+    data_dir, _ = preprocessed
+    m = train_and_evaluate(small_train_config(data_dir, str(tmp_path / "job"), model="auto",
+                                              num_trees=60))
+    model = m["model"]
+    cands = model["candidates"]
+    assert set(cands) == {"wide_deep", "boosted_trees"}
+    assert model["chosen_by"].startswith("validation slice")
+    rmse = {n: c["validation"]["rmse"] for n, c in cands.items()}
+    assert model["family"] == min(rmse, key=rmse.get)
+    # The validation slice is the train split's holdout (about 1 in 10), never the eval split.
+    train_rows = json.load(open(os.path.join(data_dir, "summary.json")))["splits"]["train"]
+    holdout = cands["boosted_trees"]["validation"]["examples"]
+    assert holdout == cands["wide_deep"]["validation"]["examples"]
+    assert 0.05 * train_rows < holdout < 0.15 * train_rows
+    assert cands["boosted_trees"]["rows"] == train_rows - holdout  # trees never saw it
+    assert m["eval"] == cands[model["family"]]["eval"]
+    family = json.load(open(os.path.join(m["export_dir"], "assets.extra", "model.json")))
+    assert family["family"] == model["family"]
+
+
+@pytest.mark.slow
+def test_an_input_far_outside_the_training_range_predicts_within_the_labels(trained, tmp_path):
+    """A malformed row (a trip across the globe, 10,000 passengers) reaches the network as the
+    largest values training saw, and the back-transformed prediction stays within the train
+    labels' range."""
+    data_dir, _, m = trained
+    low, high = _train_label_range(data_dir)
+    rows = [dict(GOOD, key="normal"),
+            dict(GOOD, key="far", dropoff_longitude=0.0, dropoff_latitude=0.0,
+                 passenger_count=10_000),
+            dict(GOOD, key="max", passenger_count=1_000_000)]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = batch_predict.run(["--model_dir", m["export_dir"], "--input", str(src),
+                           "--output", str(tmp_path / "out")])
+    assert s["rows_predicted"] == 3
+    preds = {p["key"]: p["prediction"] for p in read_jsonl(str(tmp_path / "out" / "*.jsonl"))}
+    assert all(low <= p <= high for p in preds.values()), (preds, low, high)
+    # Both passenger counts are past the train maximum: the model sees the same value.
+    far_max = dict(rows[1], key="far_max", passenger_count=1_000_000)
+    src.write_text(json.dumps(rows[1]) + "\n" + json.dumps(far_max) + "\n")
+    batch_predict.run(["--model_dir", m["export_dir"], "--input", str(src),
+                       "--output", str(tmp_path / "out2")])
+    p = {r["key"]: r["prediction"] for r in read_jsonl(str(tmp_path / "out2" / "*.jsonl"))}
+    assert p["far"] == pytest.approx(p["far_max"], rel=1e-6)
+
+
+def test_early_stopping_is_off_when_the_holdout_slice_is_too_small_to_measure():
+    small = (defaults.EARLY_STOPPING_MIN_ROWS - 1)
+    assert defaults.early_stopping(None, False, small)[0] == 0
+    assert "too small" in defaults.early_stopping(None, False, small)[1]
+    assert defaults.early_stopping(None, False, 20_000)[0] == defaults.EARLY_STOPPING_PATIENCE
+    assert defaults.early_stopping(None, True, 20_000)[0] == 0      # images: on a schedule
+    assert defaults.early_stopping(7, False, 10)[0] == 7             # the flag wins
+    assert HOLDOUT_BUCKETS == 10
+
+
+def test_trees_read_numbers_and_categories_and_skip_a_numbers_bucket():
+    from preprocessing.schema import ColumnSpec, Schema
+    from training.data import FeatureInfo
+    from training.trees import feature_semantics
+    schema = Schema(columns=(ColumnSpec("x", "float", "numeric", num_buckets=4),
+                             ColumnSpec("c", "string", "vocabulary"),
+                             ColumnSpec("t", "string", "datetime", parts=("hour",)),
+                             ColumnSpec("y", "float")), label="y", task="regression")
+    info = FeatureInfo(label="y", task="regression", numeric=["x"],
+                       categorical={"x_bucket": 4, "c": 5, "t_hour": 24}, feature_spec={},
+                       raw_schema=schema)
+    assert feature_semantics(info) == {"x": "NUMERICAL", "c": "CATEGORICAL",
+                                       "t_hour": "NUMERICAL"}
