@@ -45,7 +45,15 @@ from beam_jobs import cli, common_options, publish
 from beam_jobs.finalize import Finalize, OutputSpec
 from inference import model_handler as mh
 from inference import sinks, versions
-from inference.batch import JOB, EvalMetrics, FormatPredictions, ParseInputs
+from inference.batch import (
+    JOB,
+    OUTPUT_FORMATS,
+    SOURCES_FILE,
+    EvalMetrics,
+    FormatPredictions,
+    ParseInputs,
+    RecordSources,
+)
 from inference.image_inputs import ReadImageInputs
 from inference.outputs import PredictionBlock
 from inference.serving_model import choose_version
@@ -60,8 +68,11 @@ REQUIRED_OPTIONS = ("model_dir", "input", "output")
 # What a run publishes (replacing an earlier run's): see beam_jobs/finalize.py.
 # What a run writes and publishes (replacing an earlier run's), and how it is counted.
 OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects", "metrics.json", "shadow.json",
-                                   "skew.json"),
+                                   "skew.json", SOURCES_FILE),
                      outputs={"rows_predicted": "rows_predicted"},
+                     # A run whose every row is a dead letter publishes nothing: the previous
+                     # predictions stay (--allow_empty_output publishes it anyway).
+                     require=("rows_predicted",),
                      attach={"metrics": "metrics.json", "shadow": "shadow.json",
                              "skew": "skew.json"})
 
@@ -85,6 +96,10 @@ class BatchPredictOptions(PipelineOptions):
         parser.add_argument("--rows_per_chunk", type=int,
                             help="JSON lines / TFRecord records handed from the reader to "
                                  "parsing at a time (default: --max_batch_size).")
+        parser.add_argument("--allow_empty_output", action="store_true",
+                            help="Publish a run that predicted no row (every row a dead "
+                                 "letter). Default: such a run fails like one that reads no "
+                                 "rows, and the previous output stays.")
         parser.add_argument("--model_threads", type=int, default=0,
                             help="TensorFlow threads per op in each worker process (0: "
                                  "TensorFlow's default, all cores), e.g. cores / processes "
@@ -176,7 +191,7 @@ class JobConfig:
             raise cli.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                         f"{str(e).splitlines()[0][:300]}")
         self.version = versions.model_version(self.model_path)
-        common_options.check_golden_set(JOB, o, self.schema)
+        common_options.check_golden_set(JOB, o, self.schema, self.model_path)
         self.shadow_path = common_options.resolve_shadow(JOB, o, self.schema)
         self.key = o.key_column or self.schema.key
         self.passthrough = [c.strip() for c in o.passthrough_columns.split(",") if c.strip()]
@@ -226,7 +241,8 @@ def launch(options: PipelineOptions) -> BatchPredictConfig:
         image=cfg.image, list_files=tuple(cfg.list_files),
         image_patterns=tuple(cfg.image_patterns), gate_record=cfg.gate_record,
         shadow_path=cfg.shadow_path,
-        train_statistics=common_options.train_statistics(cfg.options, cfg.model_path))
+        train_statistics=common_options.train_statistics(cfg.options, cfg.model_path,
+                                                         cfg.schema, cfg.passthrough))
 
 
 def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
@@ -234,6 +250,7 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
     construct): everything is written under cfg.staging, and the Finalize step publishes it
     to --output."""
     o, staging = cfg.args, cfg.staging
+    written = []
     if cfg.image:
         batches, read_rejects, parse_rejects, read_counts = p | "Images" >> ReadImageInputs(
             cfg.list_files, cfg.image_patterns, o.rows_per_chunk, o.input_format, o.key_column,
@@ -250,6 +267,7 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
         ).with_outputs("rejects", counting.COUNTS, main="batches")
         batches, parse_rejects = parsed.batches, parsed.rejects
         tallies = [read_counts, parsed[counting.COUNTS]]
+        written.append(chunks | "Sources" >> RecordSources(staging))
     # Each element is already a chunk of rows (see RowBatch), scored --max_batch_size at a time.
     handler = mh.SavedModelHandler(cfg.model_path, rows_per_call=o.max_batch_size,
                                    intra_op_threads=o.model_threads or None)
@@ -258,8 +276,7 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
         FormatPredictions(cfg.label)).with_outputs("rejects", counting.COUNTS, main="predictions")
     tallies.append(formatted[counting.COUNTS])
     dead = ((read_rejects, parse_rejects, formatted.rejects) | "AllRejects" >> beam.Flatten())
-    written = [dead | "DeadLetters" >> WriteDeadLetters(
-        FileSystems.join(staging, "rejects"))]
+    written.append(dead | "DeadLetters" >> WriteDeadLetters(FileSystems.join(staging, "rejects")))
     preds = formatted.predictions  # PredictionBlocks, one per batch
     prefix = FileSystems.join(staging, "predictions")
     if o.output_format in ("jsonl", "both"):
@@ -281,12 +298,14 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
     info = {"job": JOB, "run_date": o.run_date, "input": o.input, "output": cfg.output,
             "model_dir": o.model_dir, "model_path": cfg.model_path,
             "model_version": cfg.version, "key": cfg.key, "passthrough": list(cfg.passthrough),
-            "label": cfg.label}  # key, passthrough and label: what a redrive reproduces
+            "label": cfg.label, "task": cfg.schema.task, "output_formats": OUTPUT_FORMATS[
+                o.output_format], "prediction_columns": columns}  # what a redrive reproduces
     if cfg.gate_record:  # version_accepted, or version_refused with both metrics
         info["model_gate"] = cfg.gate_record
     all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
     _ = (all_tallies, dead) | "Finalize" >> Finalize(
-        OUTPUTS, staging, cfg.output, written, info, stale_staging_hours=o.stale_staging_hours)
+        dataclasses.replace(OUTPUTS, require=() if o.allow_empty_output else OUTPUTS.require),
+        staging, cfg.output, written, info, stale_staging_hours=o.stale_staging_hours)
     return p
 
 

@@ -116,15 +116,18 @@ def gate_settings(o) -> Optional[tuple]:
     return None if o.model_gate == "off" else (o.golden_set, o.max_metric_regression)
 
 
-def train_statistics(o, model_path: str) -> Optional[dict]:
-    """The export's train statistics for the skew report (None: off, or none kept)."""
+def train_statistics(o, model_path: str, schema, passthrough=()) -> Optional[dict]:
+    """The export's train statistics of the model's features, for the skew report (None:
+    off, or none kept). The label, the key and passthrough columns are not features of what
+    is served (serving rows carry no label: it would be flagged on every run)."""
     if o.skew_report == "off":
         return None
-    from inference.skew import load_train_statistics
+    from inference.skew import feature_statistics, load_train_statistics
     stats = load_train_statistics(model_path)
     if stats is None:
         logging.warning("model %s has no train statistics: no skew report", model_path)
-    return stats
+        return None
+    return feature_statistics(stats, schema, passthrough)
 
 
 def check_model_options(job: str, o) -> None:
@@ -137,8 +140,11 @@ def check_model_options(job: str, o) -> None:
         raise JobError(job, "--golden_set and --model_gate off contradict each other")
 
 
-def check_golden_set(job: str, o, schema) -> None:
-    """The launch step's check of --golden_set: readable, bounded, with labelled rows."""
+def check_golden_set(job: str, o, schema, model_path: Optional[str] = None) -> None:
+    """The launch step's check of --golden_set: readable, bounded, with labelled rows whose
+    labels the model could have learnt (regression: within one train-label range of the
+    train split's [min, max]; one 1e9 label would make every RMSE huge and let a much worse
+    model pass the relative tolerance)."""
     if o.model_gate == "off" or not o.golden_set:
         return
     from inference.gate import GoldenSetError, read_golden
@@ -149,6 +155,21 @@ def check_golden_set(job: str, o, schema) -> None:
     if not len(rows):
         raise JobError(job, f"the golden set {o.golden_set} has no row with a "
                             f"'{schema.label}' label")
+    if schema.task != "regression" or model_path is None:
+        return
+    from inference.skew import load_train_statistics
+    label = ((load_train_statistics(model_path) or {}).get("features") or {}).get(schema.label)
+    if not label or label.get("min") is None or label.get("max") is None:
+        return
+    low, high = float(label["min"]), float(label["max"])
+    span = max(high - low, abs(high), 1e-9)
+    bound = (low - span, high + span)
+    outside = [v for v in rows.labels if not bound[0] <= v <= bound[1]]
+    if outside:
+        raise JobError(job, f"the golden set {o.golden_set} has {len(outside)} label(s) far "
+                            f"outside what the model was trained on (e.g. {outside[0]:g}; "
+                            f"train labels {low:g}..{high:g}, allowed {bound[0]:g}.."
+                            f"{bound[1]:g}): fix or drop those rows")
 
 
 def resolve_shadow(job: str, o, schema) -> Optional[str]:
@@ -236,6 +257,37 @@ def merged_options(options: PipelineOptions, *classes):
     return types.SimpleNamespace(**merged)
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """--help: the job's docstring as written, and each flag's default."""
+
+
+def check_known_flags(job: str, args) -> None:
+    """Refuses what no options class of Beam's or ours defines (Beam would drop it with one
+    warning: a misspelt --golden_set switches a safety check off), naming the closest known
+    flag. The parser is Beam's own, over every PipelineOptions subclass, as Beam parses."""
+    import difflib
+
+    from apache_beam.options.pipeline_options import _BeamArgumentParser
+    parser = _BeamArgumentParser(allow_abbrev=False)
+    classes = {}
+    for cls in PipelineOptions.__subclasses__():
+        classes.setdefault(str(cls), cls)
+    for cls in classes.values():
+        cls._add_argparse_args(parser)
+    _, unknown = parser.parse_known_args(list(args))
+    if not unknown:
+        return
+    known = [o for a in parser._actions for o in a.option_strings]
+    flags = [a for a in unknown if a.startswith("-")]
+    if not flags:
+        raise JobError(job, f"unexpected argument {unknown[0]!r} (flags take the form "
+                            "--name value or --name=value)")
+    name = flags[0].split("=", 1)[0]
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else " (--help lists the flags)"
+    raise JobError(job, f"unknown flag {name}{hint}")
+
+
 def job_options(argv, job: str, options_cls, doc: str, shared=(),
                 local_runner: str = LOCAL_RUNNER) -> PipelineOptions:
     """PipelineOptions from argv; `--help` prints the job's options and the usual Beam ones.
@@ -248,7 +300,7 @@ def job_options(argv, job: str, options_cls, doc: str, shared=(),
     if "-h" in args or "--help" in args:
         parser = argparse.ArgumentParser(
             prog=f"python -m beam_jobs.{job}", description=doc,
-            formatter_class=argparse.RawDescriptionHelpFormatter)
+            formatter_class=HelpFormatter)
         group = parser.add_argument_group(f"{job} options")
         for cls in tuple(shared) + (options_cls,):
             cls._add_argparse_args(group)
@@ -257,6 +309,7 @@ def job_options(argv, job: str, options_cls, doc: str, shared=(),
             cls._add_argparse_args(parser.add_argument_group(f"Beam {cls.__name__}"))
         parser.print_help()
         raise SystemExit(0)
+    check_known_flags(job, args)
     options = PipelineOptions(args)
     standard = options.view_as(StandardOptions)
     if standard.runner in (None, "DirectRunner"):

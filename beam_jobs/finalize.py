@@ -34,6 +34,7 @@ from beam_jobs.common_options import STALE_STAGING_HOURS
 from beam_jobs.publish import (
     SUCCESS,
     SUMMARY,
+    LockWaitTimeout,
     PublishLock,
     discard,
     publish,
@@ -80,6 +81,10 @@ class PartialInput(RunFailed):
     and the job fails, so no schedule takes it for a complete run."""
 
 
+class NotPublished(RunFailed):
+    """Another run held the output's publish lock for longer than a run waits."""
+
+
 class EmptyOutput(RunFailed):
     """No rows were read, or an output the job cannot do without (preprocess's train split)
     got none: nothing is published, the previous output stays."""
@@ -101,6 +106,10 @@ def summarize(info: dict, tallies: Dict[str, int], outputs: Dict[str, str],
     else:
         summary.update(written)
     total = sum(rejected.values())
+    ignored = {k[len("ignored_"):]: v for k, v in sorted(tallies.items())
+               if k.startswith("ignored_") and v}
+    if ignored:  # lines that are no row of the input (redrive's --rejects strangers)
+        summary["ignored"] = ignored
     summary.update({
         "rejected": {"total": total, "by_reason": rejected},
         "reconciled": read == sum(written.values()) + total,
@@ -147,9 +156,13 @@ def _finalize(tallies, spec, staging, output, info, started, stale_staging_hours
                           f"{summary['rejected']['total']} rejected "
                           f"{summary['rejected']['by_reason']}); nothing was published, the "
                           f"previous output stays (summary and dead letters in {failed})")
-    with PublishLock(output, staging.rstrip("/").rsplit("/", 1)[-1], job):
-        recover(output, job)  # a publish a kill interrupted: completed before this one
-        publish(staging, output, list(spec.managed) + [SUMMARY], success=not partial)
+    try:
+        with PublishLock(output, staging.rstrip("/").rsplit("/", 1)[-1], job):
+            recover(output, job)  # a publish a kill interrupted: completed before this one
+            publish(staging, output, list(spec.managed) + [SUMMARY], success=not partial)
+    except LockWaitTimeout as e:
+        failed = discard(staging, output)
+        raise NotPublished(f"{e} (summary and dead letters in {failed})") from None
     remove_staging_dirs(output, older_than_hours=stale_staging_hours)
     if partial:
         raise PartialInput(f"{job}: input files were cut short, corrupt or unreadable {partial} (see "

@@ -10,7 +10,10 @@ interrupts is completed by the next run that takes the lock (`recover`), and a r
 resumes. Two runs into one output publish one at a time under `OUTPUT/_PUBLISH_LOCK`
 (created exclusively: O_EXCL locally, a generation-0 precondition on Cloud Storage). Its
 holder renews it every few seconds; a lock whose process is gone (same host) or that has not
-been renewed for LEASE_SECS is taken over. Staging folders older than --stale_staging_hours
+been renewed for LEASE_SECS is taken over; an empty, unreadable or half-written one (a kill
+between its create and its write, a full disk) once it is older than UNREADABLE_LOCK_SECS. A
+run waiting on a live holder says so (whose lock, for how long) and gives up after
+MAX_WAIT_SECS with one line (LockWaitTimeout). Staging folders older than --stale_staging_hours
 are a killed run's and are removed; younger ones may be a live run's.
 """
 from __future__ import annotations
@@ -35,6 +38,9 @@ STAGING_RE = re.compile(re.escape(STAGING_PREFIX) + r"(\d+)-")
 MANIFEST = "_MANIFEST"
 LOCK = "_PUBLISH_LOCK"
 LEASE_SECS = 30.0  # a lock not renewed for this long is a dead holder's
+UNREADABLE_LOCK_SECS = 10.0  # a lock file no one can read, this old: its writer is gone
+MAX_WAIT_SECS = 1800.0  # how long a run waits for another to finish publishing
+WAIT_NOTICE_SECS = 60.0  # how often a waiting run says it is still waiting
 SUCCESS = "_SUCCESS"
 FAILED_RUN = "_FAILED_RUN"  # what explains the last failed run (summary, dead letters)
 SUMMARY = "summary.json"
@@ -234,11 +240,25 @@ def _create_exclusive(path: str, text: str) -> bool:
     return True
 
 
+class LockWaitTimeout(RuntimeError):
+    """Another run held the publish lock for longer than this run would wait."""
+
+
 def _read_lock(path: str) -> Optional[dict]:
     try:
-        return json.loads(filesys.read_text(path))
-    except Exception:  # released meanwhile, or half written: look again
+        held = json.loads(filesys.read_text(path))
+    except Exception:  # released meanwhile, or empty / half written: look again
         return None
+    return held if isinstance(held, dict) else None
+
+
+def _age_secs(path: str) -> Optional[float]:
+    """Seconds since `path` was last written; None when it is gone."""
+    try:
+        found = FileSystems.match([path])[0].metadata_list
+    except Exception:
+        return None
+    return time.time() - found[0].last_updated_in_seconds if found else None
 
 
 def _holder_gone(held: dict, lease_secs: float) -> bool:
@@ -262,9 +282,11 @@ class PublishLock:
     owner (a retried step)."""
 
     def __init__(self, output: str, owner: str, job: str, lease_secs: float = LEASE_SECS,
-                 poll_secs: float = 1.0):
+                 poll_secs: float = 1.0, max_wait_secs: float = MAX_WAIT_SECS,
+                 unreadable_secs: float = UNREADABLE_LOCK_SECS):
         self.path = FileSystems.join(output, LOCK)
         self.owner, self.job, self.lease, self.poll = owner, job, lease_secs, poll_secs
+        self.max_wait, self.unreadable = max_wait_secs, unreadable_secs
         self._stop = None
 
     def _record(self) -> str:
@@ -273,29 +295,44 @@ class PublishLock:
                            "host": socket.gethostname(), "pid": os.getpid()})
 
     def __enter__(self):
-        told = False
+        started, told = time.monotonic(), None
         while not _create_exclusive(self.path, self._record()):
             held = _read_lock(self.path)
             if held is None:
-                time.sleep(self.poll / 10)
-                continue
-            if held.get("owner") == self.owner:
+                age = _age_secs(self.path)
+                if age is not None and age > self.unreadable:
+                    self._take_over(f"an unreadable lock file {age:.0f} s old: its writer "
+                                    "is gone")
+                    continue
+                held = {"owner": "unknown (its lock file is empty or half written)"}
+            elif held.get("owner") == self.owner:
                 break
-            if _holder_gone(held, self.lease):
-                logging.warning("%s: taking over the publish lock of run %s (its process is "
-                                "gone)", self.job, held.get("owner"))
-                try:
-                    FileSystems.delete([self.path])
-                except Exception:  # another waiter took it over first
-                    pass
+            elif _holder_gone(held, self.lease):
+                self._take_over(f"run {held.get('owner')}'s process is gone")
                 continue
-            if not told:
-                counting.emit(f"{self.job}: waiting for run {held.get('owner')} to finish "
-                             f"publishing into the same output")
-                told = True
+            waited = time.monotonic() - started
+            holder = (f"run {held.get('owner')}" + (f" (host {held['host']}, pid {held['pid']})"
+                                                     if held.get("host") else ""))
+            if waited > self.max_wait:
+                raise LockWaitTimeout(
+                    f"{self.job}: {holder} has held the publish lock {self.path} for over "
+                    f"{self.max_wait:.0f} s: nothing was published; if that run is gone, "
+                    f"remove the lock file and run again")
+            if told is None or waited - told >= WAIT_NOTICE_SECS:
+                counting.emit(f"{self.job}: waiting for {holder} to finish publishing into "
+                              f"the same output ({waited:.0f} s so far; giving up after "
+                              f"{self.max_wait:.0f} s)")
+                told = waited
             time.sleep(self.poll)
         self._renew_in_background()
         return self
+
+    def _take_over(self, why: str) -> None:
+        logging.warning("%s: taking over the publish lock %s (%s)", self.job, self.path, why)
+        try:
+            FileSystems.delete([self.path])
+        except Exception:  # another waiter took it over first
+            pass
 
     def _renew_in_background(self):
         import threading

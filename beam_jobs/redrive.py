@@ -5,8 +5,9 @@ changes nothing after a model or schema fix, and runs:
 
     python -m beam_jobs.redrive --output out/predictions/2026-11-24 [--model_dir ...]
 
-Each dead letter from a CSV or JSON-lines source is parsed again (a CSV row with its source
-file's header) and scored; the predictions are merged into the output by key (a key that is
+Each dead letter from a CSV or JSON-lines source is parsed again (a CSV row with the header
+the run recorded for its source in OUTPUT/sources.json: never the file as it is now, which
+may have changed) and scored; the predictions are merged into the output by key (a key that is
 already predicted, or comes twice, is a `duplicate_key` dead letter: no key twice), and the
 rows that still fail stay dead letters with their reason. Dead letters that cannot be
 replayed (tf.Example and image rows, rows cut at a bound, file-level failures) are kept as
@@ -14,13 +15,17 @@ they are. The output is published as every run's is: atomically, or not at all (
 failed redrive leaves the previous output as it was). The summary reconciles the original
 input: rows read = predictions (earlier + redriven) + the dead letters that remain.
 Reports of the earlier run (metrics.json, skew.json, shadow.json) are kept, not recomputed.
+A model whose task or prediction columns differ from the output's is refused at launch;
+published keys are read from whichever format the run wrote; a `--rejects` letter is used
+only where it replaces a published one (same source and line), once.
 """
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import logging
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -31,14 +36,14 @@ from beam_jobs import cli, common_options, publish
 from beam_jobs.finalize import Finalize, OutputSpec
 from inference import model_handler as mh
 from inference import sinks, versions
-from inference.batch import FormatPredictions, ParseInputs
+from inference.batch import SOURCES_FILE, FormatPredictions, ParseInputs
 from preprocessing import counting, filesys, rejects
 from preprocessing.reading import Chunk, detect_format, read_records
 from preprocessing.schema import Schema
 from preprocessing.values import parse_json
 
 JOB = "redrive"
-OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects"),
+OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects", SOURCES_FILE),
                      outputs={"rows_predicted": "rows_written"})
 # Dead letters whose `raw` is not the whole record, or no record at all (a duplicate_key
 # letter holds the prediction a key already had): kept as they are.
@@ -75,8 +80,9 @@ class RedriveConfig:
     passthrough: Tuple[str, ...]
     label: Optional[str]
     prediction_files: Tuple[str, ...]   # the published predictions-*.jsonl
-    csv_files: Tuple[str, ...]          # and .csv, when the run wrote both
+    csv_files: Tuple[str, ...]          # and .csv, when the run wrote them
     previous: dict                      # the published summary
+    headers: Dict[str, Tuple[str, ...]] = dataclasses.field(default_factory=dict)  # per CSV source
     rows_per_chunk: int = 1024
 
 
@@ -104,6 +110,7 @@ def launch(options: PipelineOptions) -> RedriveConfig:
     if any(c.transform == "image" for c in schema.columns):
         raise cli.JobError(JOB, "image dead letters name files, not rows: run batch_predict "
                                 "again over the images instead")
+    _check_same_shape(previous, schema)
     rejects_glob = FileSystems.join(output, "rejects", "*.jsonl")
     for pattern in (rejects_glob, o.rejects):
         if pattern and not filesys.match_by_pattern([pattern])[0]:
@@ -118,7 +125,34 @@ def launch(options: PipelineOptions) -> RedriveConfig:
         staging=publish.new_staging(output), key=previous.get("key", schema.key),
         passthrough=tuple(previous.get("passthrough", ())), label=previous.get("label"),
         prediction_files=tuple(sorted(f for f in files if f.endswith(".jsonl"))),
-        csv_files=tuple(sorted(f for f in files if f.endswith(".csv"))), previous=previous)
+        csv_files=tuple(sorted(f for f in files if f.endswith(".csv"))), previous=previous,
+        headers=_recorded_headers(output))
+
+
+def _check_same_shape(previous: dict, schema: Schema) -> None:
+    """The redriving model must write records of the output's shape: its task and
+    prediction columns (one output, one record shape, one CSV header)."""
+    task = previous.get("task")
+    if task and task != schema.task:
+        raise cli.JobError(JOB, f"the model is a {schema.task} model; the output holds "
+                                f"{task} predictions: redrive with the run's model")
+    recorded = previous.get("prediction_columns")
+    columns = sinks.prediction_columns(schema.task, "key", previous.get("passthrough", ()),
+                                       bool(previous.get("label")))
+    if recorded and list(recorded) != list(columns):
+        raise cli.JobError(JOB, f"the model writes the columns {columns}; the output has "
+                                f"{list(recorded)}")
+
+
+def _recorded_headers(output: str) -> Dict[str, Tuple[str, ...]]:
+    """The header the run parsed each CSV source with (OUTPUT/sources.json)."""
+    path = FileSystems.join(output, SOURCES_FILE)
+    if not FileSystems.exists(path):
+        logging.warning("%s: %s has no %s (written before runs recorded their CSV headers): "
+                        "its CSV dead letters stay dead letters", JOB, output, SOURCES_FILE)
+        return {}
+    recorded = json.loads(filesys.read_text(path)).get("csv_headers") or {}
+    return {str(k): tuple(v) for k, v in recorded.items()}
 
 
 class SplitLetters(beam.DoFn):
@@ -150,12 +184,13 @@ class SplitLetters(beam.DoFn):
 
 
 class SourceChunks(beam.DoFn):
-    """(source, [(line, raw)]) -> the parser's Chunks; a CSV source's header is read from
-    its first line (bounded). A source whose header cannot be read keeps its rows as
-    `redrive_no_header` dead letters."""
+    """(source, [(line, raw)]) -> the parser's Chunks; a CSV source's rows with the header
+    the run recorded for it (never the file as it is now). A CSV source without one keeps
+    its rows as `redrive_no_header` dead letters."""
 
-    def __init__(self, rows_per_chunk: int):
+    def __init__(self, rows_per_chunk: int, headers: Dict[str, Tuple[str, ...]]):
         self.rows_per_chunk = rows_per_chunk
+        self.headers = dict(headers)
         self.dead = rejects.DeadLetters(JOB)
 
     def process(self, grouped):
@@ -164,24 +199,14 @@ class SourceChunks(beam.DoFn):
         fmt = detect_format(source)
         header = None
         if fmt == "csv":
-            try:
-                header = read_header(source)
-            except Exception as e:
+            header = self.headers.get(source)
+            if header is None:
                 for line, raw in rows:
                     yield self.dead(source, line, raw, "redrive_no_header",
-                                    f"cannot read the header of {source}: "
-                                    f"{str(e).splitlines()[0][:200]}")
+                                    f"the run recorded no header for {source}")
                 return
         for i in range(0, len(rows), self.rows_per_chunk):
             yield Chunk(source, fmt, header, rows[i:i + self.rows_per_chunk])
-
-
-def read_header(source: str) -> tuple:
-    from preprocessing.reading import _header
-    lines = filesys.read_head(source).splitlines()
-    if not lines:
-        raise ValueError("the file is empty")
-    return _header(lines[0], source)
 
 
 class MergeByKey(beam.DoFn):
@@ -208,10 +233,19 @@ class MergeByKey(beam.DoFn):
 
 class CopyFile(beam.DoFn):
     """A published file -> its copy in the staging folder (the publish replaces the
-    managed names whole, so what is kept is staged again)."""
+    managed names whole, so what is kept is staged again). The folder is made first: the
+    sinks that also write there may not have made it yet (a copy into a missing local
+    folder failed about one redrive in eight)."""
 
     def __init__(self, staging: str):
         self.staging = staging
+
+    def setup(self):
+        if not FileSystems.exists(self.staging):
+            try:
+                FileSystems.mkdirs(self.staging)
+            except IOError:  # made meanwhile by a sink
+                pass
 
     def process(self, path: str):
         target = FileSystems.join(self.staging, path.rstrip("/").rsplit("/", 1)[-1])
@@ -220,9 +254,12 @@ class CopyFile(beam.DoFn):
 
 
 class CarriedKeys(beam.DoFn):
-    """A published prediction line -> (key, None); each is a row read and written again."""
+    """A published prediction line (JSON, or a CSV record whose first field is the key:
+    the run may have written CSV only) -> (key, None); each is a row read and written
+    again."""
 
-    def __init__(self):
+    def __init__(self, fmt: str = "jsonl"):
+        self.fmt = fmt
         self.tally = counting.Tally(JOB)
 
     def process(self, line: str):
@@ -230,7 +267,10 @@ class CarriedKeys(beam.DoFn):
             return
         yield self.tally("rows_read", 1)
         yield self.tally("rows_written", 1)
-        yield json.loads(line)["key"], None
+        if self.fmt == "csv":
+            yield next(csv.reader([line]))[0], None
+        else:
+            yield json.loads(line)["key"], None
 
 
 def letter_place(line: str):
@@ -242,12 +282,31 @@ def letter_place(line: str):
         return "", line
 
 
-def fixed_first(grouped):
-    """(place, {"published": [...], "fixed": [...]}) -> the fixed letters where there are
-    any, else the published ones."""
-    _, parts = grouped
-    fixed = list(parts["fixed"])
-    return fixed if fixed else list(parts["published"])
+class FixedFirst(beam.DoFn):
+    """(place, {"published": [...], "fixed": [...]}) -> the published letter, or the first
+    fixed one of its place in its stead. A fixed letter of no published place (a line or a
+    key the run never read) or a second one for a place is not a row of the input: it is
+    left out and counted (summary.json's `ignored`), never published."""
+
+    def __init__(self):
+        self.tally = counting.Tally(JOB)
+
+    def process(self, grouped):
+        place, parts = grouped
+        published, fixed = list(parts["published"]), list(parts["fixed"])
+        if not published:
+            if fixed:
+                logging.warning("%s: --rejects has %d letter(s) for %s, which no published "
+                                "dead letter has: left out", JOB, len(fixed), place)
+                yield self.tally("ignored_not_a_dead_letter", len(fixed))
+            return
+        if not fixed:
+            yield from published
+            return
+        yield fixed[0]
+        yield from published[1:]  # (a place written twice: the others stay as they were)
+        if len(fixed) > 1:
+            yield self.tally("ignored_second_fix", len(fixed) - 1)
 
 
 # A dead letter holds a raw row (at most --max_record_bytes, 1 MiB by default) as JSON, whose
@@ -303,28 +362,32 @@ class _Budget:
 def read_letters(p, cfg: RedriveConfig):
     """The dead letters to redrive: the published ones, each replaced by its fixed copy
     from --rejects where there is one (so none is lost). Returns (letters, the reads'
-    results with their `rejects` and counts)."""
+    results with their `rejects` and counts, further counts)."""
     reads = [p | f"{name}Pattern" >> beam.Create([pattern])
              | f"Read{name}" >> beam.ParDo(ReadLetterLines()).with_outputs(
                  "rejects", counting.COUNTS, main="lines")
              for name, pattern in (("Letters", cfg.rejects), ("Fixed", cfg.fixed)) if pattern]
     published = reads[0].lines
     if not cfg.fixed:
-        return published, reads
-    return ({"published": published | "PlacePublished" >> beam.Map(
-                lambda x: (letter_place(x), x)),
-             "fixed": reads[1].lines | "PlaceFixed" >> beam.Map(lambda x: (letter_place(x), x))}
-            | "ByPlace" >> beam.CoGroupByKey() | "FixedFirst" >> beam.FlatMap(fixed_first)), reads
+        return published, reads, ()
+    chosen = ({"published": published | "PlacePublished" >> beam.Map(
+                  lambda x: (letter_place(x), x)),
+               "fixed": reads[1].lines | "PlaceFixed" >> beam.Map(
+                   lambda x: (letter_place(x), x))}
+              | "ByPlace" >> beam.CoGroupByKey()
+              | "FixedFirst" >> beam.ParDo(FixedFirst()).with_outputs(counting.COUNTS,
+                                                                    main="letters"))
+    return chosen.letters, reads, (chosen[counting.COUNTS],)
 
 
 def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig):
     """Pure wiring: dead letters -> parse -> score -> merge by key; the published
     predictions are copied into staging beside the new ones, and Finalize publishes."""
-    lines, reads = read_letters(p, cfg)
+    lines, reads, letter_counts = read_letters(p, cfg)
     letters = lines | "Split" >> beam.ParDo(SplitLetters()).with_outputs(
         "kept", "rejects", counting.COUNTS, main="replay")
     chunks = (letters.replay | "BySource" >> beam.GroupByKey()
-              | "Chunks" >> beam.ParDo(SourceChunks(cfg.rows_per_chunk)).with_outputs(
+              | "Chunks" >> beam.ParDo(SourceChunks(cfg.rows_per_chunk, cfg.headers)).with_outputs(
                   "rejects", main="chunks"))
     parsed = chunks.chunks | "Parse" >> beam.ParDo(
         ParseInputs(cfg.schema, cfg.key, cfg.passthrough)).with_outputs(
@@ -335,9 +398,12 @@ def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig):
                      "rejects", counting.COUNTS, main="predictions"))
     new = (formatted.predictions | "Records" >> beam.FlatMap(lambda b: b.records())
            | "KeyNew" >> beam.Map(lambda r: (r["key"], r)))
-    published = (p | "Published" >> beam.Create(list(cfg.prediction_files))
-                 | "ReadPublished" >> beam.io.ReadAllFromText()
-                 | "KeysPublished" >> beam.ParDo(CarriedKeys()).with_outputs(
+    # Published keys from the format the run wrote (JSON lines, else CSV: same rows).
+    fmt = "jsonl" if cfg.prediction_files else "csv"
+    published = (p | "Published" >> beam.Create(list(cfg.prediction_files or cfg.csv_files))
+                 | "ReadPublished" >> beam.io.ReadAllFromText(
+                     skip_header_lines=1 if fmt == "csv" else 0)
+                 | "KeysPublished" >> beam.ParDo(CarriedKeys(fmt)).with_outputs(
                      counting.COUNTS, main="keys"))
     merged = ({"old": published.keys, "new": new} | "ByKey" >> beam.CoGroupByKey()
               | "Merge" >> beam.ParDo(MergeByKey(cfg.rejects)).with_outputs(
@@ -347,7 +413,10 @@ def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig):
             | "AllRejects" >> beam.Flatten())
     written = [dead | "DeadLetters" >> rejects.WriteDeadLetters(
         FileSystems.join(cfg.staging, "rejects"))]
-    written.append(p | "KeptFiles" >> beam.Create(list(cfg.prediction_files + cfg.csv_files))
+    kept = list(cfg.prediction_files + cfg.csv_files)
+    if cfg.headers:  # the run's record of its CSV headers stays with the output
+        kept.append(FileSystems.join(cfg.output, SOURCES_FILE))
+    written.append(p | "KeptFiles" >> beam.Create(kept)
                    | "CopyKept" >> beam.ParDo(CopyFile(cfg.staging)))
     prefix = FileSystems.join(cfg.staging, "predictions-redrive-" +
                               cfg.staging.rstrip("/").rsplit("-", 2)[-2])
@@ -362,6 +431,7 @@ def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig):
                            header=sinks.csv_line(dict(zip(columns, columns)), columns)))
     tallies = ((letters[counting.COUNTS], parsed[counting.COUNTS], published[counting.COUNTS],
                 merged[counting.COUNTS]) + tuple(r[counting.COUNTS] for r in reads)
+               + tuple(letter_counts)
                | "AllTallies" >> beam.Flatten())
     info = {"job": JOB, "output": cfg.output, "rejects": cfg.fixed or cfg.rejects,
             "model_dir": cfg.model_dir, "model_path": cfg.model_path,

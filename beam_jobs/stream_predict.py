@@ -52,6 +52,7 @@ from inference import model_handler as mh
 from inference import sinks, versions
 from inference.images import normalize_prefixes
 from inference.replay import Pace, load_replay, replay_stream
+from inference.serving_model import choose_version, gate_line
 from inference.shadow import CombineShadow, ShadowScoreStream
 from inference.skew import RowPartials, SkewReport, kinds_of
 from inference.streaming import (
@@ -173,13 +174,17 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
     """The launch step: the checked arguments plus what only I/O can tell (the model and its
     raw schema, the replay file, writable output folders); fails fast with one line."""
     o = parse_args(options)
-    try:
-        model_path = versions.resolve_model_dir(o.model_dir)
+    try:  # the version the gate lets serve (as batch prediction chooses it)
+        model_path, record = choose_version(o.model_dir, common_options.gate_settings(o))
         schema = versions.load_raw_schema(model_path)
     except Exception as e:
         raise cli.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                 f"{str(e).splitlines()[0][:300]}")
-    common_options.check_golden_set(JOB, o, schema)
+    if record:
+        (logging.warning if record["event"] == "version_refused" else logging.info)(
+            "%s: starts with model version %s (%s)", JOB, versions.model_version(model_path),
+            gate_line(record))
+    common_options.check_golden_set(JOB, o, schema, model_path)
     shadow_path = common_options.resolve_shadow(JOB, o, schema)
     image_kw = None
     if any(c.transform == "image" for c in schema.columns):
@@ -202,7 +207,8 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
             cli.check_writable(JOB, d)
     return StreamPredictConfig(o, schema, model_path, image_kw, dead_letter_dir,
                                monitoring_dir, events, shadow_path=shadow_path,
-                               train_statistics=common_options.train_statistics(o, model_path))
+                               train_statistics=common_options.train_statistics(
+                                   o, model_path, schema))
 
 
 def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):

@@ -23,6 +23,32 @@ from preprocessing.values import parse_json
 JOB = "batch_predict"  # the metrics namespace
 
 
+SOURCES_FILE = "sources.json"  # what each CSV source's rows were parsed with (redrive's)
+OUTPUT_FORMATS = {"jsonl": ["jsonl"], "csv": ["csv"], "both": ["jsonl", "csv"]}
+
+
+class RecordSources(beam.PTransform):
+    """Chunks -> OUTPUT/sources.json: {"csv_headers": {source: [column, ...]}}, the header
+    each CSV source's rows were parsed with, so that a redrive parses its dead letters with
+    the columns this run used, not with whatever the file holds by then."""
+
+    def __init__(self, staging: str):
+        super().__init__()
+        self.staging = staging
+
+    def expand(self, chunks):
+        from preprocessing import filesys
+        headers = (chunks
+                   | "CsvHeaders" >> beam.FlatMap(
+                       lambda c: [(c.path, tuple(c.header))] if c.fmt == "csv" and c.header
+                       else [])
+                   | "OnePerFile" >> beam.Distinct()
+                   | "AllHeaders" >> beam.combiners.ToList()
+                   | "AsRecord" >> beam.Map(lambda pairs: {"csv_headers": {
+                       path: list(header) for path, header in sorted(pairs)}}))
+        return filesys.write_json_file(headers, self.staging, SOURCES_FILE[:-len(".json")])
+
+
 class ParseInputs(beam.DoFn):
     """Chunks of CSV/JSON/tf.Example records -> (key, row) with typed raw values, or rejects."""
 

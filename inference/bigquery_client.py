@@ -19,7 +19,7 @@ def parse_table(spec: str) -> Tuple[Optional[str], str, str]:
     """PROJECT:DATASET.TABLE, PROJECT.DATASET.TABLE or DATASET.TABLE -> (project or None,
     dataset, table). Raises ValueError naming the forms, e.g. for a partition decorator
     (the batch job adds the run date's itself)."""
-    m = _TABLE.match(spec or "")
+    m = _TABLE.fullmatch(spec or "")  # fullmatch: `$` would let a trailing newline pass
     if not m:
         raise ValueError(f"not a BigQuery table: {spec!r} (give PROJECT:DATASET.TABLE, "
                          "PROJECT.DATASET.TABLE or DATASET.TABLE, without a $ partition)")

@@ -78,15 +78,25 @@ def _csv_examples(data: bytes, schema: Schema, path: str) -> list:
     if not header:
         raise GoldenSetError(f"the golden set {path} is empty")
     try:
-        parser = parsing.RowParser(schema, parsing.header_names(header, path))
+        names = parsing.header_names(header, path)
+        parser = parsing.RowParser(schema, names)
     except (SchemaError, ValueError) as e:
         raise GoldenSetError(f"the golden set {path}: {e}") from None
-    out, bad = [], 0
+    lacking = [c.name for c in schema.serving_columns() if c.name not in names
+               and c.default is None] + ([] if schema.label in names else [schema.label])
+    if lacking:
+        raise GoldenSetError(f"the golden set {path} lacks the model's column(s) "
+                             f"{', '.join(lacking)} (its header: {', '.join(names)[:300]})")
+    out, bad, first = [], 0, None
     for fields in rows:
         try:
             out.append(golden.example_bytes(schema, parser.parse(fields)))
-        except Reject:
+        except Reject as e:
             bad += 1
+            first = first or f"{e.reason}: {e.detail}"
+    if bad and not out:
+        raise GoldenSetError(f"the golden set {path}: none of its {bad} rows parse "
+                             f"(the first: {str(first)[:200]})")
     if bad:
         logging.warning("golden set %s: %d rows that do not parse are left out", path, bad)
     return out

@@ -145,27 +145,45 @@ def _is_newer(candidate: str, current: str) -> bool:
     return a.isdigit() and (not b.isdigit() or int(a) > int(b))
 
 
+CHAIN_VERSIONS = 5  # the versions a launch replays the gate over (the newest ones)
+
+
 def choose_version(model_dir: str, gate: Optional[tuple]) -> tuple:
-    """Batch prediction's version: (path, gate record or None). A base's newest complete
-    version serves if it passes the gate against the version before it (the one an earlier
-    run served); a refused newest leaves that one serving."""
+    """The version a job launched on `model_dir` serves: (path, gate record or None).
+
+    The gate compares a version with the one that served before it, never with a refused
+    one: over the newest CHAIN_VERSIONS complete versions, oldest first, the oldest serves
+    and each newer one takes over only if the gate accepts it against the version serving
+    then. So a NaN version followed by a worse one leaves the last good version serving (the
+    worse one was compared with it, not with the NaN one). Every job derives the same answer
+    from the versions themselves; nothing is written to the model directory. The record
+    returned is the newest version's check (accepted: it serves; refused: what serves)."""
     from inference.versions import is_export, list_versions
     newest = resolve_model_dir(model_dir)
     if gate is None or is_export(model_dir.rstrip("/")):
         return newest, None
-    found = list_versions(model_dir)
+    found = list_versions(model_dir)[-CHAIN_VERSIONS:]
     if len(found) < 2:
         return newest, None
-    previous = found[-2]
-    try:
-        candidate = _Version(newest)
-        verdict = Gate(*gate).check(candidate, _Version(previous))
-    except Exception as e:
-        verdict = Verdict(False, {"event": "version_refused", "reason": "load_error",
-                                  "detail": _short(e), "candidate_version": model_version(newest),
-                                  "current_version": model_version(previous)})
-    if verdict.accepted:
-        return newest, verdict.record
-    logging.warning("Model version %s refused, using %s: %s", model_version(newest),
-                    model_version(previous), gate_line(verdict.record))
-    return previous, verdict.record
+    checker = Gate(*gate)
+    serving, serving_path, record = None, found[0], None
+    for path in found[1:]:
+        try:
+            serving = serving or _Version(serving_path)
+            candidate = _Version(path)
+            verdict = checker.check(candidate, serving)
+        except Exception as e:
+            candidate = None
+            verdict = Verdict(False, {"event": "version_refused", "reason": "load_error",
+                                      "detail": _short(e), "candidate_version": model_version(path),
+                                      "current_version": model_version(serving_path)})
+        record = verdict.record
+        if verdict.accepted:
+            serving, serving_path = candidate, path
+        elif path != found[-1]:
+            logging.warning("Model version %s was refused against %s: %s", model_version(path),
+                            model_version(serving_path), gate_line(record))
+    if serving_path != newest:
+        logging.warning("Model version %s refused, using %s: %s", model_version(newest),
+                        model_version(serving_path), gate_line(record))
+    return serving_path, record

@@ -38,6 +38,14 @@ def load_train_statistics(export_dir: str) -> Optional[dict]:
         return json.loads(f.read(64 << 20).decode("utf-8"))
 
 
+def feature_statistics(train_stats: dict, schema, passthrough=()) -> dict:
+    """`train_stats` with only the columns the model reads (not the label, the key, a
+    left-out identifier or a passthrough column)."""
+    features = {c.name for c in schema.serving_columns()} - set(passthrough)
+    return dict(train_stats, features={n: f for n, f in train_stats.get("features", {}).items()
+                                       if n in features})
+
+
 def js_divergence(p, q) -> float:
     p, q = np.asarray(p, np.float64), np.asarray(q, np.float64)
     m = (p + q) / 2

@@ -400,3 +400,30 @@ def test_one_row_files_are_scored_together_with_the_same_results_as_one_file(
     assert got["one"][2], "the sample should hold some dirty rows"
     assert got["one"][1].keys() == got["many"][1].keys()
     assert all(abs(got["one"][1][k] - got["many"][1][k]) < 1e-4 for k in got["one"][1])
+
+
+@pytest.mark.slow
+def test_a_run_that_rejects_every_row_keeps_the_previous_output(trained, taxi_csv, tmp_path):
+    """Nothing good is replaced by nothing: a run whose every row is a dead letter fails like
+    one that reads no rows (the earlier predictions and _SUCCESS stay, its summary and dead
+    letters go to _FAILED_RUN/); --allow_empty_output publishes it when that is wanted."""
+    export = trained[2]["export_dir"]
+    out = str(tmp_path / "out")
+    first = _run(export, taxi_csv[0], out)
+    before = sorted(os.listdir(out))
+    kept = open(glob.glob(os.path.join(out, "predictions-*.jsonl"))[0]).read()
+    bad = tmp_path / "bad.csv"
+    with open(taxi_csv[0]) as f:
+        header = f.readline()
+    bad.write_text(header + "".join(f"k{i},not-a-date,1,2,3,4,5,Cash,Sun,7\n" for i in range(40)))
+    with pytest.raises(Exception, match="no rows reached rows_predicted"):
+        _run(export, str(bad), out)
+    assert sorted(p for p in os.listdir(out) if p != "_FAILED_RUN") == before
+    assert open(glob.glob(os.path.join(out, "predictions-*.jsonl"))[0]).read() == kept
+    failed = json.load(open(os.path.join(out, "_FAILED_RUN", "summary.json")))
+    assert failed["rows_read"] == 40 and failed["rows_predicted"] == 0
+    assert len(read_jsonl(os.path.join(out, "_FAILED_RUN", "rejects", "*.jsonl"))) == 40
+    assert first["rows_predicted"] > 0
+    s = _run(export, str(bad), out, "--allow_empty_output")
+    assert s["rows_predicted"] == 0 and s["rejected"]["total"] == 40
+    assert os.path.exists(os.path.join(out, "_SUCCESS"))

@@ -334,6 +334,44 @@ def test_a_killed_publishs_lock_is_taken_over(tmp_path):
     assert waited >= 0.45
 
 
+@pytest.mark.parametrize("content", ["", "{\"owner\": \"half", "\x00\x01", "[]"])
+def test_an_empty_or_unreadable_lock_never_hangs(tmp_path, content, capsys):
+    """A lock file with nothing readable in it (a kill between its create and its write, a
+    full disk) is its holder gone once it is older than the bound: taken over, not waited
+    on forever."""
+    out = tmp_path / "out"
+    out.mkdir()
+    lock = out / publish.LOCK
+    lock.write_text(content)
+    old = time.time() - 60
+    os.utime(lock, (old, old))
+    t0 = time.time()
+    with publish.PublishLock(str(out), "me", "job", poll_secs=0.05, max_wait_secs=5):
+        assert json.loads(lock.read_text())["owner"] == "me"
+    assert time.time() - t0 < 2
+    # A fresh unreadable one may be being written: waited for (briefly), then taken over.
+    lock.write_text(content)
+    t0 = time.time()
+    with publish.PublishLock(str(out), "me", "job", poll_secs=0.05, unreadable_secs=0.3):
+        pass
+    assert 0.3 <= time.time() - t0 < 3
+
+
+def test_a_live_holder_is_waited_for_with_a_reason_and_a_bound(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / publish.LOCK).write_text(json.dumps({"owner": "other", "since": time.time(),
+                                                "renewed": time.time() + 3600,
+                                                "host": "elsewhere", "pid": 1}))
+    with pytest.raises(publish.LockWaitTimeout, match="run other .host elsewhere, pid 1. has "
+                                                      "held the publish lock"):
+        with publish.PublishLock(str(out), "me", "job", poll_secs=0.05, max_wait_secs=0.3):
+            pass
+    err = capsys.readouterr().err
+    assert "job: waiting for run other (host elsewhere, pid 1) to finish publishing" in err
+    assert "giving up after 0 s" in err
+
+
 def test_an_output_the_input_glob_reaches_is_refused_at_launch(tmp_path):
     from beam_jobs import preprocess
     from beam_jobs.cli import JobError

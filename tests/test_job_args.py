@@ -35,12 +35,58 @@ NOWHERE = "/nonexistent/nothing-here"
      "give --temp_location gs://"),
     (stream_predict, ["--streaming", "--model_dir", NOWHERE, "--input_topic", "projects/p/t",
                       "--output_table", "just-a-name"], "not a BigQuery table"),
+    # `$` matches before a trailing newline: the table pattern must match the whole value.
+    (batch_predict, ["--model_dir", NOWHERE, "--input", "x", "--output", "y",
+                     "--output_table", "p-1:ds.t\n", "--temp_location", "gs://b/t"],
+     "not a BigQuery table"),
 ])
 def test_bad_arguments_fail_before_any_io(job, args, message):
     with pytest.raises(SystemExit) as e:
         job.parse_args(PipelineOptions(args))
     text = str(e.value.code)
     assert text.startswith(f"{job.JOB}: error:") and message in text and "\n" not in text
+
+
+@pytest.mark.parametrize("job", [batch_predict, preprocess, stream_predict, "redrive"])
+@pytest.mark.parametrize("args,message", [
+    (["--evaluate_lable", "fare_amount"], "unknown flag --evaluate_lable (did you mean "
+                                          "--evaluate_label?)"),
+    (["--golden_sett=g.csv"], "unknown flag --golden_sett (did you mean --golden_set?)"),
+    (["--max_metric_regresion", "0.1"], "did you mean --max_metric_regression?"),
+    (["--num_workrs", "3"], "did you mean --num_workers?"),   # a typo of Dataflow's own
+    (["--model_dir"[:-1] + "z", "m"], "unknown flag --model_diz"),
+    (["stray"], "unexpected argument 'stray'"),
+])
+def test_no_flag_is_ever_discarded(job, args, message):
+    """Beam drops what it cannot parse with one warning; every job refuses it in one line,
+    naming the closest flag, before anything runs."""
+    if job == "redrive":
+        from beam_jobs import redrive as job
+    with pytest.raises(SystemExit) as e:
+        common_options.job_options(["--output", NOWHERE] + args, job.JOB, PipelineOptions,
+                                   "doc")
+    text = str(e.value.code)
+    assert text.startswith(f"{job.JOB}: error:") and message in text and "\n" not in text
+
+
+def test_beams_and_dataflows_own_flags_keep_working():
+    options = common_options.job_options(
+        ["--model_dir", "m", "--input", "i", "--output", "o", "--evaluate_label", "y",
+         "--runner", "DataflowRunner", "--project", "p", "--region", "r", "--num_workers", "3",
+         "--experiments=use_runner_v2", "--experiments", "x", "--setup_file", "./setup.py",
+         "--streaming", "--direct_num_workers", "2"], batch_predict.JOB, PipelineOptions, "doc")
+    from apache_beam.options.pipeline_options import WorkerOptions
+    assert options.view_as(WorkerOptions).num_workers == 3
+
+
+def test_help_shows_each_flags_default(capsys):
+    with pytest.raises(SystemExit):
+        common_options.job_options(["--help"], batch_predict.JOB,
+                                   batch_predict.BatchPredictOptions, "doc",
+                                   shared=batch_predict.OPTION_CLASSES[:-1])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Largest batch RunInference forms. (default: 1024)" in out
+    assert "(default: 0.05)" in out  # --max_metric_regression
 
 
 def test_arguments_are_a_typed_frozen_dataclass():

@@ -97,6 +97,50 @@ def test_golden_set_flags_fail_at_launch_with_one_line(trained, taxi_csv, tmp_pa
         batch_predict.run(args + ["--golden_set", str(tmp_path / "missing.tfrecord")])
 
 
+def test_golden_labels_far_outside_training_and_missing_columns_are_named_at_launch(
+        trained, taxi_csv, tmp_path):
+    """One outlier label (1e9) would make every RMSE ~1e8 and let a much worse version pass
+    the relative tolerance: refused at launch. A golden set without the model's columns says
+    so (it was reported as having no labelled row)."""
+    import csv
+    args = ["--model_dir", trained[2]["export_dir"], "--input", taxi_csv[0],
+            "--output", str(tmp_path / "out")]
+    with open(taxi_csv[0], newline="") as f:
+        rows = list(csv.DictReader(f))
+    fields = list(rows[0])
+    outlier = tmp_path / "outlier.csv"
+    with open(outlier, "w", newline="") as f:
+        w = csv.DictWriter(f, fields)
+        w.writeheader()
+        w.writerows(rows[:50] + [dict(rows[50], fare_amount="1e9")])
+    with pytest.raises(cli.JobError, match=r"1 label\(s\) far outside what the model was "
+                                           r"trained on \(e.g. 1e\+09; train labels"):
+        batch_predict.run(args + ["--golden_set", str(outlier)])
+    narrow = tmp_path / "narrow.csv"
+    with open(narrow, "w", newline="") as f:
+        w = csv.DictWriter(f, ["key", "fare_amount"], extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows[:50])
+    with pytest.raises(cli.JobError, match="lacks the model's column.s. pickup_datetime, "
+                                           "pickup_longitude"):
+        batch_predict.run(args + ["--golden_set", str(narrow)])
+
+
+def test_the_gate_compares_with_the_version_that_served_not_a_refused_one(
+        trained, nan_export, shuffled_export, taxi_csv, tmp_path):
+    """100 good, 200 NaN (refused), 300 much worse: 300 is compared with 100, the version
+    serving when 200 was refused (compared with 200 it had `no_baseline` and served)."""
+    base = _base(tmp_path, (100, trained[2]["export_dir"]), (200, nan_export),
+                 (300, shuffled_export))
+    summary = batch_predict.run(["--model_dir", str(base), "--input", taxi_csv[0],
+                                 "--output", str(tmp_path / "out")])
+    rec = summary["model_gate"]
+    assert summary["model_version"] == "100", rec
+    assert (rec["event"], rec["reason"]) == ("version_refused", "metric_regression")
+    assert (rec["candidate_version"], rec["current_version"]) == ("300", "100")
+    assert rec["candidate_metric"] > rec["current_metric"] * 1.05
+
+
 def _base(tmp_path, *exports):
     base = tmp_path / "models"
     for version, export in exports:

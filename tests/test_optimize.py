@@ -114,6 +114,25 @@ def test_a_version_beyond_the_tolerance_is_refused_and_nothing_is_written(traine
         optimize.optimize(str(tmp_path), "frozen")
 
 
+def test_a_read_only_export_base_is_refused_before_any_work(trained, tmp_path, capsys):
+    """The new version goes beside the source: a base it cannot write to is one line at the
+    start (it was found only after optimising, writing the `.partial` folder)."""
+    import subprocess
+    import time
+    base = _base_with(trained[2]["export_dir"], tmp_path)
+    before = sorted(os.listdir(base))
+    subprocess.run(["chattr", "+i", base], check=True)  # read-only even for root
+    try:
+        t0 = time.time()
+        assert optimize.main(["--model_dir", base, "--mode", "frozen"]) == 2
+        err = capsys.readouterr().err
+        assert f"--model_dir {base} is not writable" in err and "Traceback" not in err
+        assert time.time() - t0 < 5  # before loading or freezing anything
+    finally:
+        subprocess.run(["chattr", "-i", base], check=True)
+    assert sorted(os.listdir(base)) == before
+
+
 def test_image_classifier_keeps_its_classes_when_frozen(trained_images, tmp_path):
     source = trained_images[2]["export_dir"]
     base = _base_with(source, tmp_path)

@@ -122,6 +122,26 @@ def test_batch_reports_no_skew_on_its_own_data_and_names_the_shifted_columns(
     assert "skew" not in summary
 
 
+def test_serving_rows_without_the_label_flag_nothing(trained, taxi_csv, tmp_path):
+    """Rows to predict carry no label: the skew report compares the model's features only
+    (not the label, the key or a passthrough column), so train-like rows flag nothing."""
+    with open(taxi_csv[0], newline="") as f:
+        rows = list(csv.DictReader(f))
+    fields = [n for n in rows[0] if n != "fare_amount"] + ["note"]
+    with open(tmp_path / "unlabelled.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fields, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow(dict(r, note="n/a"))
+    summary = batch_predict.run(["--model_dir", trained[2]["export_dir"], "--input",
+                                 str(tmp_path / "unlabelled.csv"), "--output",
+                                 str(tmp_path / "out"), "--passthrough_columns", "note"])
+    skew = summary["skew"]
+    assert skew["flagged"] == [], skew["features"]
+    assert not {"fare_amount", "key", "note"} & set(skew["features"])
+    assert "payment_type" in skew["features"]
+
+
 def test_streaming_writes_a_skew_record_per_window(trained, tmp_path):
     model = tmp_path / "m"
     shutil.copytree(trained[2]["export_dir"], model / "100")

@@ -294,7 +294,11 @@ def test_rendered_manifests_carry_replicas_image_and_args(tmp_path):
 @pytest.mark.parametrize("kw, message", [
     (dict(batch_size=0), "--batch_size"), (dict(hidden_units=[]), "--hidden_units"),
     (dict(distribution="tpu"), "--distribution"), (dict(dropout=1.5), "--dropout"),
-    (dict(lr_schedule="step"), "--lr_schedule"), (dict(backbone="vgg"), "--backbone")])
+    (dict(lr_schedule="step"), "--lr_schedule"), (dict(backbone="vgg"), "--backbone"),
+    # What models.config will hold is checked before training (it was refused after export).
+    (dict(serving_base_path="/models/model\n"), "--serving_base_path"),
+    (dict(serving_model_name="model\n"), "--serving_model_name"),
+    (dict(model="trees"), "--model"), (dict(shrinkage=0), "--shrinkage")])
 def test_config_validation(kw, message):
     with pytest.raises(ConfigError, match=message):
         _cfg("d", "j", **kw)

@@ -11,6 +11,10 @@ and the peak RSS of each run is measured in its process.
 
     python -m tools.reliability            # prints one line per case, then the figure
     python -m tools.reliability --quick    # skips the multi-GB gzip bomb
+
+Round 4 (issue 39) runs batch_predict and redrive against a small model it trains first
+(typos of flags, a run whose every row is rejected, an empty publish lock, hostile golden
+sets, a table name with a newline, a source changed under a redrive).
 """
 from __future__ import annotations
 
@@ -36,11 +40,11 @@ label: y
 """
 
 RUNNER = """
-import json, resource, sys, traceback
-from beam_jobs import preprocess
+import importlib, json, resource, sys, traceback
+job = importlib.import_module("beam_jobs." + sys.argv[2])
 out = {"rc": 0}
 try:
-    preprocess.run(json.loads(sys.argv[1]))
+    job.run(json.loads(sys.argv[1]))
 except SystemExit as e:
     out = {"rc": 2, "error": str(e.code)}
 except Exception as e:
@@ -50,7 +54,8 @@ out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 print("RESULT " + json.dumps(out))
 """
 # Failures the jobs raise on purpose, with their message (beam_jobs/finalize.py).
-DESIGNED = ("cut short, corrupt or unreadable", "no rows reached", "no rows read", "error:")
+DESIGNED = ("cut short, corrupt or unreadable", "no rows reached", "no rows read", "error:",
+            "has held the publish lock")
 
 
 def _taxi_lines(rows: int = 200):
@@ -154,6 +159,7 @@ def cases(work: str, quick: bool):
     yield f"gzip bomb ({size_gb} GB line in {os.path.getsize(bomb) / 1e6:.1f} MB)", taxi(bomb), 1
     yield from _round3_cases(work, csv, good, header, body)
     yield from _image_cases(work, csv)
+    yield from _round4_cases(work, csv, good, header, body)
 
 
 def _round3_cases(work, csv, good, header, body):
@@ -184,6 +190,67 @@ def _round3_cases(work, csv, good, header, body):
                                                "--schema_spec", SPEC], len(body) * 10
 
 
+def _round4_cases(work, csv, good, header, body):
+    """The prediction jobs' promises (issue 39), against a model trained here on `good`."""
+    import shutil
+    model = os.path.join(work, "r4model")
+    for module, args in (("beam_jobs.preprocess", ["--input", good, "--output", model + "_prep",
+                                                   "--schema_spec", SPEC]),
+                         ("training.task", ["--data_dir", model + "_prep", "--job_dir", model,
+                                            "--model", "wide_deep", "--epochs", "1",
+                                            "--verbose", "0"])):
+        subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, check=True,
+                       capture_output=True)
+    export = os.path.join(model, "export")
+    base = ["--model_dir", export, "--input", good]
+    yield "batch: a misspelt flag", base + ["--evaluate_lable", "fare_amount"], None, \
+        "batch_predict", None
+    yield "batch: a misspelt Dataflow flag", base + ["--num_workrs", "3"], None, \
+        "batch_predict", None
+    yield "batch: a table name ending in a newline", base + [
+        "--output_table", "p:ds.t\n", "--temp_location", "gs://b/t"], None, "batch_predict", None
+    rejected = csv("all_bad.csv", header + "\n" + "\n".join(
+        ",".join(["x"] * len(header.split(","))) for _ in range(30)) + "\n")
+    kept = os.path.join(work, "r4kept")
+    subprocess.run([sys.executable, "-m", "beam_jobs.batch_predict", *base, "--output", kept],
+                   cwd=ROOT, check=True, capture_output=True)
+    yield "batch: every row rejected over a good output", [
+        "--model_dir", export, "--input", rejected], None, "batch_predict", kept
+    locked = os.path.join(work, "r4locked")
+    os.makedirs(locked, exist_ok=True)
+    lock = os.path.join(locked, "_PUBLISH_LOCK")
+    open(lock, "w").close()
+    os.utime(lock, (time.time() - 120, time.time() - 120))
+    yield "batch: an empty publish lock left by a kill", base, len(body), "batch_predict", locked
+    lines = [header] + body
+    outlier = csv("golden_outlier.csv", "\n".join(lines[:40] + [
+        ",".join(v if i != len(header.split(",")) - 1 else "1e9"
+                 for i, v in enumerate(lines[40].split(",")))]) + "\n")
+    yield "batch: a golden label of 1e9", base + ["--golden_set", outlier], None, \
+        "batch_predict", None
+    narrow = csv("golden_narrow.csv", "key,fare_amount\n" + "".join(
+        f"k{i},{i % 30 + 2.5}\n" for i in range(30)))
+    yield "batch: a golden set without the features", base + ["--golden_set", narrow], None, \
+        "batch_predict", None
+    src = os.path.join(work, "r4src.csv")
+    bad = [ln.split(",") for ln in lines]
+    for row in bad[1:6]:
+        row[2] = "n/a"
+    with open(src, "w") as f:
+        f.write("\n".join(",".join(r) for r in bad) + "\n")
+    redriven = os.path.join(work, "r4redrive")
+    subprocess.run([sys.executable, "-m", "beam_jobs.batch_predict", "--model_dir", export,
+                    "--input", src, "--output", redriven], cwd=ROOT, check=True,
+                   capture_output=True)
+    swapped = [r[:] for r in bad]
+    for r in swapped:
+        r[2], r[4] = r[4], r[2]
+    with open(src, "w") as f:
+        f.write("\n".join(",".join(r) for r in swapped) + "\n")
+    shutil.rmtree(model + "_prep", ignore_errors=True)
+    yield "redrive: its source regenerated, columns swapped", [], len(body), "redrive", redriven
+
+
 def _image_cases(work, csv):
     img = os.path.join(work, "img")
     os.makedirs(img, exist_ok=True)
@@ -206,11 +273,11 @@ def _image_cases(work, csv):
            len(rows))
 
 
-def run_case(args, out, timeout):
+def run_case(args, out, timeout, job="preprocess"):
     t = time.time()
     try:
-        r = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(args + ["--output", out])],
-                           cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(args + ["--output", out]),
+                            job], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"rc": -1, "error": f"timeout after {timeout} s"}, time.time() - t
     found = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
@@ -246,9 +313,10 @@ def main(argv=None) -> int:
     counts = {"handled": 0, "crash": 0, "silent loss": 0}
     peak = 0
     with tempfile.TemporaryDirectory(prefix="reliability_") as work:
-        for i, (name, args, expected) in enumerate(cases(work, a.quick)):
-            out = os.path.join(work, f"out{i}")
-            result, secs = run_case(args, out, a.timeout)
+        for i, (name, args, expected, *where) in enumerate(cases(work, a.quick)):
+            job, out = (where + [None, None])[:2] if where else ("preprocess", None)
+            out = out or os.path.join(work, f"out{i}")
+            result, secs = run_case(args, out, a.timeout, job or "preprocess")
             outcome, detail = classify(result, out, expected)
             counts[outcome] += 1
             peak = max(peak, result.get("rss_mb") or 0)

@@ -98,11 +98,15 @@ class TrainConfig:
             raise ConfigError("--lr_schedule must be constant or cosine")
         if self.backbone not in BACKBONES:
             raise ConfigError(f"--backbone must be one of {BACKBONES}")
-        from training.serving_config import check_model_name
+        from training.serving_config import check_base_path, check_model_name, serving_base_path
         try:
             check_model_name(self.serving_model_name)
         except ValueError as e:
             raise ConfigError(f"--serving_model_name: {e}") from None
+        try:  # what models.config will hold, checked before training, not after the export
+            check_base_path(self.serving_base_path or serving_base_path(self.model_dir))
+        except ValueError as e:
+            raise ConfigError(f"--serving_base_path (or --model_dir): {e}") from None
         if self.distribution not in DISTRIBUTIONS:
             raise ConfigError(f"--distribution must be one of {DISTRIBUTIONS}")
 

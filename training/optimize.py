@@ -43,6 +43,7 @@ from training.export import (
     serving_api_signatures,
     set_method_names,
 )
+from training.guards import TrainingError, check_writable
 from training.quantize import MODES, quantize, weight_constants
 
 log = logging.getLogger("training.optimize")
@@ -166,6 +167,10 @@ def optimize(model_dir: str, mode: str, tolerance: float = DEFAULT_TOLERANCE) ->
     OptimizeError (nothing written) when the metric moves beyond `tolerance`."""
     import tensorflow as tf
     source = source_version(model_dir)
+    try:  # the new version goes beside the source: refused before any work, not after
+        check_writable(os.path.dirname(source.rstrip("/")), "--model_dir")
+    except TrainingError as e:
+        raise OptimizeError(str(e)) from None
     with tf.io.gfile.GFile(os.path.join(source, RAW_SCHEMA_ASSET)) as f:
         schema = Schema.loads(f.read())
     golden_path = os.path.join(source, EXPORT_GOLDEN)

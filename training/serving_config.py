@@ -48,15 +48,22 @@ BATCHING = Batching(max_batch_size=1024, batch_timeout_micros=0, num_batch_threa
 
 
 def check_model_name(name: str) -> str:
-    if not _MODEL_NAME.match(name or ""):
+    if not _MODEL_NAME.fullmatch(name or ""):  # `$` would let a trailing newline pass
         raise ValueError(f"serving model name {name!r}: letters, digits, '_', '.', '-' "
                          "(it is the URL path /v1/models/<name>)")
     return name
 
 
-def _quoted(text: str) -> str:
-    if any(ord(ch) < 0x20 for ch in text):
+def check_base_path(text: str) -> str:
+    """A base path models.config can hold: no control character (a newline would end the
+    quoted string and break the config the server reads)."""
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7f for ch in text):
         raise ValueError(f"serving base path {text!r} has a control character")
+    return text
+
+
+def _quoted(text: str) -> str:
+    check_base_path(text)
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
