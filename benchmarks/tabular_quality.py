@@ -7,7 +7,8 @@ split), `training.task --data_dir P --job_dir J` (`--model auto`: the network an
 trees, the better on a validation slice of the train split kept), `batch_predict --input
 test.csv --evaluate_label L`. The baseline is HistGradientBoosting{Regressor,Classifier} with
 its defaults on the same 80/20 rows (string columns as categories, those with over 255 values
-dropped). One line per table: our test metric (auto), each family's figure on the eval split
+dropped; R's `rownames` identifier dropped too, as our jobs leave it out). One line per
+table: our test metric (auto), each family's figure on the eval split
 (from the auto run's metrics.json) and which was kept, the baseline's, the ratio, batch
 prediction over the whole train.csv against the trainer's eval figure (train/serve
 agreement: regression RMSE at most 1.25x), rows rejected and why, wall time per job.
@@ -76,7 +77,9 @@ def baseline(train, test, label, task) -> float:
     import pandas as pd
     from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
     train, test = train[train[label].notna()], test[test[label].notna()]
-    x_cols = [c for c in train.columns if c != label]
+    # R's row names are an identifier (our jobs leave them out): in a table sorted by the
+    # label (diamonds by price) the baseline would read the label off them.
+    x_cols = [c for c in train.columns if c not in (label, "rownames")]
     xs = []
     for df in (train, test):
         x = df[x_cols].copy()

@@ -88,10 +88,16 @@ def exact_eval(model, files, info, batch_size: int, holdout=None) -> dict:
     Per-epoch validation under multi-worker training repeats data to keep workers in step;
     the final figure in metrics.json must be exact, so batch prediction can reproduce it.
     """
+    return scored_rows(model, files, info, batch_size, holdout)[0]
+
+
+def scored_rows(model, files, info, batch_size: int, holdout=None) -> tuple:
+    """(metrics, each row's loss: squared error, or 1 - correct; rows of a class never seen
+    in train are left out), over `files` (the `holdout` slice of them) in file order."""
     ds = data_lib.make_dataset_fn(files, info, batch_size, training=False, scale_label=False,
                                   holdout=holdout)()
-    predict = tf.function(lambda x: model(x, training=False))
-    sums = EvalSums()
+    predict = tf.function(lambda x: model(x, training=False), reduce_retracing=True)
+    sums, losses = EvalSums(), []
     for features, label, weight in ds:
         out = predict(features).numpy()
         y, w = label.numpy(), weight.numpy()
@@ -99,9 +105,27 @@ def exact_eval(model, files, info, batch_size: int, holdout=None) -> dict:
             pred = out[:, 0] if info.label_scaler is None else \
                 info.label_scaler.inverse(out[:, 0]).numpy()
             sums.add_regression(pred, y[:, 0])
+            losses.append((pred.astype(np.float64) - y[:, 0]) ** 2)
         else:
-            sums.add_classification(np.argmax(out, -1) == y, w)
-    return sums.metrics(info.task)
+            correct = np.argmax(out, -1) == y
+            sums.add_classification(correct, w)
+            losses.append(1.0 - correct[w > 0])
+    return sums.metrics(info.task), (np.concatenate(losses) if losses else np.zeros(0))
+
+
+def choose_family(network: str, losses: dict) -> tuple:
+    """(family kept, why) from each candidate's per-row losses on the same validation rows.
+    The network is kept only when its mean loss is lower than the trees' by more than one
+    standard error of the paired difference: on a slice of a few dozen rows a lower figure
+    is often noise, and then the trees (bounded by construction, cheaper) are kept."""
+    diff = losses[network] - losses["boosted_trees"]
+    n = len(diff)
+    se = float(diff.std(ddof=1) / np.sqrt(n)) if n > 1 else float("inf")
+    mean = float(diff.mean()) if n else 0.0
+    kept = network if mean < -se else "boosted_trees"
+    return kept, (f"validation slice of {n} rows: the network's mean loss minus the trees' "
+                  f"{mean:.4g} (standard error {se:.4g}); the network is kept only when "
+                  f"lower by more than one standard error")
 
 
 def train_and_evaluate(cfg: TrainConfig) -> dict:
@@ -125,11 +149,6 @@ def model_families(cfg: TrainConfig, info, kind: str) -> tuple:
                  "process)", kind)
         return ("network",)
     return ("network", "trees")
-
-
-def _validation_metric(task: str, metrics: dict) -> float:
-    """Larger is better: accuracy, or -RMSE."""
-    return metrics["accuracy"] if task == "classification" else -metrics["rmse"]
 
 
 def _train_and_evaluate(cfg: TrainConfig) -> dict:
@@ -166,13 +185,13 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         runs["boosted_trees"] = (trees.model, trees.info)
         candidates["boosted_trees"] = {"train_seconds": trees.seconds, "rows": trees.rows,
                                        "num_trees": trees.num_trees}
-    batch = cfg.batch_size or 1024
+    batch, why = cfg.batch_size or 1024, "--model"
     if len(runs) > 1:
+        losses = {}
         for name, (model, served) in runs.items():
-            candidates[name]["validation"] = exact_eval(model, train_files, served, batch,
-                                                        holdout="only")
-        chosen = max(runs, key=lambda n: (_validation_metric(
-            info.task, candidates[n]["validation"]), n == "boosted_trees"))
+            candidates[name]["validation"], losses[name] = scored_rows(
+                model, train_files, served, batch, holdout="only")
+        chosen, why = choose_family(next(n for n in runs if n != "boosted_trees"), losses)
     else:
         chosen = next(iter(runs))
     model, served = runs[chosen]
@@ -180,16 +199,15 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         candidates[name]["eval"] = exact_eval(m, eval_files, i, batch)
     final = candidates[chosen]["eval"]
     if len(runs) > 1:
-        log.info("--model auto: %s (validation slice: %s)", chosen, "; ".join(
-            f"{n} {candidates[n]['validation']}" for n in runs))
+        log.info("--model auto: %s (%s; %s)", chosen, "; ".join(
+            f"{n} {candidates[n]['validation']}" for n in runs), why)
     export_dir = export_model(model, cfg.data_dir, served, next_version_dir(cfg.model_dir),
                               family=chosen)
     metrics = {
         "task": info.task, "label": info.label, "distribution": kind,
         "replicas": strategy.num_replicas_in_sync, "eval": final,
         "model": {"family": chosen, "requested": cfg.model_module or cfg.model,
-                  "chosen_by": "validation slice (1 in 10 train records)"
-                  if len(runs) > 1 else "--model", "candidates": candidates},
+                  "chosen_by": why, "candidates": candidates},
         "export_dir": export_dir, "config": cfg.to_dict(),
         "label_scaling": served.label_scaler.to_dict() if served.label_scaler else None,
         "serving_config": write_serving_config(
