@@ -15,7 +15,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from preprocessing.values import DATETIME_TAIL_PATTERN, NUMBER_PATTERN, float32_storable
+from preprocessing.values import (
+    DATE_ONLY_LENGTH,
+    DATETIME_TAIL_PATTERN,
+    MIDNIGHT,
+    NUMBER_PATTERN,
+    float32_storable,
+)
 
 # Every character str.strip() removes (str.isspace), so utf8_trim is exactly .strip().
 PY_WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
@@ -78,12 +84,15 @@ def convert(s: pa.Array, dtype: str, is_datetime: bool):
 
 
 def datetime_ok(s) -> np.ndarray:
-    """looks_like_datetime, vectorised for ASCII `YYYY-MM-DD[ T]HH:MM:SS[tail]` (a valid
+    """looks_like_datetime, vectorised for ASCII `YYYY-MM-DD[[ T]HH:MM:SS[tail]]` (a valid
     date and time, a fraction and zone as values.DATETIME_TAIL_PATTERN); anything else is
     False and goes to the row-by-row check."""
     n = len(s)
     if n == 0:
         return np.zeros(0, dtype=bool)
+    # A date alone (`YYYY-MM-DD`) is that date at midnight.
+    s = pc.if_else(pc.equal(pc.binary_length(s), DATE_ONLY_LENGTH),
+                   pc.binary_join_element_wise(s, MIDNIGHT, ""), s)
     tail_ok = mask(pc.match_substring_regex(s, _DATETIME_TAIL))
     head = pc.binary_slice(s.cast(pa.binary()), 0, 19)
     full = mask(pc.equal(pc.binary_length(head), 19))

@@ -12,6 +12,7 @@ stripped:
   (widening: a later `55.3` cannot be rejected). Any other text makes the column a string.
   Integer literals with a leading zero (`02134`) are codes: strings;
 - datetime: strings that all look like `YYYY-MM-DD HH:MM:SS` (with an optional zone, values.py);
+  dates alone (`YYYY-MM-DD`) too, with the parts a date has and `days` since 1970 (a trend);
 - identifiers: strings unique in (nearly) every row, or integers strictly increasing in
   every row over a dense range (at most 10 values a row: row numbers, or what a sample or a
   split of a table leaves of them), are not features: the first becomes the key when none
@@ -45,6 +46,7 @@ ID_SHARE = 0.9               # strings distinct in at least this share of rows a
 MAX_VOCAB = 1000
 CLASSIFICATION_MAX_CLASSES = 20
 NUM_BUCKETS = 16             # quantile buckets of a `numeric` feature
+DATE_PARTS = ("weekday", "month", "day", "days")  # of a column of dates alone
 
 
 
@@ -87,6 +89,11 @@ def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:
         why = "integer codes with leading zeros: strings"
     else:
         why = f"{s.non_numeric} value(s) are not numbers (e.g. {s.examples[:2]})"
+    if s.non_datetime == 0 and not s.numeric and not s.timed:  # dates: no time of day
+        return Decision(ColumnSpec(name, "string", "datetime", parts=DATE_PARTS,
+                                   default="1970-01-01" if missing else None),
+                        "feature", "every value is a YYYY-MM-DD date: weekday, month, day of "
+                                   "the month and days since 1970 (a trend)")
     if s.non_datetime == 0 and not s.numeric:
         return Decision(ColumnSpec(name, "string", "datetime",
                                    default="1970-01-01 00:00:00" if missing else None),

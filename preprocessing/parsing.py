@@ -182,8 +182,8 @@ class RowParser:
                 values.append(c.default)
                 continue
             if c.is_datetime and not looks_like_datetime(text):
-                raise Reject("unparsable_datetime",
-                               f"column '{c.name}': {text!r} is not YYYY-MM-DD HH:MM:SS[.fff][Z|UTC|+HH:MM]")
+                raise Reject("unparsable_datetime", f"column '{c.name}': {text!r} is not "
+                                                    "YYYY-MM-DD[ HH:MM:SS[.fff][Z|UTC|+HH:MM]]")
             try:
                 values.append(coerce_value(text, c.dtype))
             except NumberError as e:

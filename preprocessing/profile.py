@@ -43,6 +43,7 @@ class ColumnStats:
     non_integer: int = 0            # numbers that are not integer literals
     leading_zero: int = 0           # integer literals like 007
     non_datetime: int = 0           # present values that are not YYYY-MM-DD HH:MM:SS
+    timed: int = 0                  # datetimes with a time of day (not a date alone)
     distinct: set = dataclasses.field(default_factory=set)
     distinct_rows: int = 0          # present values `distinct` was counted over
     capped: bool = False            # past DISTINCT_CAP: `distinct` covers a prefix only
@@ -96,6 +97,7 @@ class ColumnStats:
             self._add_numbers(present)
         if self.non_datetime == 0:
             self.non_datetime += int((~datetime_ok(present)).sum())
+            self.timed += pc.sum(pc.greater(pc.binary_length(present), 10)).as_py() or 0
         if not self.capped:
             self.distinct.update(pc.unique(present).to_pylist())
             self.distinct_rows += len(present)

@@ -52,6 +52,8 @@ MEAN_DEFAULT = "mean"
 STRING_TRANSFORMS = ("vocabulary", "hash", "datetime")
 # Datetime part -> number of values (the categorical cardinality the model sees).
 DATETIME_PARTS = {"hour": 24, "weekday": 7, "month": 12, "day": 31, "minute": 60}
+# Parts that are numbers, not categories: `days` since 1970-01-01 (a trend over time).
+DATETIME_NUMBERS = ("days",)
 DERIVED_OPS = {"haversine_km": 4}
 # The raw schema file preprocess writes beside its outputs, and the export carries as
 # assets.extra/RAW_SCHEMA_FILE for serving (one name, every reader).
@@ -182,7 +184,8 @@ class Schema:
                 out[name] = c.hash_buckets
             elif c.transform == "datetime":
                 for p in c.parts:
-                    out[f"{name}_{p}"] = DATETIME_PARTS[p]
+                    if p in DATETIME_PARTS:  # `days` is a number
+                        out[f"{name}_{p}"] = DATETIME_PARTS[p]
             if c.imputed:
                 out[f"{name}_missing"] = 2
         for x in self.crosses:
@@ -246,10 +249,11 @@ class Schema:
                 raise SchemaError(f"column '{c.name}': transform '{c.transform}' needs a string "
                                   f"column")
             if c.transform == "datetime":
-                bad = [p for p in c.parts if p not in DATETIME_PARTS]
+                bad = [p for p in c.parts if p not in DATETIME_PARTS and p not in DATETIME_NUMBERS]
                 if bad or not c.parts:
                     raise SchemaError(f"column '{c.name}': datetime parts {list(c.parts)} must be "
-                                      f"a non-empty subset of {list(DATETIME_PARTS)}")
+                                      f"a non-empty subset of "
+                                      f"{list(DATETIME_PARTS) + list(DATETIME_NUMBERS)}")
             for attr in ("num_buckets", "hash_buckets"):
                 if getattr(c, attr) < 1:
                     raise SchemaError(f"column '{c.name}': {attr} must be >= 1")

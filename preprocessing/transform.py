@@ -13,7 +13,8 @@ Transformed feature names (`<name>`: the column's TensorFlow name, schema.tf_nam
   identity / image                            -> `<name>` unchanged (image: encoded JPEG bytes)
   vocabulary / bucketize / hash               -> int64 `<name>` (vocab file named `<name>`)
   datetime                                    -> int64 `<name>_<part>` (hour 0-23, weekday
-                                                 0=Monday, month 0-11, day 0-30, minute 0-59)
+                                                 0=Monday, month 0-11, day 0-30, minute 0-59);
+                                                 float32 `<name>_days` (days since 1970, z-score)
   crosses                                     -> int64 `cross_<a>_x_<b>`
   label                                       -> float32 (regression) or int64 class index
                                                  (classification; vocab file `_label_classes`; -1 when
@@ -68,6 +69,9 @@ def _zone_minutes(s: tf.Tensor) -> tf.Tensor:
 def datetime_parts(s: tf.Tensor) -> dict:
     """Calendar parts, in UTC, of 'YYYY-MM-DD HH:MM:SS[.fff][zone]' strings, computed with
     TF ops only (so the serving graph converts offsets exactly as preprocess did)."""
+    s = tf.strings.strip(s)
+    s = tf.where(tf.strings.length(s) == 10, s + " 00:00:00", s)  # a date alone: midnight
+
     def num(pos, length):
         return tf.strings.to_number(tf.strings.substr(s, pos, length), out_type=tf.int64)
 
@@ -78,7 +82,7 @@ def datetime_parts(s: tf.Tensor) -> dict:
     month, day = _civil_from_days(days)
     # 1970-01-01 was a Thursday (3 with Monday = 0).
     return {"hour": minute_of_day // 60, "weekday": (days + 3) % 7, "month": month - 1,
-            "day": day - 1, "minute": minute_of_day % 60}
+            "day": day - 1, "minute": minute_of_day % 60, "days": days}
 
 
 def haversine_km(lat1, lon1, lat2, lon2):
@@ -158,7 +162,11 @@ def make_preprocessing_fn(schema: Schema):
             elif t == "datetime":
                 parts = datetime_parts(x)
                 for p in c.parts:
-                    outputs[f"{name}_{p}"] = parts[p]
+                    if p == "days":  # a number: days since 1970-01-01, scaled like one
+                        outputs[f"{name}_days"] = _scale(tf.cast(parts[p], tf.float32),
+                                                         "zscore", f"{name}_days")
+                    else:
+                        outputs[f"{name}_{p}"] = parts[p]
         for d in schema.derived:
             if d.op == "haversine_km":
                 args = [inputs[schema.tf_name(i)] for i in d.inputs]

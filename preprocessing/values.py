@@ -12,7 +12,8 @@ a `T`), a valid calendar time, optionally followed by a fraction of a second (`.
 zone: `Z`, `UTC` or an offset `+05:00`/`-0330`/`+05` (hours 0-23), with or without a space
 before it. A time with a zone is converted to UTC before its parts are taken (in the
 transform graph, so preprocess and serving agree); a time without one is taken as UTC.
-Anything else after the seconds is unparsable_datetime.
+Anything else after the seconds is unparsable_datetime. A date alone (`YYYY-MM-DD`) is that
+date at midnight, UTC.
 """
 from __future__ import annotations
 
@@ -118,7 +119,13 @@ def coerce_value(text: str, dtype: str):
     return int(v)
 
 
+DATE_ONLY_LENGTH = 10      # `YYYY-MM-DD`: a datetime at midnight (UTC)
+MIDNIGHT = " 00:00:00"
+
+
 def looks_like_datetime(text: str) -> bool:
+    if len(text) == DATE_ONLY_LENGTH:
+        text += MIDNIGHT
     if not DATETIME_RE.match(text) or not DATETIME_TAIL_RE.fullmatch(text[19:]):
         return False
     try:

@@ -149,11 +149,14 @@ def test_vectorised_datetime_check_is_looks_like_datetime():
         texts.append(f"{y:04d}-{mo:02d}-{d:02d}{sep}{h:02d}:{mi:02d}:{s:02d}"
                      + rng.choice(["", " UTC", "Z", ".5", "+05:30", "-0330", "+05", ".25-08:00",
                                    "+24:00", "+05:60", " PST", "x", "+5", ".Z"]))
+        texts.append(f"{y:04d}-{mo:02d}-{d:02d}")  # a date alone
     texts += ["2024-02-29 00:00:00", "1900-02-29 00:00:00", "2000-02-29 00:00:00", "x", "",
-              "2025-01-01", "\u0662025-01-01 00:00:00"]
+              "2025-01-01", "\u0662025-01-01 00:00:00", "2024-02-29", "2023-02-29", "2025-1-01",
+              "2025-01-01Z", "20250101000"]
     got = columns.datetime_ok(pa.array(texts)).tolist()
     assert got == [looks_like_datetime(t) for t in texts]
     assert sum(got) > 1000
+    assert looks_like_datetime("2024-02-29") and not looks_like_datetime("2023-02-29")
 
 
 def _records(block):

@@ -49,6 +49,19 @@ def test_datetime_offsets_are_converted_to_utc_across_day_and_year_ends():
     assert all(len(set(v.numpy().tolist())) == 1 for v in same.values())
 
 
+def test_a_date_alone_is_midnight_utc_and_days_count_from_1970():
+    rng = random.Random(6)
+    dates = [datetime.date(1950, 1, 1) + datetime.timedelta(days=rng.randrange(0, 40000))
+             for _ in range(500)]
+    parts = {k: v.numpy().tolist() for k, v in datetime_parts(tf.constant(
+        [d.isoformat() for d in dates])).items()}
+    assert parts["days"] == [(d - datetime.date(1970, 1, 1)).days for d in dates]
+    assert parts["weekday"] == [d.weekday() for d in dates]
+    assert parts["month"] == [d.month - 1 for d in dates] and set(parts["hour"]) == {0}
+    same = datetime_parts(tf.constant(["2025-03-09", "2025-03-09 00:00:00", " 2025-03-09 "]))
+    assert all(len(set(v.numpy().tolist())) == 1 for v in same.values())
+
+
 def test_haversine_matches_numpy_twin():
     rng = np.random.default_rng(0)
     lat1, lat2 = rng.uniform(40.6, 40.9, (2, 500))

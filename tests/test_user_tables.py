@@ -258,3 +258,20 @@ def test_late_decimals_lose_no_row_end_to_end(tmp_path):
                         "--label_column", "y"])
     assert s["rejected"]["total"] == 0, s["rejected"]
     assert sum(s["splits"].values()) == 12_000
+
+
+def test_a_column_of_dates_is_a_datetime_with_a_trend_not_an_identifier():
+    """`2012-01-03` in every row (distinct per row) was an identifier, so a table's time went
+    unused (seattle-weather: its labels changed with the years); it is a datetime now, with
+    weekday, month, day of the month and `days` since 1970."""
+    import datetime
+    day0 = datetime.date(2012, 1, 1)
+    rows = [[(day0 + datetime.timedelta(days=i)).isoformat(), str(i % 7), str(i % 2)]
+            for i in range(400)]
+    schema, decisions = infer_from_profile(profile_rows(["date", "x", "y"], rows), "y")
+    col = schema.column("date")
+    assert (col.transform, tuple(col.parts)) == ("datetime", ("weekday", "month", "day", "days"))
+    assert decisions["date"].role == "feature" and schema.key is None
+    rows[5][0] = "2012-01-06 10:00:00"  # a time of day in one row: the usual datetime parts
+    schema, _ = infer_from_profile(profile_rows(["date", "x", "y"], rows), "y")
+    assert schema.column("date").parts == ("hour", "weekday", "month")
