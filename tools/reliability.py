@@ -222,10 +222,13 @@ def _round4_cases(work, csv, good, header, body):
     open(lock, "w").close()
     os.utime(lock, (time.time() - 120, time.time() - 120))
     yield "batch: an empty publish lock left by a kill", base, len(body), "batch_predict", locked
+    import csv as csv_mod
     lines = [header] + body
-    outlier = csv("golden_outlier.csv", "\n".join(lines[:40] + [
-        ",".join(v if i != len(header.split(",")) - 1 else "1e9"
-                 for i, v in enumerate(lines[40].split(",")))]) + "\n")
+    rows = list(csv_mod.reader(lines[:41]))
+    rows[40][rows[0].index("fare_amount")] = "1e9"
+    buf = io.StringIO()
+    csv_mod.writer(buf, lineterminator="\n").writerows(rows)
+    outlier = csv("golden_outlier.csv", buf.getvalue())
     yield "batch: a golden label of 1e9", base + ["--golden_set", outlier], None, \
         "batch_predict", None
     narrow = csv("golden_narrow.csv", "key,fare_amount\n" + "".join(
