@@ -96,10 +96,10 @@ class BatchPredictOptions(PipelineOptions):
         parser.add_argument("--rows_per_chunk", type=int,
                             help="JSON lines / TFRecord records handed from the reader to "
                                  "parsing at a time (default: --max_batch_size).")
-        parser.add_argument("--allow_empty_output", action="store_true",
-                            help="Publish a run that predicted no row (every row a dead "
-                                 "letter). Default: such a run fails like one that reads no "
-                                 "rows, and the previous output stays.")
+        parser.add_argument("--allow_empty_output", default="off", choices=["on", "off"],
+                            help="on: publish a run that predicted no row (every row a dead "
+                                 "letter). off: such a run fails like one that reads no rows, "
+                                 "and the previous output stays.")
         parser.add_argument("--model_threads", type=int, default=0,
                             help="TensorFlow threads per op in each worker process (0: "
                                  "TensorFlow's default, all cores), e.g. cores / processes "
@@ -304,7 +304,8 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
         info["model_gate"] = cfg.gate_record
     all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
     _ = (all_tallies, dead) | "Finalize" >> Finalize(
-        dataclasses.replace(OUTPUTS, require=() if o.allow_empty_output else OUTPUTS.require),
+        dataclasses.replace(OUTPUTS, require=() if o.allow_empty_output == "on"
+                            else OUTPUTS.require),
         staging, cfg.output, written, info, stale_staging_hours=o.stale_staging_hours)
     return p
 

@@ -424,6 +424,6 @@ def test_a_run_that_rejects_every_row_keeps_the_previous_output(trained, taxi_cs
     assert failed["rows_read"] == 40 and failed["rows_predicted"] == 0
     assert len(read_jsonl(os.path.join(out, "_FAILED_RUN", "rejects", "*.jsonl"))) == 40
     assert first["rows_predicted"] > 0
-    s = _run(export, str(bad), out, "--allow_empty_output")
+    s = _run(export, str(bad), out, "--allow_empty_output", "on")
     assert s["rows_predicted"] == 0 and s["rejected"]["total"] == 40
     assert os.path.exists(os.path.join(out, "_SUCCESS"))
