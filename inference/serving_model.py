@@ -94,9 +94,7 @@ class _Loaded:
             candidate = _Version(path)
             verdict = self.gate.check(candidate, current) if self.gate else None
         except Exception as e:  # a version that cannot be loaded is refused, not fatal
-            verdict = Verdict(False, {"event": "version_refused", "reason": "load_error",
-                                      "detail": _short(e), "current_version": current.version,
-                                      "candidate_version": model_version(path)})
+            verdict = load_refused(e, path, current.version)
         if verdict is not None:
             GATE_EVENTS.append(verdict.record)
             if not verdict.accepted:
@@ -107,6 +105,13 @@ class _Loaded:
         logging.info("New model version %s found; switching from %s%s", candidate.version,
                      current.version, f" ({gate_line(verdict.record)})" if verdict else "")
         self._current = candidate  # one assignment: readers see old or new
+
+
+def load_refused(error: Exception, path: str, current_version: str) -> Verdict:
+    """The verdict on a version that could not be loaded (or checked): refused, not fatal."""
+    return Verdict(False, {"event": "version_refused", "reason": "load_error",
+                           "detail": _short(error), "current_version": current_version,
+                           "candidate_version": model_version(path)})
 
 
 def gate_line(record: dict) -> str:
@@ -173,10 +178,7 @@ def choose_version(model_dir: str, gate: Optional[tuple]) -> tuple:
             candidate = _Version(path)
             verdict = checker.check(candidate, serving)
         except Exception as e:
-            candidate = None
-            verdict = Verdict(False, {"event": "version_refused", "reason": "load_error",
-                                      "detail": _short(e), "candidate_version": model_version(path),
-                                      "current_version": model_version(serving_path)})
+            candidate, verdict = None, load_refused(e, path, model_version(serving_path))
         record = verdict.record
         if verdict.accepted:
             serving, serving_path = candidate, path

@@ -136,6 +136,36 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
         return _train_and_evaluate(cfg)
 
 
+def _keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, eval_files,
+              batch: int) -> tuple:
+    """(family kept, its model, the info it serves with, its eval metrics, why). With two
+    candidates the validation slice decides (choose_family), each candidate's eval figure is
+    recorded, and kept trees are grown again on the whole train split before export."""
+    if len(runs) == 1:
+        chosen = next(iter(runs))
+        model, served = runs[chosen]
+        candidates[chosen]["eval"] = final = exact_eval(model, eval_files, served, batch)
+        return chosen, model, served, final, "--model"
+    losses = {}
+    for name, (model, served) in runs.items():
+        candidates[name]["validation"], losses[name] = scored_rows(
+            model, train_files, served, batch, holdout="only")
+        candidates[name]["eval"] = exact_eval(model, eval_files, served, batch)  # figures only
+    chosen, why = choose_family(next(n for n in runs if n != "boosted_trees"), losses)
+    log.info("--model auto: %s (%s; %s)", chosen, "; ".join(
+        f"{n} {candidates[n]['validation']}" for n in runs), why)
+    model, served = runs[chosen]
+    final = candidates[chosen]["eval"]
+    if chosen == "boosted_trees":
+        # Chosen on the slice; what is exported is grown on the whole train split, the slice
+        # included (seconds; a tenth more rows matters on small tables).
+        refit = train_trees(cfg, info, train_files, holdout=None)
+        model, served = refit.model, refit.info
+        candidates["boosted_trees"]["refit_rows"] = refit.rows
+        final = exact_eval(model, eval_files, served, batch)
+    return chosen, model, served, final, why
+
+
 def model_families(cfg: TrainConfig, info, kind: str) -> tuple:
     """The families to train: ("network",), ("trees",) or both (`--model auto` on a table
     trained on one process; a multi-worker cluster trains the network, the distributed
@@ -167,8 +197,7 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
     train_files = data_lib.split_files(cfg.data_dir, "train")
     eval_files = data_lib.split_files(cfg.data_dir, "eval")
     families = model_families(cfg, info, kind)
-    # Built from the chosen model: what it is, and each candidate's figures.
-    candidates, runs = {}, {}
+    candidates, runs = {}, {}  # each family trained: (model, info it serves with), figures
     if "network" in families:
         scratch = None if chief else tempfile.mkdtemp(prefix="worker_scratch_")
         net = fit_network(cfg, info, kind, strategy, chief, train_files, eval_files, scratch)
@@ -185,29 +214,9 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         runs["boosted_trees"] = (trees.model, trees.info)
         candidates["boosted_trees"] = {"train_seconds": trees.seconds, "rows": trees.rows,
                                        "num_trees": trees.num_trees}
-    batch, why = cfg.batch_size or 1024, "--model"
-    if len(runs) > 1:
-        losses = {}
-        for name, (model, served) in runs.items():
-            candidates[name]["validation"], losses[name] = scored_rows(
-                model, train_files, served, batch, holdout="only")
-        chosen, why = choose_family(next(n for n in runs if n != "boosted_trees"), losses)
-    else:
-        chosen = next(iter(runs))
-    model, served = runs[chosen]
-    for name, (m, i) in runs.items():  # figures only: the eval split chose nothing
-        candidates[name]["eval"] = exact_eval(m, eval_files, i, batch)
-    final = candidates[chosen]["eval"]
-    if len(runs) > 1 and chosen == "boosted_trees":
-        # Chosen on the slice; what is exported is grown on the whole train split, the slice
-        # included (seconds; a tenth more rows matters on small tables).
-        refit = train_trees(cfg, info, train_files, holdout=None)
-        model, served = refit.model, refit.info
-        candidates["boosted_trees"]["refit_rows"] = refit.rows
-        final = exact_eval(model, eval_files, served, batch)
-    if len(runs) > 1:
-        log.info("--model auto: %s (%s; %s)", chosen, "; ".join(
-            f"{n} {candidates[n]['validation']}" for n in runs), why)
+    batch = cfg.batch_size or 1024
+    chosen, model, served, final, why = _keep_one(cfg, info, runs, candidates, train_files,
+                                                  eval_files, batch)
     export_dir = export_model(model, cfg.data_dir, served, next_version_dir(cfg.model_dir),
                               family=chosen)
     metrics = {
