@@ -10,6 +10,7 @@ from typing import List, Optional
 DISTRIBUTIONS = ("auto", "single", "mirrored", "multi_worker", "parameter_server")
 NETWORKS = ("wide_deep", "dnn")
 MODELS = ("auto", "boosted_trees") + NETWORKS
+TUNING_METRICS = ("rmse", "mae", "accuracy")  # metrics.json's eval figures a study can use
 BACKBONES = ("small_cnn", "mobilenet_v2", "resnet50", "efficientnet_b0")
 
 
@@ -55,9 +56,15 @@ class TrainConfig:
     tensorboard_dir: Optional[str] = None    # default job_dir/logs
     serving_model_name: str = "model"        # TF Serving's name (job_dir/serving/models.config)
     serving_base_path: Optional[str] = None  # the export base as the server sees it
+    hypertune_metric: Optional[str] = None   # None: rmse (regression) or accuracy
     verbose: int = 2
 
     def __post_init__(self):
+        # A Vertex AI tuning trial (it sets CLOUD_ML_TRIAL_ID) writes in a folder of its own.
+        trial = os.environ.get("CLOUD_ML_TRIAL_ID", "")
+        if trial.isalnum() and self.job_dir and \
+                os.path.basename(self.job_dir.rstrip("/")) != f"trial_{trial}":
+            self.job_dir = os.path.join(self.job_dir, f"trial_{trial}")
         # Vertex AI custom training sets these; they win over the defaults under job_dir.
         self.model_dir = self.model_dir or os.environ.get("AIP_MODEL_DIR") or \
             os.path.join(self.job_dir, "export")
@@ -107,6 +114,8 @@ class TrainConfig:
             check_base_path(self.serving_base_path or serving_base_path(self.model_dir))
         except ValueError as e:
             raise ConfigError(f"--serving_base_path (or --model_dir): {e}") from None
+        if self.hypertune_metric not in (None,) + TUNING_METRICS:
+            raise ConfigError(f"--hypertune_metric must be one of {TUNING_METRICS}")
         if self.distribution not in DISTRIBUTIONS:
             raise ConfigError(f"--distribution must be one of {DISTRIBUTIONS}")
 
@@ -114,7 +123,8 @@ class TrainConfig:
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         a = parser.add_argument
         a("--data_dir", required=True, help="The preprocess job's output directory.")
-        a("--job_dir", required=True, help="Where checkpoints, logs, metrics and the export go.")
+        a("--job_dir", required=True, help="Where checkpoints, logs, metrics and the export go "
+          "(a Vertex AI tuning trial: JOB_DIR/trial_<CLOUD_ML_TRIAL_ID>).")
         a("--epochs", type=int, help="Default: 10, or more for small data so that training "
           "takes at least 1000 optimizer steps (training/defaults.py).")
         a("--train_steps", type=int, help="Total training steps (overrides --epochs).")
@@ -173,6 +183,10 @@ class TrainConfig:
                "with batching_parameters.txt (see templates/serving/).")
         a("--serving_base_path", help="The export base as TF Serving sees it in models.config "
           "(e.g. /models/model in a container). Default: --model_dir, absolute.")
+        a("--hypertune_metric", choices=TUNING_METRICS,
+          help="The figure reported with the cloudml-hypertune convention (a Vertex AI tuning "
+               "trial, python -m training.tune): per epoch on the validation slice, then on "
+               "the eval split. Default: rmse (regression) or accuracy (classification).")
         a("--seed", type=int, default=42)
         a("--verbose", type=int, default=2, choices=[0, 1, 2])
 

@@ -21,7 +21,7 @@ import tf_keras as keras
 
 from preprocessing.evaluation import EvalSums
 from training import data as data_lib
-from training import defaults, guards, report
+from training import defaults, guards, hypertune_report, report
 from training.config import NETWORKS, TrainConfig
 from training.export import export_model, next_version_dir
 from training.network import fit_network
@@ -194,6 +194,10 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         for flag in ("job_dir", "model_dir", "checkpoint_dir", "tensorboard_dir"):
             guards.check_writable(getattr(cfg, flag), "--" + flag)
     info = data_lib.load_feature_info(cfg.data_dir, cfg.label_key)
+    if cfg.hypertune_metric and (cfg.hypertune_metric == "accuracy") != \
+            (info.task == "classification"):
+        raise guards.TrainingError(f"--hypertune_metric {cfg.hypertune_metric} is not a "
+                                   f"figure of a {info.task} model")
     train_files = data_lib.split_files(cfg.data_dir, "train")
     eval_files = data_lib.split_files(cfg.data_dir, "eval")
     families = model_families(cfg, info, kind)
@@ -217,11 +221,15 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
     batch = cfg.batch_size or 1024
     chosen, model, served, final, why = _keep_one(cfg, info, runs, candidates, train_files,
                                                   eval_files, batch)
+    try:  # the test split judges nothing here; training.tune shows it beside the best trial
+        test = exact_eval(model, data_lib.split_files(cfg.data_dir, "test"), served, batch)
+    except FileNotFoundError:
+        test = None
     export_dir = export_model(model, cfg.data_dir, served, next_version_dir(cfg.model_dir),
                               family=chosen)
     metrics = {
         "task": info.task, "label": info.label, "distribution": kind,
-        "replicas": strategy.num_replicas_in_sync, "eval": final,
+        "replicas": strategy.num_replicas_in_sync, "eval": final, "test": test,
         "model": {"family": chosen, "requested": cfg.model_module or cfg.model,
                   "chosen_by": why, "candidates": candidates},
         "export_dir": export_dir, "config": cfg.to_dict(),
@@ -239,4 +247,7 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
     metrics["warnings"] = warnings
     report.write_report(cfg.job_dir, metrics)
     log.info("eval %s; exported to %s", final, export_dir)
+    tag = hypertune_report.metric_to_report(cfg.hypertune_metric, info.task)
+    if tag:  # last: the trial's result is the final line
+        hypertune_report.report(tag, final[tag], len(metrics.get("history", {}).get("loss", [])) + 1)
     return metrics

@@ -1,0 +1,202 @@
+"""Hyperparameter tuning: parallel trials of the unchanged trainer, resumable, the best one
+gated and exported.
+
+    python -m training.tune --spec tune.yaml --data_dir out/prep --job_dir out/job \\
+        [training.task flags every trial gets]
+
+Each trial is `python -m training.task` in its own process and folder
+(JOB_DIR/tuning/trials/NNNN), reporting its eval-split metric with the cloudml-hypertune
+convention. Optuna proposes the parameters and keeps the study in a file journal
+(JOB_DIR/tuning/study.journal): run the same command again after any stop and it continues
+(a trial that was running resumes from its own backup; none runs twice; raising max_trials
+adds only the difference). JOB_DIR/tuning/trials.jsonl has a line per trial, trials.png a
+plot, best.json the best trial with its test-split figure; its export becomes the newest
+version under JOB_DIR/export only if it predicts the golden set no worse than the version
+there (the prediction jobs' gate rule).
+
+    python -m training.tune --spec tune.yaml --data_dir gs://B/prep --job_dir gs://B/job \\
+        --vertex_spec hp_job.json --trainer_image IMAGE
+
+writes the same study as a Vertex AI HyperparameterTuningJob instead of running it.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import fcntl
+import json
+import logging
+import os
+import sys
+from typing import List, Optional
+
+from preprocessing.golden_score import DEFAULT_MAX_METRIC_REGRESSION
+from training.tune_spec import SpecError, TuneSpec, load_spec
+
+log = logging.getLogger("training.tune")
+
+
+@dataclasses.dataclass(frozen=True)
+class TuneConfig:
+    spec_path: str
+    data_dir: str
+    job_dir: str
+    trainer_args: tuple = ()
+    vertex_spec: Optional[str] = None
+    trainer_image: str = "us-docker.pkg.dev/PROJECT/tfdataflow/trainer:latest"
+    machine_type: str = "n1-standard-4"
+    display_name: str = "tfdataflow-tune"
+    max_metric_regression: float = DEFAULT_MAX_METRIC_REGRESSION
+    trial_timeout: Optional[float] = None
+    seed: int = 42
+
+    def __post_init__(self):
+        if not self.vertex_spec and "://" in self.job_dir:
+            raise SpecError("--job_dir: the tuner runs its trials here and needs a local folder "
+                            "(for a study on Vertex AI, write it with --vertex_spec)")
+        if self.max_metric_regression < 0:
+            raise SpecError("--max_metric_regression must be >= 0")
+        if self.trial_timeout is not None and self.trial_timeout <= 0:
+            raise SpecError("--trial_timeout must be > 0 seconds")
+
+    @property
+    def tuning_dir(self) -> str:
+        return os.path.join(self.job_dir, "tuning")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m training.tune", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    a = p.add_argument
+    a("--spec", required=True, help="The study: YAML or JSON (training/tune_spec.py).")
+    a("--data_dir", required=True, help="The preprocess job's output directory.")
+    a("--job_dir", required=True, help="Local: the study, each trial's folder, best.json and "
+      "the published export (JOB_DIR/export).")
+    a("--vertex_spec", help="Write the study as a Vertex AI HyperparameterTuningJob (JSON) "
+      "to this file and exit, running nothing.")
+    a("--trainer_image", default=TuneConfig.trainer_image,
+      help="--vertex_spec: the trainer container (templates/training/Dockerfile).")
+    a("--machine_type", default=TuneConfig.machine_type, help="--vertex_spec: per trial.")
+    a("--display_name", default=TuneConfig.display_name, help="--vertex_spec: the job's name.")
+    a("--max_metric_regression", type=float, default=DEFAULT_MAX_METRIC_REGRESSION,
+      help="The gate's tolerance for the best trial replacing JOB_DIR/export's newest "
+           "version: RMSE relative (0.05 = 5%% higher), accuracy absolute (0.05 = 5 points).")
+    a("--trial_timeout", type=float, help="Seconds a trial may run before it is stopped and "
+      "counted as failed (default: no limit).")
+    a("--seed", type=int, default=42, help="The search's seed.")
+    return p
+
+
+def config_from_args(argv=None) -> TuneConfig:
+    p = parser()
+    args, rest = p.parse_known_args(argv)
+    try:
+        return TuneConfig(args.spec, args.data_dir, args.job_dir, tuple(rest), args.vertex_spec,
+                          args.trainer_image, args.machine_type, args.display_name,
+                          args.max_metric_regression, args.trial_timeout, args.seed)
+    except SpecError as e:
+        p.error(str(e))
+
+
+def task_of(data_dir: str, trainer_args: List[str]) -> str:
+    from training.data import load_feature_info
+    label_key = None
+    if "--label_key" in trainer_args:
+        label_key = trainer_args[trainer_args.index("--label_key") + 1]
+    return load_feature_info(data_dir, label_key).task
+
+
+def launch(cfg: TuneConfig) -> TuneSpec:
+    """The I/O checks: the spec file, and the metric against the data's task (a Vertex job
+    whose spec names its metric reads no data here: its data_dir is the cloud's)."""
+    spec = load_spec(cfg.spec_path, list(cfg.trainer_args))
+    if spec.metric and cfg.vertex_spec:
+        return spec
+    try:
+        task = task_of(cfg.data_dir, list(cfg.trainer_args))
+    except Exception as e:  # a missing folder, or a storage error from TensorFlow's gfile
+        raise SpecError(f"--data_dir {cfg.data_dir}: {str(e).splitlines()[0][:300]}"
+                        + (" (or name the metric in the spec)" if cfg.vertex_spec else "")) \
+            from None
+    return spec.with_metric(task)
+
+
+def write_vertex_spec(cfg: TuneConfig, spec: TuneSpec) -> str:
+    from google.cloud import aiplatform_v1
+
+    from training.tune_vertex import tuning_job
+    job = tuning_job(spec, cfg.display_name, cfg.trainer_image, cfg.machine_type, cfg.data_dir,
+                     cfg.job_dir, list(cfg.trainer_args))
+    text = json.dumps(job, indent=2)
+    aiplatform_v1.HyperparameterTuningJob.from_json(text)  # what Vertex's client accepts
+    with open(cfg.vertex_spec, "w") as f:
+        f.write(text + "\n")
+    return cfg.vertex_spec
+
+
+def hold_lock(tuning_dir: str):
+    """One tuner per study: a second one on the same JOB_DIR is refused (the lock goes with
+    its holder, kill -9 included)."""
+    f = open(os.path.join(tuning_dir, "tuner.lock"), "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        raise SpecError(f"another tuner is running this study ({tuning_dir}; pid "
+                        f"{f.read().strip() or '?'})") from None
+    f.seek(0)
+    f.truncate()
+    f.write(str(os.getpid()))
+    f.flush()
+    return f
+
+
+def main(argv=None) -> int:
+    cfg = config_from_args(argv)
+    try:
+        spec = launch(cfg)
+        if cfg.vertex_spec:
+            print(f"training.tune: wrote {write_vertex_spec(cfg, spec)} (a Vertex AI "
+                  f"HyperparameterTuningJob: {spec.max_trials} trials, {spec.parallel_trials} "
+                  f"parallel, {spec.metric} {spec.goal})")
+            return 0
+        os.makedirs(cfg.tuning_dir, exist_ok=True)
+        lock = hold_lock(cfg.tuning_dir)
+    except SpecError as e:
+        print(f"training.tune: error: {e}", file=sys.stderr)
+        return 2
+    from training.tune_study import Study
+    try:
+        study = Study(cfg, spec)
+        outcome = study.run()
+    except SpecError as e:
+        print(f"training.tune: error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        lock.close()
+    if outcome.stopped:
+        print(f"training.tune: stopped: {outcome.stopped}", file=sys.stderr)
+        return 1
+    best = outcome.best
+    gate = best["gate"]
+    test = best["metric"]["test"]
+    print(f"training.tune: best trial {best['trial']} {best['parameters']}: {spec.metric} "
+          f"{best['metric']['eval']:.6g} on the eval split"
+          + (f", {test:.6g} on the test split" if test is not None else
+             " (no test split to check it on)"))
+    if best["published"]:
+        print(f"training.tune: published {best['published']} (gate: {gate['reason']})")
+    else:
+        print(f"training.tune: the gate refused it ({gate['reason']}: golden-set "
+              f"{gate.get('metric')} {gate.get('candidate_metric')} against the current "
+              f"{gate.get('current_metric')}); {os.path.join(cfg.job_dir, 'export')} is "
+              "unchanged")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("absl").setLevel(logging.WARNING)  # tf.transform's per-feature lines
+    sys.exit(main())
+
