@@ -12,14 +12,16 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 LOCAL_RUNNER = "beam_jobs.local_runner.LocalRunner"
+STREAMING_RUNNER = "beam_jobs.local_streaming.LocalStreamingRunner"  # the streaming job's
 LOCAL_RUNNERS = (None, "DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner",
-                 "PrismRunner", "PortableRunner", "FnApiRunner", "LocalRunner", "TestPipeline")
+                 "PrismRunner", "PortableRunner", "FnApiRunner", "LocalRunner", "TestPipeline",
+                 "LocalStreamingRunner")
 
 
 def is_local_runner(options: PipelineOptions) -> bool:
     runner = options.view_as(StandardOptions).runner
     name = runner if isinstance(runner, (str, type(None))) else type(runner).__name__
-    return name in LOCAL_RUNNERS or name == LOCAL_RUNNER
+    return name in LOCAL_RUNNERS or name in (LOCAL_RUNNER, STREAMING_RUNNER)
 
 
 class LocalRunner(beam.runners.PipelineRunner):

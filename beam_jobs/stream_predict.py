@@ -286,10 +286,11 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
 
 
 def run(argv=None, save_main_session=True, test_pipeline=None):
-    # Locally, the DirectRunner's streaming engine (the FnApiRunner is batch only).
+    # Locally, the DirectRunner's streaming engine (the FnApiRunner is batch only), with
+    # Pub/Sub pulled in larger bundles (beam_jobs/local_streaming.py).
     options = common_options.job_options(argv, JOB, StreamPredictOptions, __doc__,
                                   shared=OPTION_CLASSES[:-1],
-                                  local_runner="BundleBasedDirectRunner")
+                                  local_runner=local_runner.STREAMING_RUNNER)
     options.view_as(SetupOptions).save_main_session = save_main_session
     cfg = launch(options)
     logging.info("Serving model version %s from %s (refresh every %ss)",

@@ -252,9 +252,62 @@ class PerWindow(beam.PTransform):
                 | "WindowInfo" >> beam.ParDo(AddWindowInfo()))
 
 
-def Monitor(window_secs: float, allowed_lateness_secs: float) -> PerWindow:
+class BundlePartials(beam.DoFn):
+    """Elements -> one `combine_fn` accumulator per event-time window of `window_secs` per
+    bundle. The DirectRunner's streaming GroupByKey runs its trigger machinery per element
+    (a tenth of the job's time at 1,000 msg/s); partials make that once per window per
+    bundle. On Dataflow the combiner is lifted anyway: the result is the same."""
+
+    def __init__(self, combine_fn: beam.CombineFn, window_secs: float):
+        self.combine_fn, self.window_secs = combine_fn, window_secs
+
+    def start_bundle(self):
+        self._groups = {}
+
+    def process(self, element, ts=beam.DoFn.TimestampParam):
+        key = math.floor(float(ts) / self.window_secs)
+        first, acc = self._groups.get(key) or (ts, self.combine_fn.create_accumulator())
+        self._groups[key] = (first, self.combine_fn.add_input(acc, element))
+
+    def finish_bundle(self):
+        from apache_beam.transforms.window import GlobalWindow
+        from apache_beam.utils.windowed_value import WindowedValue
+        groups, self._groups = self._groups, {}
+        for ts, acc in groups.values():
+            yield WindowedValue(acc, ts, [GlobalWindow()])
+
+
+class OfPartials(beam.CombineFn):
+    """`combine_fn` over partial accumulators (BundlePartials') instead of elements."""
+
+    def __init__(self, combine_fn: beam.CombineFn):
+        self.combine_fn = combine_fn
+
+    def create_accumulator(self):
+        return self.combine_fn.create_accumulator()
+
+    def add_input(self, acc, partial):
+        return self.combine_fn.merge_accumulators([acc, partial])
+
+    def merge_accumulators(self, accs):
+        return self.combine_fn.merge_accumulators(accs)
+
+    def extract_output(self, acc):
+        return self.combine_fn.extract_output(acc)
+
+
+class Monitor(beam.PTransform):
     """Per fixed event-time window: counts and latency percentiles."""
-    return PerWindow(MonitorFn(), window_secs, allowed_lateness_secs)
+
+    def __init__(self, window_secs: float, allowed_lateness_secs: float):
+        super().__init__()
+        self.window_secs, self.lateness = window_secs, allowed_lateness_secs
+
+    def expand(self, events):
+        return (events
+                | "Partials" >> beam.ParDo(BundlePartials(MonitorFn(), self.window_secs))
+                | "PerWindow" >> PerWindow(OfPartials(MonitorFn()), self.window_secs,
+                                           self.lateness))
 
 
 class WriteJson(beam.PTransform):
