@@ -17,9 +17,6 @@ import dataclasses
 import logging
 from typing import Optional
 
-from apache_beam.io.filesystems import FileSystems
-
-from preprocessing import golden
 from preprocessing.golden import GoldenSetError
 from preprocessing.golden_score import (  # noqa: F401 (the rule's names, used from here too)
     CALL_ROWS,
@@ -27,6 +24,7 @@ from preprocessing.golden_score import (  # noqa: F401 (the rule's names, used f
     GoldenSet,
     Score,
     decide,
+    own_golden_set,
     read_golden,
     score,
 )
@@ -50,15 +48,8 @@ class Gate:
         self._sets: dict = {}
 
     def golden_for(self, candidate, current) -> Optional[str]:
-        """--golden_set, else the serving version's own (the trusted one: a bad export
-        brings a bad golden set with it), else the candidate's."""
-        if self.golden_set:
-            return self.golden_set
-        for version in (current, candidate):
-            own = FileSystems.join(version.path, golden.EXPORT_GOLDEN)
-            if FileSystems.exists(own):
-                return own
-        return None
+        """--golden_set, else golden_score.own_golden_set."""
+        return self.golden_set or own_golden_set(current.path, candidate.path)
 
     def _load(self, path: str, schema: Schema) -> GoldenSet:
         if path not in self._sets:

@@ -111,6 +111,17 @@ def score(version, golden_set: GoldenSet, task: str) -> Score:
     return Score(metric, float(sums.metrics(task)[metric]))
 
 
+def own_golden_set(current_path: str, candidate_path: str) -> Optional[str]:
+    """The golden set a swap is judged on when none is given: the serving version's own (the
+    trusted one: a bad export brings a bad golden set with it), else the candidate's."""
+    from apache_beam.io.filesystems import FileSystems
+    for path in (current_path, candidate_path):
+        own = FileSystems.join(path, golden.EXPORT_GOLDEN)
+        if FileSystems.exists(own):
+            return own
+    return None
+
+
 def decide(candidate: Score, current: Optional[Score], tolerance: float) -> tuple:
     """(accepted, reason) for a candidate scored against the serving version."""
     if candidate.error:

@@ -121,16 +121,15 @@ def _loaded(path: str):
 def gate_check(candidate: str, current: Optional[str], tolerance: float) -> dict:
     """The gate's verdict on `candidate` replacing `current`, on the current version's golden
     set (else the candidate's), as the prediction jobs decide a model swap."""
-    from preprocessing.golden import EXPORT_GOLDEN, GoldenSetError
-    from preprocessing.golden_score import decide, read_golden, score
+    from preprocessing.golden import GoldenSetError
+    from preprocessing.golden_score import decide, own_golden_set, read_golden, score
     from preprocessing.schema import RAW_SCHEMA_ASSET, Schema
     with open(os.path.join(candidate, RAW_SCHEMA_ASSET)) as f:
         schema = Schema.loads(f.read())
     record = {"candidate": candidate, "current": current, "max_metric_regression": tolerance}
     if current is None:
         return dict(record, accepted=True, reason="no_current_version")
-    golden = next((os.path.join(v, EXPORT_GOLDEN) for v in (current, candidate)
-                   if os.path.exists(os.path.join(v, EXPORT_GOLDEN))), None)
+    golden = own_golden_set(current, candidate)
     if golden is None:
         return dict(record, accepted=True, reason="no_golden_set")
     try:
