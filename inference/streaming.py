@@ -229,6 +229,16 @@ class AddWindowInfo(beam.DoFn):
         yield out
 
 
+def window_trigger(allowed_lateness_secs: float):
+    """The on-time pane, and with an allowed lateness a LATE pane per late element. Without
+    one the trigger finishes at the on-time pane: no late pane could come (late data is
+    dropped), and the DirectRunner frees a window's elements only when its trigger finishes
+    (its trigger driver has no garbage collection at the end of the allowed lateness)."""
+    if allowed_lateness_secs > 0:
+        return trigger.AfterWatermark(late=trigger.AfterCount(1))
+    return trigger.AfterWatermark()
+
+
 class PerWindow(beam.PTransform):
     """Elements -> one `combine_fn` record per fixed event-time window, with the window's
     bounds and pane. Late data within the allowed lateness updates its window in a LATE
@@ -245,7 +255,7 @@ class PerWindow(beam.PTransform):
         return (events
                 | "Window" >> beam.WindowInto(
                     window.FixedWindows(self.window_secs),
-                    trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)),
+                    trigger=window_trigger(self.lateness),
                     accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
                     allowed_lateness=self.lateness)
                 | "Stats" >> beam.CombineGlobally(self.combine_fn).without_defaults()
