@@ -4,7 +4,7 @@ Inputs: CSV with the raw columns (label optional, extra columns allowed), JSON l
 per line, or `{"instances": [...]}`), or TFRecords of raw tf.Example; local or gs://.
 For an image model: image files (a glob; class folders give labels), CSVs with a `uri` column,
 JSON lines with a `uri` or base64 bytes (`{"image_bytes": {"b64": ...}}`), mixed freely; each
-image is normalised as preprocess does (inference/images.py) and scored by class.
+image is normalised as preprocess does (inference/inputs/image_sources.py) and scored by class.
 `{date}` in --input/--output is replaced by --run_date (default: today, UTC), so a daily
 schedule writes one partition per day and a re-run of a day replaces that day's output.
 
@@ -41,10 +41,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
-from beam_jobs import cli, common_options, publish
-from beam_jobs.finalize import Finalize, OutputSpec
-from inference import model_handler as mh
-from inference import sinks, versions
+from beam_jobs.shared import cli, common_options, errors, publish
+from beam_jobs.shared.finalize import Finalize, OutputSpec
 from inference.batch import (
     JOB,
     OUTPUT_FORMATS,
@@ -54,18 +52,23 @@ from inference.batch import (
     ParseInputs,
     RecordSources,
 )
-from inference.image_inputs import ReadImageInputs
-from inference.outputs import PredictionBlock
-from inference.serving_model import choose_version
-from inference.shadow import CombineShadow, ShadowScore
+from inference.inputs.image_batches import ReadImageInputs
+from inference.model import model_handler as mh
+from inference.model import versions
+from inference.model.serving_model import choose_version
+from inference.model.shadow import CombineShadow, ShadowScore
+from inference.outputs import sinks
+from inference.outputs.predictions import PredictionBlock
 from inference.skew import SkewReport, kinds_of, row_batch_partial
-from preprocessing import counting, filesys, reading
-from preprocessing.images import ImageLimits
-from preprocessing.rejects import WriteDeadLetters
-from preprocessing.schema import Schema
+from preprocessing.accounting import counting
+from preprocessing.accounting.rejects import WriteDeadLetters
+from preprocessing.contract.schema import Schema
+from preprocessing.files import filesys, reading
+from preprocessing.images.checks import ImageLimits
+from preprocessing.images.sources import LIST_EXTENSIONS
 
 REQUIRED_OPTIONS = ("model_dir", "input", "output")
-# What a run publishes (replacing an earlier run's): see beam_jobs/finalize.py.
+# What a run publishes (replacing an earlier run's): see beam_jobs/shared/finalize.py.
 # What a run writes and publishes (replacing an earlier run's), and how it is counted.
 OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects", "metrics.json", "shadow.json",
                                    "skew.json", SOURCES_FILE),
@@ -116,7 +119,7 @@ def _date(text: Optional[str]) -> str:
     try:
         return datetime.date.fromisoformat(text).isoformat()
     except ValueError:
-        raise cli.JobError(JOB, f"--run_date must be YYYY-MM-DD, got {text!r}")
+        raise errors.JobError(JOB, f"--run_date must be YYYY-MM-DD, got {text!r}")
 
 
 Args = common_options.args_dataclass("BatchPredictArgs", OPTION_CLASSES)
@@ -128,12 +131,12 @@ def parse_args(options: PipelineOptions) -> Args:
     o = common_options.typed_args(Args, options, OPTION_CLASSES)
     for name in REQUIRED_OPTIONS:
         if not getattr(o, name):
-            raise cli.JobError(JOB, f"--{name} is required")
+            raise errors.JobError(JOB, f"--{name} is required")
     if o.model_threads < 0:
-        raise cli.JobError(JOB, f"--model_threads must be >= 0, got {o.model_threads}")
+        raise errors.JobError(JOB, f"--model_threads must be >= 0, got {o.model_threads}")
     rows_per_chunk = o.max_batch_size if o.rows_per_chunk is None else o.rows_per_chunk
     if o.min_batch_size < 1 or o.max_batch_size < o.min_batch_size or rows_per_chunk < 1:
-        raise cli.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size and "
+        raise errors.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size and "
                                     "--rows_per_chunk >= 1")
     common_options.check_image_options(JOB, o)
     common_options.check_record_bounds(JOB, o)
@@ -186,9 +189,9 @@ class JobConfig:
                 o.model_dir, common_options.gate_settings(o))
             self.schema = versions.load_raw_schema(self.model_path)
         except FileNotFoundError as e:
-            raise cli.JobError(JOB, str(e))
+            raise errors.JobError(JOB, str(e))
         except Exception as e:
-            raise cli.JobError(JOB, f"cannot read the model at {o.model_dir}: "
+            raise errors.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                         f"{str(e).splitlines()[0][:300]}")
         self.version = versions.model_version(self.model_path)
         common_options.check_golden_set(JOB, o, self.schema, self.model_path)
@@ -197,17 +200,17 @@ class JobConfig:
         self.passthrough = [c.strip() for c in o.passthrough_columns.split(",") if c.strip()]
         self.label = o.evaluate_label
         if self.label and self.label != self.schema.label and self.label not in self.schema.names:
-            raise cli.JobError(JOB, f"--evaluate_label {self.label} is not a column of the "
+            raise errors.JobError(JOB, f"--evaluate_label {self.label} is not a column of the "
                                         f"model's schema (its label is {self.schema.label})")
         self.patterns = filesys.split_patterns(self.input)
         try:
             per_pattern = filesys.match_by_pattern(self.patterns)
         except Exception as e:
-            raise cli.JobError(JOB, f"cannot list --input {self.input}: "
+            raise errors.JobError(JOB, f"cannot list --input {self.input}: "
                                         f"{str(e).splitlines()[0]}")
         self.files = sorted({f for files in per_pattern for f in files})
         if not self.files:
-            raise cli.JobError(JOB, f"no files match --input {self.input}")
+            raise errors.JobError(JOB, f"no files match --input {self.input}")
         self.input_bytes = filesys.total_size(self.patterns)
         self.image = next((c.name for c in self.schema.columns if c.transform == "image"), None)
         if self.image:
@@ -220,9 +223,8 @@ class JobConfig:
     def _init_images(self, o, per_pattern):
         """An image model: --input names image files (a glob, a folder of class folders) and/or
         list files (.csv with a `uri` column, .jsonl objects with a uri or base64 bytes)."""
-        from preprocessing.image_items import LIST_EXTENSIONS
         if self.passthrough:
-            raise cli.JobError(JOB, "--passthrough_columns applies to tabular models only")
+            raise errors.JobError(JOB, "--passthrough_columns applies to tabular models only")
         self.list_files = [f for f in self.files if f.lower().endswith(LIST_EXTENSIONS)]
         # Patterns matching anything but list files are re-matched in the pipeline (a glob of
         # images may be huge: its paths are not embedded in the job graph).
@@ -253,7 +255,7 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
     written = []
     if cfg.image:
         batches, read_rejects, parse_rejects, read_counts = p | "Images" >> ReadImageInputs(
-            cfg.list_files, cfg.image_patterns, o.rows_per_chunk, o.input_format, o.key_column,
+            JOB, cfg.list_files, cfg.image_patterns, o.rows_per_chunk, o.input_format, o.key_column,
             cfg.label, o.max_batch_size, ImageLimits.of(o))
         tallies = [read_counts]
     else:

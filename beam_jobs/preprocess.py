@@ -38,20 +38,23 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
-from beam_jobs import cli, common_options, local_runner, publish
-from beam_jobs.finalize import Finalize, OutputSpec
-from preprocessing import counting, filesys, golden, reading, record_batches
-from preprocessing import pipeline as pp
-from preprocessing.golden import GOLDEN_DIR
-from preprocessing.image_items import ReadImageItems
-from preprocessing.images import ImageLimits
-from preprocessing.infer import image_schema, infer_from_profile, parse_csv_sample, report
-from preprocessing.profile import profile_csv
-from preprocessing.rejects import WriteDeadLetters
-from preprocessing.schema import RAW_SCHEMA_FILE, Schema, SchemaError
-from preprocessing.split import SPLITS, parse_fractions
-from preprocessing.statistics import STATISTICS_FILE
-from preprocessing.tfrecords import GZIP_LEVEL
+from beam_jobs import preprocess_steps as pp
+from beam_jobs.shared import cli, common_options, errors, local_runner, publish
+from beam_jobs.shared.finalize import Finalize, OutputSpec
+from preprocessing.accounting import counting
+from preprocessing.accounting.rejects import WriteDeadLetters
+from preprocessing.contract.schema import RAW_SCHEMA_FILE, Schema, SchemaError
+from preprocessing.contract.split import SPLITS, parse_fractions
+from preprocessing.files import filesys, reading
+from preprocessing.files.tfrecords import GZIP_LEVEL
+from preprocessing.images.checks import ImageLimits
+from preprocessing.images.sources import ReadImageItems
+from preprocessing.parsing import record_batches
+from preprocessing.reference import golden
+from preprocessing.reference.golden import GOLDEN_DIR
+from preprocessing.reference.statistics import STATISTICS_FILE
+from preprocessing.schema_inference.infer import image_schema, infer_from_profile, parse_csv_sample, report
+from preprocessing.schema_inference.profile import profile_csv
 
 JOB = "preprocess"
 # What a run writes and publishes (replacing an earlier run's), and how it is counted.
@@ -118,24 +121,24 @@ def parse_args(options: PipelineOptions) -> Args:
     o = common_options.typed_args(Args, options, OPTION_CLASSES)
     for name in REQUIRED_OPTIONS:
         if not getattr(o, name):
-            raise cli.JobError(JOB, f"--{name} is required")
+            raise errors.JobError(JOB, f"--{name} is required")
     try:
         parse_fractions(o.split)
     except ValueError as e:
-        raise cli.JobError(JOB, str(e))
+        raise errors.JobError(JOB, str(e))
     common_options.check_image_options(JOB, o)
     common_options.check_record_bounds(JOB, o)
     if o.format == "csv" and not o.schema_spec and not o.label_column:
-        raise cli.JobError(JOB, "give --schema_spec, or --label_column to infer the schema")
+        raise errors.JobError(JOB, "give --schema_spec, or --label_column to infer the schema")
     if not 0 <= o.golden_rows <= golden.MAX_ROWS:
-        raise cli.JobError(JOB, f"--golden_rows must be 0..{golden.MAX_ROWS}")
+        raise errors.JobError(JOB, f"--golden_rows must be 0..{golden.MAX_ROWS}")
     if o.rows_per_batch < 1 or o.num_shards < 0 or o.infer_scan_mb < 0:
-        raise cli.JobError(JOB, "--rows_per_batch must be >= 1, --num_shards and "
+        raise errors.JobError(JOB, "--rows_per_batch must be >= 1, --num_shards and "
                                     "--infer_scan_mb >= 0")
     if not 1 <= o.gzip_level <= 9:
-        raise cli.JobError(JOB, f"--gzip_level must be 1..9, got {o.gzip_level}")
+        raise errors.JobError(JOB, f"--gzip_level must be 1..9, got {o.gzip_level}")
     if len(o.delimiter) != 1:
-        raise cli.JobError(JOB, "--delimiter must be one character")
+        raise errors.JobError(JOB, "--delimiter must be one character")
     return dataclasses.replace(o, output=o.output.rstrip("/"))
 
 
@@ -189,16 +192,16 @@ class JobConfig:
         try:
             header, _ = parse_csv_sample(filesys.read_head(first), o.delimiter, 0)
         except SchemaError as e:
-            raise cli.JobError(JOB, f"{first}: {e}")
+            raise errors.JobError(JOB, f"{first}: {e}")
         except Exception as e:
-            raise cli.JobError(JOB, f"cannot read {first}: {str(e).splitlines()[0]}")
+            raise errors.JobError(JOB, f"cannot read {first}: {str(e).splitlines()[0]}")
         self.schema = self._resolve_schema(o, header)
         self.preprocessing_fn = self._resolve_preprocessing_fn(o)
         cli.check_output_apart(JOB, self.patterns, self.output)
         cli.check_writable(JOB, self.output)
 
     def _init_images(self, o):
-        from preprocessing.transform import make_preprocessing_fn
+        from preprocessing.features.transform import make_preprocessing_fn
         self.schema = image_schema()
         self.preprocessing_fn = make_preprocessing_fn(self.schema)
         self.classes = tuple(c.strip() for c in o.classes.split(",") if c.strip())
@@ -210,13 +213,13 @@ class JobConfig:
             try:
                 header = parse_csv_sample(filesys.read_head(self.files[0]), max_rows=1)[0]
             except SchemaError as e:
-                raise cli.JobError(JOB, f"{self.files[0]}: {e}")
+                raise errors.JobError(JOB, f"{self.files[0]}: {e}")
             # A header is recognised by its names; without one (tensorflow/tpu's
             # jpeg_to_tf_record.py format) every line is `path,label`.
             self.labels_header = None
             if not {"uri", "label"} <= set(header):
                 if len(header) != 2:
-                    raise cli.JobError(
+                    raise errors.JobError(
                         JOB, f"{self.files[0]}: a labels CSV is `uri,label` lines, with or "
                              f"without a header naming uri and label; found {header}")
                 self.labels_header = ("uri", "label")
@@ -233,9 +236,9 @@ class JobConfig:
         try:
             files = filesys.match_files(self.patterns)
         except Exception as e:
-            raise cli.JobError(JOB, f"cannot list --input {shown}: {str(e).splitlines()[0]}")
+            raise errors.JobError(JOB, f"cannot list --input {shown}: {str(e).splitlines()[0]}")
         if not files:
-            raise cli.JobError(JOB, none_message)
+            raise errors.JobError(JOB, none_message)
         return files
 
     def _profile(self, o):
@@ -273,24 +276,24 @@ class JobConfig:
                 logging.info("Inferred schema (save it, edit it, pass it as --schema_spec):\n%s",
                              schema.dumps())
         except SchemaError as e:
-            raise cli.JobError(JOB, str(e))
+            raise errors.JobError(JOB, str(e))
         if schema.label not in header:
-            raise cli.JobError(JOB, f"label column '{schema.label}' is not in the header of "
+            raise errors.JobError(JOB, f"label column '{schema.label}' is not in the header of "
                                        f"{self.files[0]}: {header}")
         missing = [c.name for c in schema.columns if c.required and c.name not in header]
         if missing:
-            raise cli.JobError(JOB, f"columns {missing} of the spec are not in the header of "
+            raise errors.JobError(JOB, f"columns {missing} of the spec are not in the header of "
                                        f"{self.files[0]}: {header}")
         return schema
 
     def _resolve_preprocessing_fn(self, o):
-        from preprocessing.transform import load_module_preprocessing_fn, make_preprocessing_fn
+        from preprocessing.features.transform import load_module_preprocessing_fn, make_preprocessing_fn
         if not o.module_file:
             return make_preprocessing_fn(self.schema)
         try:
             return load_module_preprocessing_fn(o.module_file)
         except Exception as e:
-            raise cli.JobError(JOB, f"--module_file {o.module_file}: {e}")
+            raise errors.JobError(JOB, f"--module_file {o.module_file}: {e}")
 
 
 def launch(options: PipelineOptions) -> PreprocessConfig:
@@ -302,7 +305,7 @@ def launch(options: PipelineOptions) -> PreprocessConfig:
     if o.tft_temp_dir or not local:
         base = o.tft_temp_dir or options.view_as(GoogleCloudOptions).temp_location
         if not base:
-            raise cli.JobError(JOB, "--temp_location is required on remote runners")
+            raise errors.JobError(JOB, "--temp_location is required on remote runners")
         tft_temp = FileSystems.join(base, f"tft_tmp-{int(time.time())}-{uuid.uuid4().hex[:8]}")
     else:
         tft_temp = filesys.local_tmp_dir("tft_tmp_")

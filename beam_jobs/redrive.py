@@ -31,11 +31,12 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
-from beam_jobs import cli, common_options, publish
-from beam_jobs.finalize import Finalize, OutputSpec
-from inference import model_handler as mh
-from inference import sinks, versions
+from beam_jobs.shared import cli, common_options, errors, publish
+from beam_jobs.shared.finalize import Finalize, OutputSpec
 from inference.batch import SOURCES_FILE, FormatPredictions, ParseInputs
+from inference.model import model_handler as mh
+from inference.model import versions
+from inference.outputs import sinks
 from inference.redrive_steps import (  # noqa: F401 (LETTER_MAX_BYTES: the bound, for readers)
     JOB,
     LETTER_MAX_BYTES,
@@ -48,8 +49,9 @@ from inference.redrive_steps import (  # noqa: F401 (LETTER_MAX_BYTES: the bound
     SplitLetters,
     letter_place,
 )
-from preprocessing import counting, filesys, rejects
-from preprocessing.schema import Schema
+from preprocessing.accounting import counting, rejects
+from preprocessing.contract.schema import Schema
+from preprocessing.files import filesys
 
 OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects", SOURCES_FILE),
                      outputs={"rows_predicted": "rows_written"})
@@ -93,32 +95,32 @@ class RedriveConfig:
 def launch(options: PipelineOptions) -> RedriveConfig:
     o = common_options.merged_options(options, *OPTION_CLASSES)
     if not o.output:
-        raise cli.JobError(JOB, "--output is required")
+        raise errors.JobError(JOB, "--output is required")
     output = o.output.rstrip("/")
     summary_path = FileSystems.join(output, "summary.json")
     if not FileSystems.exists(FileSystems.join(output, publish.SUCCESS)) or \
             not FileSystems.exists(summary_path):
-        raise cli.JobError(JOB, f"{output} is not a published batch_predict output (no "
+        raise errors.JobError(JOB, f"{output} is not a published batch_predict output (no "
                                 f"{publish.SUCCESS} or summary.json)")
     previous = json.loads(filesys.read_text(summary_path))
     if previous.get("job") not in ("batch_predict", JOB):
-        raise cli.JobError(JOB, f"{output} was written by {previous.get('job')}, not "
+        raise errors.JobError(JOB, f"{output} was written by {previous.get('job')}, not "
                                 "batch_predict")
     model_dir = o.model_dir or previous.get("model_dir")
     try:
         model_path = versions.resolve_model_dir(model_dir)
         schema = versions.load_raw_schema(model_path)
     except Exception as e:
-        raise cli.JobError(JOB, f"cannot read the model at {model_dir}: "
+        raise errors.JobError(JOB, f"cannot read the model at {model_dir}: "
                                 f"{str(e).splitlines()[0][:300]}") from None
     if any(c.transform == "image" for c in schema.columns):
-        raise cli.JobError(JOB, "image dead letters name files, not rows: run batch_predict "
+        raise errors.JobError(JOB, "image dead letters name files, not rows: run batch_predict "
                                 "again over the images instead")
     _check_same_shape(previous, schema)
     rejects_glob = FileSystems.join(output, "rejects", "*.jsonl")
     for pattern in (rejects_glob, o.rejects):
         if pattern and not filesys.match_by_pattern([pattern])[0]:
-            raise cli.JobError(JOB, f"no dead letters match {pattern}")
+            raise errors.JobError(JOB, f"no dead letters match {pattern}")
     files = [m.path for m in FileSystems.match(
         [FileSystems.join(output, "predictions-*")])[0].metadata_list]
     cli.check_writable(JOB, output)
@@ -138,13 +140,13 @@ def _check_same_shape(previous: dict, schema: Schema) -> None:
     prediction columns (one output, one record shape, one CSV header)."""
     task = previous.get("task")
     if task and task != schema.task:
-        raise cli.JobError(JOB, f"the model is a {schema.task} model; the output holds "
+        raise errors.JobError(JOB, f"the model is a {schema.task} model; the output holds "
                                 f"{task} predictions: redrive with the run's model")
     recorded = previous.get("prediction_columns")
     columns = sinks.prediction_columns(schema.task, "key", previous.get("passthrough", ()),
                                        bool(previous.get("label")))
     if recorded and list(recorded) != list(columns):
-        raise cli.JobError(JOB, f"the model writes the columns {columns}; the output has "
+        raise errors.JobError(JOB, f"the model writes the columns {columns}; the output has "
                                 f"{list(recorded)}")
 
 

@@ -47,13 +47,14 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions
 
-from beam_jobs import cli, common_options, local_runner
-from inference import model_handler as mh
-from inference import sinks, versions
-from inference.images import normalize_prefixes
-from inference.replay import Pace, load_replay, replay_stream
-from inference.serving_model import choose_version, gate_line
-from inference.shadow import CombineShadow, ShadowScoreStream
+from beam_jobs.shared import cli, common_options, errors, local_runner
+from inference.inputs.image_sources import normalize_prefixes
+from inference.inputs.replay import Pace, load_replay, replay_stream
+from inference.model import model_handler as mh
+from inference.model import versions
+from inference.model.serving_model import choose_version, gate_line
+from inference.model.shadow import CombineShadow, ShadowScoreStream
+from inference.outputs import sinks
 from inference.skew import RowPartials, SkewReport, kinds_of
 from inference.streaming import (
     JOB,
@@ -65,8 +66,8 @@ from inference.streaming import (
     PerWindow,
     WriteJson,
 )
-from preprocessing.images import ImageLimits
-from preprocessing.schema import Schema
+from preprocessing.contract.schema import Schema
+from preprocessing.images.checks import ImageLimits
 
 
 class StreamPredictOptions(PipelineOptions):
@@ -120,36 +121,36 @@ def parse_args(options: PipelineOptions) -> Args:
     model or file is read."""
     o = common_options.typed_args(Args, options, OPTION_CLASSES)
     if not o.model_dir:
-        raise cli.JobError(JOB, "--model_dir is required")
+        raise errors.JobError(JOB, "--model_dir is required")
     sources = [x for x in (o.input_subscription, o.input_topic, o.replay) if x]
     if len(sources) != 1:
-        raise cli.JobError(JOB, "give exactly one of --input_subscription, --input_topic "
+        raise errors.JobError(JOB, "give exactly one of --input_subscription, --input_topic "
                                     "and --replay")
     if not (o.output_topic or o.output_dir or o.output_table):
-        raise cli.JobError(JOB, "give --output_topic, --output_table or --output_dir")
+        raise errors.JobError(JOB, "give --output_topic, --output_table or --output_dir")
     common_options.check_output_table(JOB, o, options, file_loads=False)
     if o.window_secs <= 0 or o.replay_rate <= 0 or o.allowed_lateness_secs < 0:
-        raise cli.JobError(JOB, "--window_secs and --replay_rate must be > 0, "
+        raise errors.JobError(JOB, "--window_secs and --replay_rate must be > 0, "
                                     "--allowed_lateness_secs >= 0")
     if o.min_batch_size < 1 or o.max_batch_size < o.min_batch_size:
-        raise cli.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size")
+        raise errors.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size")
     if o.max_message_bytes < 1 or o.uri_read_timeout_secs <= 0:
-        raise cli.JobError(JOB, "need --max_message_bytes >= 1 and --uri_read_timeout_secs > 0")
+        raise errors.JobError(JOB, "need --max_message_bytes >= 1 and --uri_read_timeout_secs > 0")
     for prefix in normalize_prefixes(o.allowed_uri_prefixes):
         if "://" in prefix and not prefix.startswith("gs://"):
-            raise cli.JobError(JOB, f"--allowed_uri_prefixes: {prefix} is neither gs:// nor "
+            raise errors.JobError(JOB, f"--allowed_uri_prefixes: {prefix} is neither gs:// nor "
                                         "a local folder")
         if prefix.startswith("gs://") and len(prefix.rstrip("/")) <= len("gs://"):
-            raise cli.JobError(JOB, "--allowed_uri_prefixes: name a bucket (gs://B/...)")
+            raise errors.JobError(JOB, "--allowed_uri_prefixes: name a bucket (gs://B/...)")
     if not options.view_as(StandardOptions).streaming:
-        raise cli.JobError(JOB, "this is a streaming job: add --streaming")
+        raise errors.JobError(JOB, "this is a streaming job: add --streaming")
     if o.replay and not local_runner.is_local_runner(options):
-        raise cli.JobError(JOB, "--replay is a local (DirectRunner) source; on a remote "
+        raise errors.JobError(JOB, "--replay is a local (DirectRunner) source; on a remote "
                                     "runner read from --input_subscription or --input_topic")
     common_options.check_image_options(JOB, o)
     common_options.check_model_options(JOB, o)
     if not (o.dead_letter_topic or o.dead_letter_dir or o.output_dir):
-        raise cli.JobError(JOB, "give --dead_letter_topic or --dead_letter_dir "
+        raise errors.JobError(JOB, "give --dead_letter_topic or --dead_letter_dir "
                                     "(or --output_dir)")
     return o
 
@@ -178,7 +179,7 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
         model_path, record = choose_version(o.model_dir, common_options.gate_settings(o))
         schema = versions.load_raw_schema(model_path)
     except Exception as e:
-        raise cli.JobError(JOB, f"cannot read the model at {o.model_dir}: "
+        raise errors.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                 f"{str(e).splitlines()[0][:300]}")
     if record:
         (logging.warning if record["event"] == "version_refused" else logging.info)(
@@ -201,7 +202,7 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
     try:
         events = tuple(load_replay(o.replay)) if o.replay else None
     except ValueError as e:
-        raise cli.JobError(JOB, str(e))
+        raise errors.JobError(JOB, str(e))
     for d in (o.output_dir, dead_letter_dir, monitoring_dir):
         if d:
             cli.check_writable(JOB, d)
@@ -287,7 +288,7 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
 
 def run(argv=None, save_main_session=True, test_pipeline=None):
     # Locally, the DirectRunner's streaming engine (the FnApiRunner is batch only), with
-    # Pub/Sub pulled in larger bundles (beam_jobs/local_streaming.py).
+    # Pub/Sub pulled in larger bundles (beam_jobs/shared/local_streaming.py).
     options = common_options.job_options(argv, JOB, StreamPredictOptions, __doc__,
                                   shared=OPTION_CLASSES[:-1],
                                   local_runner=local_runner.STREAMING_RUNNER)

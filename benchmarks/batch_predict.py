@@ -2,7 +2,7 @@
 
 The bare loop is the ceiling: the CSV is parsed up front into the same column batches the job
 forms (numpy and Arrow columns, as the job's CSV blocks give them), then one process calls the
-same `predict_raw` signature on each batch (the job's `inference.model_handler.predict`) and
+same `predict_raw` signature on each batch (the job's `inference.model.model_handler.predict`) and
 nothing else. The job does everything else too (read CSV, validate, key, batch, write JSON
 lines, dead letters), timed from launch to published output in a fresh process, as a user
 runs it; with 2 workers it runs as two DirectRunner worker processes on the same cores the
@@ -47,13 +47,13 @@ def train_small_model(tmp: str) -> str:
 
 def bare_loop(model_dir: str, csv_path: str, batch_size: int) -> tuple:
     """Rows/s of the model calls alone, on the batches the job forms: the CSV parsed up front
-    the job's way (2 MB blocks, preprocessing.fast_csv: numpy and Arrow columns), then
+    the job's way (2 MB blocks, preprocessing.parsing.fast_csv: numpy and Arrow columns), then
     `batch_size` rows per call of the job's `predict` (tensors made from those columns)."""
-    from inference import model_handler as mh
-    from inference import versions
-    from inference.inputs import ServingParser
-    from preprocessing import fast_csv
-    from preprocessing.csv_blocks import block_cut
+    from inference.inputs.rows import ServingParser
+    from inference.model import model_handler as mh
+    from inference.model import versions
+    from preprocessing.files.csv_blocks import block_cut
+    from preprocessing.parsing import fast_csv
     schema = versions.load_raw_schema(model_dir)
     with open(csv_path, "rb") as f:
         header = f.readline().decode("utf-8").strip().split(",")
@@ -104,7 +104,7 @@ def main(argv=None):
     from tools.datagen import write_csv
 
     tmp = tempfile.mkdtemp(prefix="bench_bp_")
-    from inference.versions import resolve_model_dir
+    from inference.model.versions import resolve_model_dir
     model_dir = resolve_model_dir(args.model_dir or train_small_model(tmp))
     csv_path = os.path.join(tmp, "score.csv")
     small_path = os.path.join(tmp, "small.csv")

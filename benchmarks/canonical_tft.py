@@ -28,9 +28,9 @@ def main(argv=None) -> None:
     from tfx_bsl.public import tfxio
 
     from preprocessing import TAXI_SPEC
-    from preprocessing.record_batches import raw_feature_spec
-    from preprocessing.schema import Schema
-    from preprocessing.transform import make_preprocessing_fn
+    from preprocessing.contract.schema import Schema
+    from preprocessing.features.transform import make_preprocessing_fn
+    from preprocessing.parsing.record_batches import raw_feature_spec
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--input", required=True)
@@ -43,7 +43,7 @@ def main(argv=None) -> None:
     metadata = tft.DatasetMetadata.from_feature_spec(raw_feature_spec(schema))
     csv_tfxio = tfxio.BeamRecordCsvTFXIO(physical_format="text", column_names=columns,
                                          schema=metadata.schema)
-    options = PipelineOptions(beam_args, runner="beam_jobs.local_runner.LocalRunner")
+    options = PipelineOptions(beam_args, runner="beam_jobs.shared.local_runner.LocalRunner")
     with beam.Pipeline(options=options) as p, \
             tft_beam.Context(temp_dir=tempfile.mkdtemp(prefix="canonical_tft_")):
         raw = (p | "Read" >> beam.io.ReadFromText(args.input, skip_header_lines=1,

@@ -35,7 +35,7 @@ def main(argv=None) -> None:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=2, help="Best of this many runs each.")
     args = ap.parse_args(argv)
-    from inference.versions import resolve_model_dir
+    from inference.model.versions import resolve_model_dir
     from tools.datagen import write_csv
     export = resolve_model_dir(args.model_dir)
     tmp = tempfile.mkdtemp(prefix="bench_model_safety_")

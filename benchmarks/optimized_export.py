@@ -34,7 +34,7 @@ _PROBE = r"""
 import json, os, sys, time
 t0 = time.perf_counter()
 import tensorflow as tf
-from preprocessing.golden import EXPORT_GOLDEN
+from preprocessing.reference.golden import EXPORT_GOLDEN
 export, batch, seconds, jit = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 imported = time.perf_counter()
 loaded = tf.saved_model.load(export)

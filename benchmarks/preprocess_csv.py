@@ -37,7 +37,7 @@ def bare_loop(csv_path: str, out_path: str) -> int:
     import tensorflow as tf
 
     from preprocessing import TAXI_SPEC
-    from preprocessing.schema import Schema
+    from preprocessing.contract.schema import Schema
 
     schema = Schema.load(TAXI_SPEC)
     types = [c.type for c in schema.columns]
@@ -85,7 +85,7 @@ def profile_seconds(csv_path: str) -> float:
     """Seconds of the inference step alone: the whole-input column profile the launch reads."""
     import time
 
-    from preprocessing.profile import profile_csv
+    from preprocessing.schema_inference.profile import profile_csv
     t = time.perf_counter()
     profile_csv([(csv_path, lambda: open(csv_path, "rb"))])
     return time.perf_counter() - t

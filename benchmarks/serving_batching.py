@@ -1,5 +1,5 @@
 """Server-side request batching for TF Serving, measured on this machine: the values
-training/serving_config.py writes to batching_parameters.txt.
+training/exporting/serving_config.py writes to batching_parameters.txt.
 
 1. Cost of the export's serving signature (tf.Examples in) per batch size: `--threads` threads
    (num_batch_threads, default the cores) call it back to back with batches of that size;
@@ -34,7 +34,7 @@ sys.path.insert(0, ROOT)
 def _requests(export: str, limit: int = 2000) -> list:
     import tensorflow as tf
 
-    from preprocessing.golden import EXPORT_GOLDEN
+    from preprocessing.reference.golden import EXPORT_GOLDEN
     path = os.path.join(export, EXPORT_GOLDEN)
     if not tf.io.gfile.exists(path):
         sys.exit(f"{path} is missing: train after a preprocess that kept a golden set")
@@ -131,7 +131,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--seconds", type=float, default=4.0, help="Per setting and load.")
     ap.add_argument("--latency_slack_ms", type=float, default=2.0)
     args = ap.parse_args(argv)
-    from inference.versions import resolve_model_dir
+    from inference.model.versions import resolve_model_dir
     export = resolve_model_dir(args.model_dir)
     rows = _requests(export)
     print(f"serving signature of {export}, num_batch_threads={args.threads}")

@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="soak_")
     try:
-        from inference import versions
+        from inference.model import versions
         export = versions.resolve_model_dir(a.model_dir) if a.model_dir else small_model(tmp)
         base = os.path.join(tmp, "models")
         shutil.copytree(export, os.path.join(base, "100"))

@@ -49,7 +49,7 @@ def main(argv=None):
 
     from benchmarks._jobs import fit_rate, iterate_rate, training_setup
     from training import data as data_lib
-    from training.model import build_model, compile_model
+    from training.models.keras_models import build_model, compile_model
 
     tmp, data_dir, info, files, cfg = training_setup(
         args, lambda tmp: prepare(args.rows, tmp), "bench_train_")

@@ -12,13 +12,15 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
-from inference import model_handler as mh
-from inference.inputs import ServingParser
-from inference.outputs import PredictionBlock
-from preprocessing import counting, csv_blocks, fast_csv, parsing, rejects
-from preprocessing.evaluation import EvalSums
-from preprocessing.schema import Schema
-from preprocessing.values import parse_json
+from inference.inputs.rows import ServingParser
+from inference.model import model_handler as mh
+from inference.outputs.predictions import PredictionBlock
+from preprocessing.accounting import counting, rejects
+from preprocessing.contract.schema import Schema
+from preprocessing.contract.values import parse_json
+from preprocessing.files import csv_blocks, filesys
+from preprocessing.parsing import fast_csv, row_parser
+from preprocessing.reference.evaluation import EvalSums
 
 JOB = "batch_predict"  # the metrics namespace
 
@@ -37,7 +39,6 @@ class RecordSources(beam.PTransform):
         self.staging = staging
 
     def expand(self, chunks):
-        from preprocessing import filesys
         headers = (chunks
                    | "CsvHeaders" >> beam.FlatMap(
                        lambda c: [(c.path, tuple(c.header))] if c.fmt == "csv" and c.header
@@ -53,7 +54,7 @@ class ParseInputs(beam.DoFn):
     """Chunks of CSV/JSON/tf.Example records -> (key, row) with typed raw values, or rejects."""
 
     def __init__(self, schema: Schema, key: Optional[str], passthrough,
-                 record_bounds: tuple = (parsing.MAX_RECORD_BYTES, parsing.MAX_RECORD_LINES)):
+                 record_bounds: tuple = (row_parser.MAX_RECORD_BYTES, row_parser.MAX_RECORD_LINES)):
         self.record_bounds = tuple(record_bounds)  # (--max_record_bytes, --max_record_lines)
         self.schema = schema
         self.key_index = schema.names.index(key) if key in schema.names else None
@@ -70,7 +71,7 @@ class ParseInputs(beam.DoFn):
             yield from self._parse_block(path, header, records)
             return
         if fmt == "csv":
-            fields_list = parsing.split_fields([r for _, r in records])
+            fields_list = row_parser.split_fields([r for _, r in records])
             block, extras = self._serving.parse_csv_block(header, fields_list)
             for i, e in block.errors:
                 pos, raw = records[i]
@@ -87,13 +88,13 @@ class ParseInputs(beam.DoFn):
                         extras.append(extra)
                 else:
                     yield out
-            block = parsing.ColumnBlock([list(c) for c in zip(*rows)] if rows else
+            block = row_parser.ColumnBlock([list(c) for c in zip(*rows)] if rows else
                                         [[] for _ in self.schema.names], list(range(len(rows))), [])
         if len(block):
             yield from self._batch(path, block.columns, extras, sources)
 
     def _parse_block(self, path, header, block):
-        """A CsvBlock column-wise with Arrow (preprocessing.fast_csv); where that cannot be
+        """A CsvBlock column-wise with Arrow (preprocessing.parsing.fast_csv); where that cannot be
         exact (bad UTF-8, a field spanning lines), passthrough columns are asked for or the
         block is small (a one-row file), its records the row-by-row way."""
         parser = self._serving.parser(header)

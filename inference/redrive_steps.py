@@ -11,9 +11,10 @@ from typing import Dict, Tuple
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from preprocessing import counting, rejects
-from preprocessing.reading import Chunk, detect_format, read_records
-from preprocessing.values import parse_json
+from preprocessing.accounting import counting, rejects
+from preprocessing.contract.values import parse_json
+from preprocessing.files.reading import Chunk
+from preprocessing.files.records import detect_format, read_records
 
 JOB = "redrive"
 # Dead letters whose `raw` is not the whole record, or no record at all (a duplicate_key

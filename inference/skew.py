@@ -1,5 +1,5 @@
 """Train/serve skew and drift: the statistics of what a prediction job serves, compared per
-feature with the train split's (preprocessing/statistics.py; preprocess writes them, training
+feature with the train split's (preprocessing/reference/statistics.py; preprocess writes them, training
 puts them in each export as assets.extra/train_statistics.json).
 
 Distances, as TFDV defines them: Jensen-Shannon divergence (base 2, 0..1) between the shares
@@ -21,7 +21,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from preprocessing.statistics import EXPORT_STATISTICS, TableAcc, bucket_shares, merge_all
+from preprocessing.reference.statistics import EXPORT_STATISTICS, TableAcc, bucket_shares, merge_all
 
 DEFAULT_THRESHOLD = 0.1
 UNSEEN_SHARE = 0.05

@@ -18,12 +18,15 @@ from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import trigger, window
 
-from inference.inputs import ServingParser
-from preprocessing import filesys, rejects
-from preprocessing.values import parse_json
+from inference.inputs.image_sources import IMAGE_INPUT, ImageInputs
+from inference.inputs.replay import PUBLISHED_AT
+from inference.inputs.rows import ServingParser
+from inference.model.serving_model import GATE_EVENTS
+from preprocessing.accounting import rejects
+from preprocessing.contract.values import parse_json
+from preprocessing.files import filesys
 
 JOB = "stream_predict"  # the metrics namespace
-PUBLISHED_AT = "_published_at"  # attribute the replay source stamps (epoch seconds)
 MAX_MESSAGE_BYTES = 10 << 20  # default of --max_message_bytes (Pub/Sub's own limit is 10 MB)
 DEAD_LETTER_HEAD = 4096  # bytes of an oversized message its dead letter keeps
 
@@ -58,7 +61,7 @@ class ParseMessages(beam.DoFn):
     (`image_kw` given): a JSON object with a `uri` (local or gs://), `{"image_bytes": {"b64":
     ...}}` or `{"b64": ...}`, a Cloud Storage object notification (bucket/name, or the
     bucketId/objectId attributes), or the image bytes themselves as the message data; the
-    image is normalised as preprocess does (inference.images). A uri is the message's id
+    image is normalised as preprocess does (inference.inputs.image_sources). A uri is the message's id
     unless --id_attribute gives one."""
 
     def __init__(self, schema, id_attribute: str, image_kw: Optional[dict] = None,
@@ -74,7 +77,6 @@ class ParseMessages(beam.DoFn):
     def setup(self):
         self._serving = ServingParser(self.schema)
         if self.image_kw is not None:
-            from inference.images import ImageInputs
             self._images = ImageInputs(**self.image_kw)
 
     def process(self, msg: PubsubMessage, ts=beam.DoFn.TimestampParam):
@@ -120,7 +122,6 @@ class ParseMessages(beam.DoFn):
 
 
 def _parse_image_message(images, data: bytes, fmt: str, attrs: dict):
-    from inference.images import IMAGE_INPUT
     if fmt == "json":
         jpeg, uri = images.from_object(parse_json(data), attrs)
     elif attrs.get("bucketId") and attrs.get("objectId"):  # notification without a payload
@@ -169,7 +170,6 @@ MODEL_EVENTS = "model_events"
 
 def drain_model_events(ts):
     """The process's pending gate records (serving_model.GATE_EVENTS), each once."""
-    from inference.serving_model import GATE_EVENTS
     while GATE_EVENTS:
         try:
             record = GATE_EVENTS.popleft()

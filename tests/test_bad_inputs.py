@@ -9,9 +9,10 @@ import pytest
 from PIL import Image
 
 from beam_jobs import preprocess
-from preprocessing import TAXI_SPEC, filesys
-from preprocessing.images import MIN_SIDE, ImageLimits, normalize_image, read_image
-from preprocessing.rejects import Reject
+from preprocessing import TAXI_SPEC
+from preprocessing.accounting.rejects import Reject
+from preprocessing.files import filesys
+from preprocessing.images.checks import MIN_SIDE, ImageLimits, normalize_image, read_image
 from tests.helpers import read_jsonl
 from tools import shapes as shape_gen
 from tools.datagen import write_csv
@@ -356,7 +357,7 @@ def test_a_gzip_bomb_is_read_with_bounded_memory(small_csv, tmp_path):
 
 
 def test_an_incomplete_newer_model_version_is_skipped(tmp_path, caplog):
-    from inference.versions import RAW_SCHEMA_ASSET, list_versions, resolve_model_dir
+    from inference.model.versions import RAW_SCHEMA_ASSET, list_versions, resolve_model_dir
     for version, files in ((100, ["saved_model.pb", "variables/variables.index",
                                   RAW_SCHEMA_ASSET]),
                            (200, ["saved_model.pb"]),                       # no variables

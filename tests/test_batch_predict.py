@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from beam_jobs import batch_predict
-from preprocessing.split import boundaries, split_index
+from preprocessing.contract.split import boundaries, split_index
 from tests.helpers import make_example as _example
 from tests.helpers import read_jsonl
 
@@ -176,8 +176,8 @@ def test_run_date_rerun_replaces_and_failed_run_keeps_the_last_good_output(train
 
 
 def test_handler_isolates_a_row_the_model_rejects(trained):
-    from inference.model_handler import SavedModelHandler
-    from preprocessing.rejects import Reject
+    from inference.model.model_handler import SavedModelHandler
+    from preprocessing.accounting.rejects import Reject
     _, _, m = trained
     handler = SavedModelHandler(m["export_dir"])
     model = handler.load_model()
@@ -216,7 +216,7 @@ def test_prediction_block_json_lines_equal_json_dumps_of_each_record(kind):
     """The column-wise JSON writer gives byte for byte what json.dumps gives per record."""
     import numpy as np
 
-    from inference.outputs import PredictionBlock
+    from inference.outputs.predictions import PredictionBlock
     keys = ["a", 'quo"te', "ünï", "k4"]
     if kind == "regression":
         outputs = {"predictions": np.array([1.5, -0.1, 3e-8, 1e20], dtype=np.float32)}
@@ -302,7 +302,7 @@ def test_csv_blocks_give_what_record_by_record_reading_gives(trained, taxi_csv, 
 def test_block_cut_is_the_last_newline_after_an_even_number_of_quotes():
     import random
 
-    from preprocessing import csv_blocks
+    from preprocessing.files import csv_blocks
     rng = random.Random(7)
     for _ in range(3000):
         data = bytes(rng.choice(b'ab",\n\n') for _ in range(rng.randint(0, 60)))
@@ -319,7 +319,7 @@ def test_uncompressed_csv_blocks_travel_as_byte_ranges(tmp_path):
     from apache_beam.io import fileio
     from apache_beam.io.filesystem import FileMetadata
 
-    from preprocessing import reading
+    from preprocessing.files import reading
     body = b"".join(b'k%d,"a\nb",%d\r\n' % (i, i) for i in range(300))
     path = tmp_path / "x.csv"
     head = b'key,"two\nline header",v\n'

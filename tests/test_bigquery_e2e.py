@@ -18,7 +18,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_jobs import batch_predict
-from inference import sinks
+from inference.outputs import sinks
 from tests.helpers import read_jsonl
 from tests.test_pubsub_e2e import GOOD, _start_job, _stop, topics  # noqa: F401 (fixture)
 from tools.bigquery_emulator import PROJECT

@@ -8,11 +8,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from inference.inputs import ServingParser
-from inference.outputs import PredictionBlock
-from preprocessing import TAXI_SPEC, columns, fast_csv, parsing, rejects
-from preprocessing.schema import Schema
-from preprocessing.values import looks_like_datetime
+from inference.inputs.rows import ServingParser
+from inference.outputs.predictions import PredictionBlock
+from preprocessing import TAXI_SPEC
+from preprocessing.accounting import rejects
+from preprocessing.contract.schema import Schema
+from preprocessing.contract.values import looks_like_datetime
+from preprocessing.parsing import columns, fast_csv, row_parser
 from tools.datagen import generate_rows
 
 SCHEMA = Schema.load(TAXI_SPEC)
@@ -73,9 +75,9 @@ def _row_by_row(data: bytes):
     lines = [line + "\n" for line in data.decode("utf-8").split("\n")]
     if data.endswith(b"\n"):
         lines = lines[:-1]
-    records = list(parsing.iter_csv_records(lines))
+    records = list(row_parser.iter_csv_records(lines))
     good, bad = {}, {}
-    for (pos, raw), fields in zip(records, parsing.split_fields([r for _, r in records])):
+    for (pos, raw), fields in zip(records, row_parser.split_fields([r for _, r in records])):
         try:
             good[pos] = PARSER.parse(fields)
         except rejects.Reject as e:
@@ -193,7 +195,7 @@ def test_arrow_json_lines_are_json_dumps():
 def test_plain_keys_are_the_keys_json_dumps_writes_unchanged():
     """The vectorised check looks at exactly the keys' bytes, also for a slice of a column
     whose neighbours need escapes."""
-    from inference.outputs import plain_keys
+    from inference.outputs.predictions import plain_keys
     keys = pa.array(['a"b', "plain key", "x\\y", "", "tab\there", "ok~!#", "\u00e9", "\x7f",
                      None, "z"])
     for start in range(len(keys)):
@@ -207,7 +209,7 @@ def test_plain_keys_are_the_keys_json_dumps_writes_unchanged():
 
 
 def test_block_keys_fall_back_to_file_and_line(tmp_path):
-    from inference.model_handler import LineSources
+    from inference.model.model_handler import LineSources
     data = b"k1,2025-01-01 00:00:00,1,2,3,4,1,Cash,C,5\n,2025-01-01 00:00:00,1,2,3,4,1,Cash,C,5\n"
     block = fast_csv.parse_block(PARSER, data)
     sources = LineSources(block.lines, block.index, 10)
@@ -223,8 +225,8 @@ def test_block_sources_read_again_from_the_file_give_the_same_lines(tmp_path):
     rejects) rather than carry them: the same text as the parsed block's lines."""
     import functools
 
-    from inference.model_handler import LineSources
-    from preprocessing.csv_blocks import block_lines
+    from inference.model.model_handler import LineSources
+    from preprocessing.files.csv_blocks import block_lines
     rows = [b"k%d,2025-01-01 00:00:00,1,2,3,4,%d,Cash,C\xc3\xa9,5" % (i, i) for i in range(40)]
     data = b"\r\n".join(rows[:20]) + b"\n\n" + b"\n".join(rows[20:]) + b"\r\r\n"
     path = tmp_path / "x.csv"

@@ -1,4 +1,4 @@
-"""Completion inside the pipeline (beam_jobs/finalize.py, beam_jobs/publish.py): the jobs
+"""Completion inside the pipeline (beam_jobs/shared/finalize.py, beam_jobs/shared/publish.py): the jobs
 publish, summarise and mark success even where the code after `p.run()` never runs (a Flex
 Template launch); counts that do not reconcile fail the job and publish nothing; a killed run
 leaves the previous output."""
@@ -14,7 +14,7 @@ import time
 import apache_beam as beam
 import pytest
 
-from beam_jobs import finalize, local_runner, publish
+from beam_jobs.shared import finalize, local_runner, publish
 from preprocessing import TAXI_SPEC
 from tools.datagen import write_csv
 
@@ -374,7 +374,7 @@ def test_a_live_holder_is_waited_for_with_a_reason_and_a_bound(tmp_path, capsys)
 
 def test_an_output_the_input_glob_reaches_is_refused_at_launch(tmp_path):
     from beam_jobs import preprocess
-    from beam_jobs.cli import JobError
+    from beam_jobs.shared.cli import JobError
     (tmp_path / "in.csv").write_text("id,x,y\na,1,2\n")
     with pytest.raises(JobError, match="put the output outside the input"):
         preprocess.run(["--input", str(tmp_path / "**"), "--output", str(tmp_path / "out"),
@@ -411,7 +411,7 @@ def test_a_failed_run_keeps_the_previous_output_and_leaves_no_scratch(tmp_path):
 
 
 def test_a_run_that_fails_where_run_sees_it_removes_its_staging(tmp_path):
-    from beam_jobs import cli
+    from beam_jobs.shared import cli
 
     class Failing:
         def run(self):
@@ -427,7 +427,7 @@ def test_a_run_that_fails_where_run_sees_it_removes_its_staging(tmp_path):
 
 
 def test_progress_after_many_small_files_is_a_few_lines_and_the_last(capsys):
-    from preprocessing.counting import Progress
+    from preprocessing.accounting.counting import Progress
     progress = Progress("job", "read-many-files", 20_000, unit="bytes")
     for _ in range(20_000):  # the end of each one-byte file
         progress.add(1)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from preprocessing import rejects
-from preprocessing.images import ImageLimits, normalize_image
-from preprocessing.rejects import Reject
+from preprocessing.accounting import rejects
+from preprocessing.accounting.rejects import Reject
+from preprocessing.images.checks import ImageLimits, normalize_image
 from tools import shapes as shape_gen
 
 
@@ -86,8 +86,8 @@ def test_longest_side_is_bounded_keeping_aspect(good_jpeg):
 
 
 def test_a_png_claiming_900_megapixels_is_too_many_pixels_before_decoding():
-    from preprocessing.images import normalize_image
-    from preprocessing.rejects import Reject
+    from preprocessing.accounting.rejects import Reject
+    from preprocessing.images.checks import normalize_image
     with pytest.raises(Reject) as e:
         normalize_image(shape_gen.png_claiming(30000, 30000), "bomb.png")
     assert e.value.reason == "too_many_pixels"

@@ -5,7 +5,8 @@ import dataclasses
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_jobs import batch_predict, common_options, local_runner, preprocess, stream_predict
+from beam_jobs import batch_predict, preprocess, stream_predict
+from beam_jobs.shared import common_options, local_runner
 
 NOWHERE = "/nonexistent/nothing-here"
 
@@ -115,7 +116,7 @@ def test_local_runs_name_a_runner_that_downloads_nothing():
 
 @pytest.mark.slow
 def test_local_multi_process_workers_run_the_fast_exit_worker():
-    """local_runner.LocalRunner starts its multi-process workers as beam_jobs/local_worker.py
+    """local_runner.LocalRunner starts its multi-process workers as beam_jobs/shared/local_worker.py
     (Beam's harness, then an immediate exit), and they run the pipeline."""
     import os
     import sys

@@ -13,8 +13,8 @@ import pytest
 import tensorflow as tf
 
 from beam_jobs import batch_predict
-from preprocessing import saved_models
-from preprocessing.split import boundaries, split_index
+from preprocessing.contract.split import boundaries, split_index
+from preprocessing.files import saved_models
 from tests.helpers import GOOD, read_jsonl, small_train_config
 from training import defaults
 from training.data import HOLDOUT_BUCKETS, load_feature_info, split_files
@@ -211,9 +211,9 @@ def test_early_stopping_is_off_when_the_holdout_slice_is_too_small_to_measure():
 
 
 def test_trees_read_numbers_and_categories_and_skip_a_numbers_bucket():
-    from preprocessing.schema import ColumnSpec, Schema
+    from preprocessing.contract.schema import ColumnSpec, Schema
     from training.data import FeatureInfo
-    from training.trees import feature_semantics
+    from training.models.trees import feature_semantics
     schema = Schema(columns=(ColumnSpec("x", "float", "numeric", num_buckets=4),
                              ColumnSpec("c", "string", "vocabulary"),
                              ColumnSpec("t", "string", "datetime", parts=("hour",)),

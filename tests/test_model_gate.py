@@ -1,4 +1,4 @@
-"""Gated model swaps (inference/gate.py): a newer version serves only after predicting the
+"""Gated model swaps (inference/model/gate.py): a newer version serves only after predicting the
 golden set with no error or NaN and a metric no worse than the serving version's by more
 than --max_metric_regression. Real exports: the `trained` model, one trained on the same
 rows with the labels shuffled, and one whose weights are NaN."""
@@ -12,16 +12,17 @@ import time
 
 import pytest
 
-from beam_jobs import batch_predict, cli
-from inference import gate
-from inference.gate import Gate, GoldenSetError, Score, decide, read_golden
-from preprocessing import golden
+from beam_jobs import batch_predict
+from beam_jobs.shared import errors
+from inference.model import gate
+from inference.model.gate import Gate, GoldenSetError, Score, decide, read_golden
+from preprocessing.reference import golden
 from tests.helpers import read_jsonl
 from tests.test_pubsub_e2e import _publish_steadily, _start_job, _stop, topics  # noqa: F401
 
 
 def _version(path):
-    from inference.serving_model import _Version
+    from inference.model.serving_model import _Version
     return _Version(path)
 
 
@@ -45,7 +46,7 @@ def test_preprocess_keeps_a_golden_sample_and_training_exports_it(preprocessed, 
     export = trained[2]["export_dir"]
     with open(path, "rb") as a, open(os.path.join(export, golden.EXPORT_GOLDEN), "rb") as b:
         assert a.read() == b.read()
-    from inference.versions import load_raw_schema
+    from inference.model.versions import load_raw_schema
     rows = read_golden(path, load_raw_schema(export))
     assert len(rows) == min(golden.DEFAULT_ROWS, summary["splits"]["eval"])
     assert all(0 < fare < 500 for fare in rows.labels)
@@ -91,9 +92,9 @@ def test_golden_sets_from_csv_and_their_bounds(trained, taxi_csv, tmp_path, monk
 def test_golden_set_flags_fail_at_launch_with_one_line(trained, taxi_csv, tmp_path):
     args = ["--model_dir", trained[2]["export_dir"], "--input", taxi_csv[0],
             "--output", str(tmp_path / "out")]
-    with pytest.raises(cli.JobError, match="--max_metric_regression must be >= 0"):
+    with pytest.raises(errors.JobError, match="--max_metric_regression must be >= 0"):
         batch_predict.run(args + ["--max_metric_regression", "-1"])
-    with pytest.raises(cli.JobError, match="cannot read the golden set"):
+    with pytest.raises(errors.JobError, match="cannot read the golden set"):
         batch_predict.run(args + ["--golden_set", str(tmp_path / "missing.tfrecord")])
 
 
@@ -113,7 +114,7 @@ def test_golden_labels_far_outside_training_and_missing_columns_are_named_at_lau
         w = csv.DictWriter(f, fields)
         w.writeheader()
         w.writerows(rows[:50] + [dict(rows[50], fare_amount="1e9")])
-    with pytest.raises(cli.JobError, match=r"1 label\(s\) far outside what the model was "
+    with pytest.raises(errors.JobError, match=r"1 label\(s\) far outside what the model was "
                                            r"trained on \(e.g. 1e\+09; train labels"):
         batch_predict.run(args + ["--golden_set", str(outlier)])
     narrow = tmp_path / "narrow.csv"
@@ -121,7 +122,7 @@ def test_golden_labels_far_outside_training_and_missing_columns_are_named_at_lau
         w = csv.DictWriter(f, ["key", "fare_amount"], extrasaction="ignore")
         w.writeheader()
         w.writerows(rows[:50])
-    with pytest.raises(cli.JobError, match="lacks the model's column.s. pickup_datetime, "
+    with pytest.raises(errors.JobError, match="lacks the model's column.s. pickup_datetime, "
                                            "pickup_longitude"):
         batch_predict.run(args + ["--golden_set", str(narrow)])
 

@@ -13,9 +13,10 @@ import pytest
 import tensorflow as tf
 
 from beam_jobs import batch_predict
-from preprocessing.golden import EXPORT_GOLDEN
+from preprocessing.reference.golden import EXPORT_GOLDEN
 from tests.helpers import read_jsonl
-from training import optimize, quantize
+from training import optimize
+from training.exporting import quantize
 
 
 def _base_with(export: str, tmp_path) -> str:
@@ -86,7 +87,7 @@ def test_each_mode_writes_a_version_the_batch_job_serves(trained, taxi_csv, tmp_
 
 
 def test_calibration_rows_are_train_rows_and_travel_with_the_export(trained):
-    from preprocessing import golden
+    from preprocessing.reference import golden
     data_dir, _, metrics = trained
     keys = {}
     for name in (golden.GOLDEN_FILE, golden.CALIBRATION_FILE):

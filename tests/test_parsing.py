@@ -4,10 +4,12 @@ import json
 import pyarrow as pa
 import pytest
 
-from preprocessing import TAXI_SPEC, parsing, record_batches, rejects
-from preprocessing.schema import Schema
-from preprocessing.split import boundaries, parse_fractions, split_index, split_indices
-from preprocessing.values import parse_json
+from preprocessing import TAXI_SPEC
+from preprocessing.accounting import rejects
+from preprocessing.contract.schema import Schema
+from preprocessing.contract.split import boundaries, parse_fractions, split_index, split_indices
+from preprocessing.contract.values import parse_json
+from preprocessing.parsing import record_batches, row_parser
 
 SCHEMA = Schema.load(TAXI_SPEC)
 HEADER = list(SCHEMA.names)
@@ -18,25 +20,25 @@ GOOD = ["k1", "2025-03-04 05:06:07 UTC", "-73.9", "40.7", "-73.95", "40.75", "2"
 def test_records_join_quoted_newlines_and_keep_start_line_numbers():
     lines = ['a,b\n', '1,"two\n', 'lines"\n', '\n', '3,"x, y"\r\n', '4,"unterminated\n']
     rejects = []
-    recs = list(parsing.iter_csv_records(lines, 1, rejects))
+    recs = list(row_parser.iter_csv_records(lines, 1, rejects))
     assert recs == [(1, "a,b"), (2, '1,"two\nlines"'), (5, '3,"x, y"')]
-    fields = parsing.split_fields([r for _, r in recs])
+    fields = row_parser.split_fields([r for _, r in recs])
     assert fields[1] == ["1", "two\nlines"] and fields[2] == ["3", "x, y"]
     # A quote still open at the end: its line is rejected, not joined with what follows.
     assert [(r[0], r[1], r[2]) for r in rejects] == [(6, '4,"unterminated', "unterminated_quote")]
     # A malformed record is flagged (None) rather than failing the whole batch.
-    assert parsing.split_fields(['1,"x', "2,y"]) == [None, ["2", "y"]]
+    assert row_parser.split_fields(['1,"x', "2,y"]) == [None, ["2", "y"]]
 
 
 def test_a_stray_quote_costs_one_line_not_the_rest_of_the_file():
     body = ["h,v\n", '1,"stray\n'] + [f"{i},ok\n" for i in range(2, 2002)]
     rejects = []
-    recs = list(parsing.iter_csv_records(body, 1, rejects, max_lines=50))
+    recs = list(row_parser.iter_csv_records(body, 1, rejects, max_lines=50))
     assert rejects[0][:3] == (2, '1,"stray', "unterminated_quote") and len(rejects) == 1
     assert [n for n, _ in recs] == [1] + list(range(3, 2003))  # every other line, in order
     # Bytes bound too, and a single line over it is record_too_large.
     rejects = []
-    recs = list(parsing.iter_csv_records(["h\n", "x" * 100 + "\n", '"a\n', "b" * 60 + "\n",
+    recs = list(row_parser.iter_csv_records(["h\n", "x" * 100 + "\n", '"a\n', "b" * 60 + "\n",
                                           'c"\n', "2\n"], 1, rejects, max_bytes=50))
     assert [(r[0], r[2]) for r in rejects] == [(2, "record_too_large"),
                                                (3, "unterminated_quote"),
@@ -46,19 +48,19 @@ def test_a_stray_quote_costs_one_line_not_the_rest_of_the_file():
 
 
 def test_good_row_parses_to_typed_values_in_schema_order():
-    p = parsing.RowParser(SCHEMA, HEADER)
+    p = row_parser.RowParser(SCHEMA, HEADER)
     v = p.parse(GOOD)
     assert v[SCHEMA.names.index("passenger_count")] == 2
     assert v[SCHEMA.names.index("fare_amount")] == 12.5
     # Columns may come in any order: the header decides.
-    p2 = parsing.RowParser(SCHEMA, list(reversed(HEADER)))
+    p2 = row_parser.RowParser(SCHEMA, list(reversed(HEADER)))
     assert p2.parse(list(reversed(GOOD))) == v
 
 
 def test_default_fills_empty_optional_column():
     row = list(GOOD)
     row[HEADER.index("passenger_count")] = ""
-    assert parsing.RowParser(SCHEMA, HEADER).parse(row)[HEADER.index("passenger_count")] == 1
+    assert row_parser.RowParser(SCHEMA, HEADER).parse(row)[HEADER.index("passenger_count")] == 1
 
 
 @pytest.mark.parametrize("column, value, reason", [
@@ -88,7 +90,7 @@ def test_bad_values_get_their_reason(column, value, reason):
     row = list(GOOD)
     row[HEADER.index(column)] = value
     with pytest.raises(rejects.Reject) as e:
-        parsing.RowParser(SCHEMA, HEADER).parse(row)
+        row_parser.RowParser(SCHEMA, HEADER).parse(row)
     assert e.value.reason == reason and column in e.value.detail
 
 
@@ -101,22 +103,22 @@ def test_bad_values_get_their_reason(column, value, reason):
 def test_numbers_the_grammar_accepts(column, value, parsed):
     row = list(GOOD)
     row[HEADER.index(column)] = value
-    assert parsing.RowParser(SCHEMA, HEADER).parse(row)[HEADER.index(column)] == parsed
+    assert row_parser.RowParser(SCHEMA, HEADER).parse(row)[HEADER.index(column)] == parsed
 
 
 def test_structural_errors():
-    p = parsing.RowParser(SCHEMA, HEADER)
+    p = row_parser.RowParser(SCHEMA, HEADER)
     with pytest.raises(rejects.Reject, match="wrong_column_count"):
         p.parse(GOOD[:-1])
     with pytest.raises(rejects.Reject, match="malformed_csv"):
         p.parse(None)
-    short = parsing.RowParser(SCHEMA, [h for h in HEADER if h != "fare_amount"])
+    short = row_parser.RowParser(SCHEMA, [h for h in HEADER if h != "fare_amount"])
     with pytest.raises(rejects.Reject, match="missing_column"):
         short.parse(GOOD[:-1])
 
 
 def test_record_batch_layout_matches_tensor_adapter():
-    p = parsing.RowParser(SCHEMA, HEADER)
+    p = row_parser.RowParser(SCHEMA, HEADER)
     rows = [p.parse(GOOD), p.parse(["k2"] + GOOD[1:])]
     rb = record_batches.rows_to_record_batch(rows, SCHEMA)
     assert rb.num_rows == 2
@@ -189,7 +191,7 @@ def test_column_wise_parse_matches_row_by_row(optional):
         elif r < 0.35:
             row = None
         fields_list.append(row)
-    parser = parsing.RowParser(SCHEMA, HEADER, optional)
+    parser = row_parser.RowParser(SCHEMA, HEADER, optional)
     block = parser.parse_many(fields_list)
     got = dict(zip(block.index, block.rows()))
     got.update({i: (e.reason, e.detail) for i, e in block.errors})
@@ -200,7 +202,7 @@ def test_column_wise_parse_matches_row_by_row(optional):
 
 
 def test_column_wise_parse_of_a_header_missing_a_required_column():
-    parser = parsing.RowParser(SCHEMA, HEADER[:-2])
+    parser = row_parser.RowParser(SCHEMA, HEADER[:-2])
     block = parser.parse_many([GOOD[:-2]] * 3)
     assert len(block) == 0 and {e.reason for _, e in block.errors} == {"missing_column"}
 
@@ -233,7 +235,7 @@ def test_json_nested_100000_deep_is_a_reject_not_a_crash():
 def test_json_numbers_follow_the_csv_number_grammar(text, reason):
     obj = dict(zip(HEADER, GOOD))
     doc = json.dumps(obj).replace(json.dumps(obj["pickup_longitude"]), text, 1)
-    parser = parsing.RowParser(SCHEMA, HEADER)
+    parser = row_parser.RowParser(SCHEMA, HEADER)
     if reason is None:
         assert parser.parse_dict(parse_json(doc))[HEADER.index("pickup_longitude")] == 1.5
         return

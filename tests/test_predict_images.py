@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from beam_jobs import batch_predict, stream_predict
-from inference.images import ImageInputs
+from inference.inputs.image_sources import ImageInputs
 from tests.helpers import read_jsonl
 from tools import shapes as shape_gen
 
@@ -155,7 +155,7 @@ def test_stream_predict_image_messages(trained_images, tmp_path, gcs_emulator):
 
 
 def test_image_inputs_parse_every_form_and_give_reasons(tmp_path):
-    from preprocessing.rejects import Reject
+    from preprocessing.accounting.rejects import Reject
     img = tmp_path / "a.jpg"
     shape_gen.draw_shape(np.random.default_rng(1), "square", 64).save(img, format="JPEG")
     data = img.read_bytes()

@@ -10,7 +10,7 @@ import tensorflow as tf
 from PIL import Image
 
 from beam_jobs import preprocess
-from preprocessing.transform import LABEL_VOCAB
+from preprocessing.features.transform import LABEL_VOCAB
 from tests.helpers import read_examples, read_jsonl
 from tools import shapes as shape_gen
 

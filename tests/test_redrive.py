@@ -13,8 +13,9 @@ import time
 
 import pytest
 
-from beam_jobs import batch_predict, cli, redrive
-from beam_jobs.publish import STAGING_PREFIX
+from beam_jobs import batch_predict, redrive
+from beam_jobs.shared import errors
+from beam_jobs.shared.publish import STAGING_PREFIX
 from tests.helpers import ROOT, read_jsonl
 
 
@@ -133,7 +134,7 @@ def test_a_killed_redrive_leaves_the_output_and_a_redrive_merges_by_key(run_with
 
 
 def test_redrive_refuses_what_is_not_a_published_output(tmp_path):
-    with pytest.raises(cli.JobError, match="not a published batch_predict output"):
+    with pytest.raises(errors.JobError, match="not a published batch_predict output"):
         redrive.run(["--output", str(tmp_path)])
 
 
@@ -219,17 +220,17 @@ def test_redrive_of_a_csv_only_output_reads_its_keys_and_takes_no_stranger(train
 
 
 def test_a_model_of_another_task_or_shape_is_refused(trained, tmp_path):
-    from preprocessing.schema import ColumnSpec, Schema
+    from preprocessing.contract.schema import ColumnSpec, Schema
     previous = {"task": "regression", "passthrough": [], "label": None,
                 "prediction_columns": ["key", "prediction", "model_version"]}
     clf = Schema(columns=(ColumnSpec("x", "float", "zscore"), ColumnSpec("y", "string")),
                  label="y", task="classification")
-    with pytest.raises(cli.JobError, match="classification model; the output holds "
+    with pytest.raises(errors.JobError, match="classification model; the output holds "
                                            "regression predictions"):
         redrive._check_same_shape(previous, clf)
     reg = Schema(columns=(ColumnSpec("x", "float", "zscore"), ColumnSpec("y", "float")),
                  label="y", task="regression")
-    with pytest.raises(cli.JobError, match="the output has"):
+    with pytest.raises(errors.JobError, match="the output has"):
         redrive._check_same_shape(dict(previous, label="y"), reg)
     redrive._check_same_shape(previous, reg)  # the same shape: taken
 

@@ -3,9 +3,9 @@
 import pytest
 
 from preprocessing import TAXI_SPEC
-from preprocessing.infer import infer_schema, parse_csv_sample
-from preprocessing.schema import ColumnSpec, Schema, SchemaError
-from preprocessing.values import coerce_value
+from preprocessing.contract.schema import ColumnSpec, Schema, SchemaError
+from preprocessing.contract.values import coerce_value
+from preprocessing.schema_inference.infer import infer_schema, parse_csv_sample
 from tools.datagen import HEADER, generate_rows
 
 
@@ -121,7 +121,7 @@ def test_parse_csv_sample_handles_quotes():
 
 
 def test_two_columns_that_make_one_transformed_feature_are_refused():
-    from preprocessing.schema import ColumnSpec, Schema, SchemaError
+    from preprocessing.contract.schema import ColumnSpec, Schema, SchemaError
     with pytest.raises(SchemaError, match="column 'ts_hour' and column 'ts' \\(hour\\) both "
                                           "make the transformed feature 'ts_hour'"):
         Schema(columns=(ColumnSpec("ts_hour", "float", "zscore"),

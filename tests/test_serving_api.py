@@ -14,8 +14,8 @@ import pytest
 import tensorflow as tf
 
 from beam_jobs import batch_predict
-from inference.versions import load_raw_schema
-from preprocessing import golden
+from inference.model.versions import load_raw_schema
+from preprocessing.reference import golden
 from tests.helpers import read_jsonl
 
 
@@ -69,7 +69,7 @@ def test_regress_signature_answers_a_regression_request(trained, taxi_csv, tmp_p
     keys = []
     with open(taxi_csv[0]) as f:
         header = f.readline().strip().split(",")
-        from preprocessing.parsing import RowParser
+        from preprocessing.parsing.row_parser import RowParser
         parser = RowParser(schema, header)
         for line in f:
             try:
@@ -109,7 +109,7 @@ def test_classify_signature_answers_a_classification_request(trained_images, tmp
     image_col = next(c.name for c in schema.columns if c.transform == "image")
     request = classification_pb2.ClassificationRequest()
     request.model_spec.signature_name = "classify"
-    from preprocessing.images import ImageLimits, normalize_image
+    from preprocessing.images.checks import ImageLimits, normalize_image
     for path in images:
         with open(path, "rb") as f:
             data = normalize_image(f.read(), path, ImageLimits(), keep_conforming=True).jpeg

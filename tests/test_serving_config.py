@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from tests.helpers import ROOT
-from training import serving_config
 from training.config import ConfigError
+from training.exporting import serving_config
 
 SERVING = os.path.join(ROOT, "templates", "serving")
 

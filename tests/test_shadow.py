@@ -1,4 +1,4 @@
-"""Shadow models (inference/shadow.py): a second model scores the same rows, its outputs never
+"""Shadow models (inference/model/shadow.py): a second model scores the same rows, its outputs never
 reach the prediction sinks, and a comparison record says how far apart the two are."""
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import shutil
 import numpy as np
 import pytest
 
-from beam_jobs import batch_predict, cli, stream_predict
-from inference.shadow import ShadowSums, aligned, compare
+from beam_jobs import batch_predict, stream_predict
+from beam_jobs.shared import errors
+from inference.model.shadow import ShadowSums, aligned, compare
 from tests.helpers import GOOD, read_jsonl
 
 
@@ -55,7 +56,7 @@ def test_batch_shadow_compares_without_touching_the_outputs(trained, shuffled_ex
 
 
 def test_a_shadow_model_that_cannot_score_the_rows_fails_at_launch(trained, taxi_csv, tmp_path):
-    with pytest.raises(cli.JobError, match="cannot read the shadow model"):
+    with pytest.raises(errors.JobError, match="cannot read the shadow model"):
         batch_predict.run(["--model_dir", trained[2]["export_dir"], "--shadow_model_dir",
                            str(tmp_path / "nothing"), "--input", taxi_csv[0],
                            "--output", str(tmp_path / "out")])

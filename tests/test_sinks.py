@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from inference import bigquery_client, sinks
+from inference.outputs import bigquery_client, sinks
 
 
 def test_classification_columns_keep_class_id_and_probabilities_in_both_jobs():
@@ -43,7 +43,7 @@ def test_non_finite_predictions_are_rejections_not_outputs():
 
     import numpy as np
 
-    from inference.model_handler import _finite
+    from inference.model.model_handler import _finite
     model = types.SimpleNamespace(version="7")
     block = _finite(model, {"predictions": np.array([[1.0], [np.nan], [np.inf], [2.0]],
                                                     dtype=np.float32)}, 4)
@@ -61,7 +61,7 @@ def test_json_files_are_strict_json():
 
     import numpy as np
 
-    from preprocessing.filesys import dumps_json
+    from preprocessing.files.filesys import dumps_json
     text = dumps_json({"rmse": float("nan"), "n": [1.0, float("inf"), np.float32("-inf")],
                        "ok": np.float64(2.5)})
     assert json.loads(text, parse_constant=lambda c: 1 / 0) == {"rmse": None,

@@ -1,4 +1,4 @@
-"""Train/serve skew and drift (preprocessing/statistics.py, inference/skew.py): statistics of
+"""Train/serve skew and drift (preprocessing/reference/statistics.py, inference/skew.py): statistics of
 the train split kept by preprocess and carried by each export, compared with what the
 prediction jobs serve."""
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 from beam_jobs import batch_predict, stream_predict
 from inference.skew import js_divergence, skew_line, skew_report
-from preprocessing import statistics
-from preprocessing.statistics import ColumnAcc, TableAcc
+from preprocessing.reference import statistics
+from preprocessing.reference.statistics import ColumnAcc, TableAcc
 from tests.helpers import GOOD, read_jsonl
 
 KINDS = {"x": "number", "c": "string"}

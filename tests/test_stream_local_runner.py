@@ -1,4 +1,4 @@
-"""beam_jobs/local_streaming.py: the streaming job's local runner pulls Pub/Sub in larger
+"""beam_jobs/shared/local_streaming.py: the streaming job's local runner pulls Pub/Sub in larger
 bundles, through the one call of Beam's DirectRunner it patches."""
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import time
 
 from apache_beam.runners.direct import transform_evaluator as te
 
-from beam_jobs import local_runner, local_streaming
+from beam_jobs.shared import local_runner, local_streaming
 
 
 def test_beam_still_reads_pubsub_through_what_the_patch_wraps():
     """Fails when a Beam upgrade changes the code the patch relies on: review
-    beam_jobs/local_streaming.py then (the pull size may have been fixed upstream)."""
+    beam_jobs/shared/local_streaming.py then (the pull size may have been fixed upstream)."""
     read = inspect.getsource(te._PubSubReadEvaluator._read_from_pubsub)
     assert "self._get_subscriber_client(" in read
     assert "max_messages=10" in read  # what the patch raises

@@ -15,13 +15,13 @@ import pytest
 from apache_beam.io.gcp.pubsub import PubsubMessage
 
 from beam_jobs import stream_predict
-from inference import model_handler as mh
-from inference.images import ImageInputs, normalize_prefixes, uri_allowed
-from inference.replay import load_replay
+from inference.inputs.image_sources import ImageInputs, normalize_prefixes, uri_allowed
+from inference.inputs.replay import load_replay
+from inference.model import model_handler as mh
 from inference.streaming import ParseMessages
-from preprocessing.images import ImageLimits
-from preprocessing.infer import image_schema
-from preprocessing.rejects import Reject
+from preprocessing.accounting.rejects import Reject
+from preprocessing.images.checks import ImageLimits
+from preprocessing.schema_inference.infer import image_schema
 from tests.helpers import GOOD, read_jsonl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -145,8 +145,8 @@ def test_a_uri_read_that_hangs_is_a_timeout_dead_letter():
     hole.listen(64)
     code = (
         "import time\n"
-        "from inference.images import ImageInputs\n"
-        "from preprocessing.rejects import Reject\n"
+        "from inference.inputs.image_sources import ImageInputs\n"
+        "from preprocessing.accounting.rejects import Reject\n"
         "t = time.time()\n"
         "try:\n"
         "    ImageInputs(allowed_prefixes=('gs://b/',), read_timeout_secs=1,\n"

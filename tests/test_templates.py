@@ -25,7 +25,7 @@ def test_flex_metadata_matches_the_job_options_exactly(job):
     # Each parameter really is an option the job's PipelineOptions parse.
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from beam_jobs import common_options
+    from beam_jobs.shared import common_options
     mod = flex_templates.job_module(job)
     actions = {a.dest: a for a in flex_templates.job_actions(job)[0]}
     for p in meta["parameters"]:

@@ -1,4 +1,4 @@
-"""preprocessing/tfrecords.py: the batch TFRecord writer's background encoding and writing."""
+"""preprocessing/files/tfrecords.py: the batch TFRecord writer's background encoding and writing."""
 import pickle
 import threading
 import time
@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 from tfx_bsl.coders import example_coder
 
-from preprocessing import tfrecords
-from preprocessing.tfrecords import PendingFrames, PendingFramesCoder, frame_records
+from preprocessing.files import tfrecords
+from preprocessing.files.tfrecords import PendingFrames, PendingFramesCoder, frame_records
 
 
 def _batch(start: int, n: int) -> pa.RecordBatch:

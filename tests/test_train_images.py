@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from preprocessing.image_ops import IMAGE_SIZE, decode_and_resize
+from preprocessing.features.image_transform import IMAGE_SIZE, decode_and_resize
 from tests.helpers import make_example
 from tools import shapes as shape_gen
 

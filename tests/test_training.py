@@ -12,7 +12,8 @@ import pytest
 import tensorflow as tf
 import yaml
 
-from preprocessing import parsing, rejects
+from preprocessing.accounting import rejects
+from preprocessing.parsing import row_parser
 from tests.helpers import ROOT, read_examples, read_jsonl
 from tests.helpers import small_train_config as _cfg
 from training.config import ConfigError
@@ -30,7 +31,7 @@ def _raw_rows(csv_path, schema):
     import csv
     with open(csv_path, newline="") as f:
         reader = csv.reader(f)
-        p = parsing.RowParser(schema, next(reader))
+        p = row_parser.RowParser(schema, next(reader))
         rows = {}
         for fields in reader:
             try:
@@ -79,7 +80,7 @@ def test_signatures_agree_with_each_other_and_with_keras(trained, taxi_csv):
     import tensorflow_transform as tft
 
     from training.data import load_feature_info
-    from training.model import build_model
+    from training.models.keras_models import build_model
     data_dir, job_dir, m = trained
     info = load_feature_info(data_dir)
     schema = info.raw_schema
@@ -126,7 +127,7 @@ def test_saved_model_cli_runs_the_raw_signature(trained):
 @pytest.mark.slow
 def test_serving_default_runs_from_saved_model_cli(trained, taxi_csv, tmp_path):
     _, _, m = trained
-    schema = __import__("inference.versions", fromlist=["x"]).load_raw_schema(m["export_dir"])
+    schema = __import__("inference.model.versions", fromlist=["x"]).load_raw_schema(m["export_dir"])
     raw = next(iter(_raw_rows(taxi_csv[0], schema).values()))
     np.save(tmp_path / "ex.npy", np.array([_example(raw, schema.serving_columns())], dtype=object))
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
@@ -308,7 +309,7 @@ def test_cosine_schedule_decays_to_zero_over_the_training_steps():
     import tf_keras as keras
 
     from training.data import FeatureInfo
-    from training.model import compile_model
+    from training.models.keras_models import compile_model
     model = keras.Sequential([keras.layers.Dense(1, input_shape=(2,))])
     info = FeatureInfo(label="y", task="regression", numeric=["x"], categorical={},
                        feature_spec={})
@@ -497,8 +498,8 @@ def test_mixed_precision_computes_in_float16_with_float32_outputs(preprocessed, 
 
     from training import data as data_lib
     from training.config import TrainConfig
-    from training.model import build_model
-    from training.network import float32_outputs, precision_policy
+    from training.models.keras_models import build_model
+    from training.models.network import float32_outputs, precision_policy
     info = data_lib.load_feature_info(preprocessed[0])
     cfg = TrainConfig(data_dir=preprocessed[0], job_dir=str(tmp_path / "j"), hidden_units=[8])
     with precision_policy(True):

@@ -91,7 +91,7 @@ def test_a_feature_named_label_keeps_the_real_labels_classes(tmp_path):
     import tensorflow_transform as tft
 
     from beam_jobs import preprocess
-    from preprocessing.transform import LABEL_VOCAB
+    from preprocessing.features.transform import LABEL_VOCAB
     from tests.helpers import read_examples
     src = tmp_path / "in.csv"
     src.write_text("id,label,x,species\n" + "".join(

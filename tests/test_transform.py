@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from preprocessing.schema import ColumnSpec, CrossSpec, Schema
-from preprocessing.transform import datetime_parts, haversine_km, make_preprocessing_fn
+from preprocessing.contract.schema import ColumnSpec, CrossSpec, Schema
+from preprocessing.features.transform import datetime_parts, haversine_km, make_preprocessing_fn
 from tools.datagen import haversine_km as np_haversine
 
 
@@ -77,7 +77,7 @@ def _analyze_and_transform(schema, rows):
     import tensorflow_transform.beam as tft_beam
     from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
-    from preprocessing.record_batches import raw_feature_spec
+    from preprocessing.parsing.record_batches import raw_feature_spec
     meta = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(
         raw_feature_spec(schema)))
     out_dir = tempfile.mkdtemp()

@@ -12,16 +12,16 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_jobs import preprocess
-from beam_jobs.local_runner import LocalRunner
+from beam_jobs import preprocess_steps as pp
+from beam_jobs.shared.local_runner import LocalRunner
 from inference.batch import FormatPredictions, ParseInputs
-from inference.model_handler import RowBatch
-from inference.outputs import PredictionBlock
-from preprocessing import counting
-from preprocessing import pipeline as pp
-from preprocessing.reading import Chunk
-from preprocessing.rejects import Reject
-from preprocessing.schema import ColumnSpec, Schema
-from preprocessing.transform import make_preprocessing_fn
+from inference.model.model_handler import RowBatch
+from inference.outputs.predictions import PredictionBlock
+from preprocessing.accounting import counting
+from preprocessing.accounting.rejects import Reject
+from preprocessing.contract.schema import ColumnSpec, Schema
+from preprocessing.features.transform import make_preprocessing_fn
+from preprocessing.files.reading import Chunk
 
 SCHEMA = Schema(columns=(ColumnSpec("id", "string"), ColumnSpec("x", "float", "zscore"),
                          ColumnSpec("y", "float")),
@@ -55,7 +55,7 @@ def test_parse_and_split_gives_every_row_one_split_or_one_dead_letter():
 def test_many_small_chunks_become_few_batches_with_every_row():
     """One-row files: their rows are gathered into batches (tf.transform pays per batch),
     none lost or doubled, the bad ones dead-lettered."""
-    from preprocessing.csv_blocks import CsvBlock
+    from preprocessing.files.csv_blocks import CsvBlock
     chunks = [Chunk(f"f{i}.csv", "csv", HEADER,
                     CsvBlock(2, f"r{i},{'oops' if i % 50 == 0 else i},{i}\n".encode()))
               for i in range(600)]
@@ -142,7 +142,7 @@ def test_preprocess_builds_from_a_config_the_test_constructs(tmp_path):
 
 def test_batch_predict_builds_from_a_config_the_test_constructs(trained, taxi_csv, tmp_path):
     from beam_jobs import batch_predict
-    from inference import versions
+    from inference.model import versions
     _, _, metrics = trained
     model_path = versions.resolve_model_dir(metrics["export_dir"])
     schema = versions.load_raw_schema(model_path)
@@ -181,8 +181,8 @@ def test_a_job_runs_on_the_pipeline_a_test_hands_it(tmp_path):
 
 
 def test_folders_that_are_not_versions_are_ignored_with_a_warning(tmp_path, caplog):
-    from inference import versions
-    from preprocessing.schema import RAW_SCHEMA_ASSET
+    from inference.model import versions
+    from preprocessing.contract.schema import RAW_SCHEMA_ASSET
     for name in ("7", "12", "\u00b2", "tmp"):
         for rel in ("saved_model.pb", "variables/variables.index", RAW_SCHEMA_ASSET):
             (tmp_path / name / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -194,8 +194,8 @@ def test_folders_that_are_not_versions_are_ignored_with_a_warning(tmp_path, capl
 
 
 def test_a_symlinked_newest_version_is_followed_and_a_dangling_one_reported(tmp_path, caplog):
-    from inference import versions
-    from preprocessing.schema import RAW_SCHEMA_ASSET
+    from inference.model import versions
+    from preprocessing.contract.schema import RAW_SCHEMA_ASSET
     for name in ("base/3", "elsewhere/v9"):
         for rel in ("saved_model.pb", "variables/variables.index", RAW_SCHEMA_ASSET):
             (tmp_path / name / rel).parent.mkdir(parents=True, exist_ok=True)

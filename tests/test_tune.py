@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from tests.helpers import ROOT
-from training import tune_results
-from training.tune_spec import SpecError, parse_spec
+from training.tuning import results as tune_results
+from training.tuning.spec import SpecError, parse_spec
 
 TEMPLATE_SPEC = os.path.join(ROOT, "templates", "training", "tune.yaml")
 TEMPLATE_JOB = os.path.join(ROOT, "templates", "training", "hp_tuning_job.json")

@@ -9,11 +9,11 @@ import os
 import numpy as np
 import pytest
 
-from preprocessing.infer import infer_from_profile
-from preprocessing.names import tf_name
-from preprocessing.parsing import header_names
-from preprocessing.profile import profile_csv, profile_rows
-from preprocessing.schema import Schema, SchemaError
+from preprocessing.contract.names import tf_name
+from preprocessing.contract.schema import Schema, SchemaError
+from preprocessing.parsing.row_parser import header_names
+from preprocessing.schema_inference.infer import infer_from_profile
+from preprocessing.schema_inference.profile import profile_csv, profile_rows
 from tests.helpers import make_example, read_jsonl, small_train_config
 
 

@@ -62,7 +62,7 @@ def start_emulator() -> subprocess.Popen:
 
 
 def _upload_tree(local: str, remote: str) -> None:
-    from preprocessing.filesys import copy_local_tree
+    from preprocessing.files.filesys import copy_local_tree
     copy_local_tree(local, remote)
 
 

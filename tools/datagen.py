@@ -55,7 +55,7 @@ DIRTY_KINDS = {
 
 
 def haversine_km(lat1, lon1, lat2, lon2):
-    """Great-circle distance in km (numpy; the TF twin lives in preprocessing.transform)."""
+    """Great-circle distance in km (numpy; the TF twin lives in preprocessing.features.transform)."""
     r = 6371.0
     p1, p2 = np.radians(lat1), np.radians(lat2)
     dp, dl = p2 - p1, np.radians(lon2) - np.radians(lon1)

@@ -263,7 +263,7 @@ def main(argv=None) -> None:
     ap.add_argument("--timeout", type=float, default=180.0,
                     help="Seconds to wait for the job to start, and for stragglers.")
     args = ap.parse_args(argv)
-    from inference.versions import resolve_model_dir
+    from inference.model.versions import resolve_model_dir
     try:  # an export, or a base of versions (make demo's): its newest complete one
         args.model_dir = resolve_model_dir(args.model_dir)
     except FileNotFoundError:

@@ -53,7 +53,7 @@ except Exception as e:
 out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 print("RESULT " + json.dumps(out))
 """
-# Failures the jobs raise on purpose, with their message (beam_jobs/finalize.py).
+# Failures the jobs raise on purpose, with their message (beam_jobs/shared/finalize.py).
 DESIGNED = ("cut short, corrupt or unreadable", "no rows reached", "no rows read", "error:",
             "has held the publish lock")
 

@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+from training.exporting.serving_config import check_base_path, check_model_name, serving_base_path
+
 DISTRIBUTIONS = ("auto", "single", "mirrored", "multi_worker", "parameter_server")
 NETWORKS = ("wide_deep", "dnn")
 MODELS = ("auto", "boosted_trees") + NETWORKS
@@ -105,7 +107,6 @@ class TrainConfig:
             raise ConfigError("--lr_schedule must be constant or cosine")
         if self.backbone not in BACKBONES:
             raise ConfigError(f"--backbone must be one of {BACKBONES}")
-        from training.serving_config import check_base_path, check_model_name, serving_base_path
         try:
             check_model_name(self.serving_model_name)
         except ValueError as e:

@@ -16,7 +16,9 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from preprocessing.schema import RAW_SCHEMA_FILE, Schema
+from preprocessing.contract.schema import RAW_SCHEMA_FILE, Schema
+from preprocessing.features.image_transform import decode_batch
+from preprocessing.features.transform import LABEL_VOCAB
 from training import guards
 from training.target import LabelScaler, read_labels
 
@@ -179,7 +181,6 @@ def _label_info(data_dir: str, tft_out, task: str, label: str, label_key: Option
 
 def _label_vocabulary(tft_out) -> list:
     """The label's classes (outputs of earlier versions named that vocabulary `label`)."""
-    from preprocessing.transform import LABEL_VOCAB
     try:
         return tft_out.vocabulary_by_name(LABEL_VOCAB)
     except (ValueError, OSError, tf.errors.NotFoundError):
@@ -213,7 +214,6 @@ def make_dataset_fn(files: List[str], info: FeatureInfo, global_batch_size: int,
         parsed = tf.io.parse_example(serialized, spec)
         label = parsed.pop(info.label)
         if info.image:  # decoded here, in parallel tf.data map calls
-            from preprocessing.image_ops import decode_batch
             parsed[info.image] = decode_batch(parsed[info.image])
         if classification:
             # -1 marks an eval class never seen in train: keep the row, give it no weight.

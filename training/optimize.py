@@ -5,7 +5,7 @@
 `--mode frozen`: the variables of `predict_raw` (the transform and the model, the path the
 batch and streaming jobs call) become constants and the graph is frozen with its functions
 inlined, so the runtime sees one graph to fold and prune (training-only nodes, variable reads
-and identities go); `float16` / `int8` also store the weights quantised (training/quantize.py).
+and identities go); `float16` / `int8` also store the weights quantised (training/exporting/quantize.py).
 The transform stays inside (its lookup tables and their vocabulary assets come along), and
 every signature is rebuilt over the one frozen function: `serving_default` (tf.Examples),
 `predict_raw`, `classify` or `regress` (TF Serving's method names), so the weights are stored
@@ -25,7 +25,9 @@ import tempfile
 
 import numpy as np
 
-from preprocessing.golden import (
+from preprocessing.contract.schema import RAW_SCHEMA_ASSET, Schema
+from preprocessing.reference.evaluation import EvalSums
+from preprocessing.reference.golden import (
     EXPORT_CALIBRATION,
     EXPORT_GOLDEN,
     GoldenSetError,
@@ -33,8 +35,7 @@ from preprocessing.golden import (
     read_examples,
     serve_examples,
 )
-from preprocessing.schema import RAW_SCHEMA_ASSET, Schema
-from training.export import (
+from training.exporting.export import (
     CLASSIFY_METHOD,
     REGRESS_METHOD,
     example_spec,
@@ -43,8 +44,8 @@ from training.export import (
     serving_api_signatures,
     set_method_names,
 )
+from training.exporting.quantize import MODES, quantize, weight_constants
 from training.guards import TrainingError, check_writable
-from training.quantize import MODES, quantize, weight_constants
 
 log = logging.getLogger("training.optimize")
 DEFAULT_TOLERANCE = 0.01
@@ -126,7 +127,7 @@ def build_module(loaded, graph_def, args, resources, outputs, schema: Schema,
 
     m.predict_raw = tf.function(run, input_signature=[dict(spec)])
     image = next((c.name for c in schema.columns if c.transform == "image"), None)
-    if image:  # image exports: predict_raw takes the encoded bytes (training/export.py)
+    if image:  # image exports: predict_raw takes the encoded bytes (training/exporting/export.py)
         example = {image: tf.io.FixedLenFeature([], tf.string)}
         tf_names = {image: "image_bytes"}
     else:
@@ -156,7 +157,6 @@ def _class_names(loaded, one_example: list, task: str) -> list:
 
 
 def _score(fn, examples: list, labels: list, task: str) -> tuple:
-    from preprocessing.evaluation import EvalSums
     out = serve_examples(fn, examples)
     metric = "rmse" if task == "regression" else "accuracy"
     return EvalSums().add_outputs(task, out, labels).metrics(task).get(metric), out

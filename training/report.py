@@ -5,7 +5,7 @@ import os
 
 import tensorflow as tf
 
-from preprocessing import filesys
+from preprocessing.files import filesys
 
 
 def write_report(job_dir: str, metrics: dict) -> None:

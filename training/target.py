@@ -3,7 +3,7 @@ positive with a long right tail (prices, incomes, counts).
 
 A network whose output layer starts near 0 learns a label in the thousands slowly and weighs
 its largest values most; training on (g(y) - mean) / std, with g = log1p for a long-tailed
-label, removes both. The inverse is applied inside the exported model (training/export.py)
+label, removes both. The inverse is applied inside the exported model (training/exporting/export.py)
 and in the trainer's exact eval, so predictions and metrics are on the label's own scale.
 
 The inverse is also bounded by the train labels' range: no input, however far outside what

@@ -19,14 +19,14 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from preprocessing.evaluation import EvalSums
+from preprocessing.reference.evaluation import EvalSums
 from training import data as data_lib
 from training import defaults, guards, hypertune_report, report
 from training.config import NETWORKS, TrainConfig
-from training.export import export_model, next_version_dir
-from training.network import fit_network
-from training.serving_config import SERVING_DIR, serving_base_path, write_serving_config
-from training.trees import train_trees
+from training.exporting.export import export_model, next_version_dir
+from training.exporting.serving_config import SERVING_DIR, serving_base_path, write_serving_config
+from training.models.network import fit_network
+from training.models.trees import train_trees
 
 log = logging.getLogger("training")
 

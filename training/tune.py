@@ -30,8 +30,8 @@ import os
 import sys
 from typing import List, Optional
 
-from preprocessing.golden_score import DEFAULT_MAX_METRIC_REGRESSION
-from training.tune_spec import SpecError, TuneSpec, load_spec
+from preprocessing.reference.golden_score import DEFAULT_MAX_METRIC_REGRESSION
+from training.tuning.spec import SpecError, TuneSpec, load_spec
 
 log = logging.getLogger("training.tune")
 
@@ -68,7 +68,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m training.tune", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     a = p.add_argument
-    a("--spec", required=True, help="The study: YAML or JSON (training/tune_spec.py).")
+    a("--spec", required=True, help="The study: YAML or JSON (training/tuning/spec.py).")
     a("--data_dir", required=True, help="The preprocess job's output directory.")
     a("--job_dir", required=True, help="Local: the study, each trial's folder, best.json and "
       "the published export (JOB_DIR/export).")
@@ -124,7 +124,7 @@ def launch(cfg: TuneConfig) -> TuneSpec:
 def write_vertex_spec(cfg: TuneConfig, spec: TuneSpec) -> str:
     from google.cloud import aiplatform_v1
 
-    from training.tune_vertex import tuning_job
+    from training.tuning.vertex import tuning_job
     job = tuning_job(spec, cfg.display_name, cfg.trainer_image, cfg.machine_type, cfg.data_dir,
                      cfg.job_dir, list(cfg.trainer_args))
     text = json.dumps(job, indent=2)
@@ -165,7 +165,7 @@ def main(argv=None) -> int:
     except SpecError as e:
         print(f"training.tune: error: {e}", file=sys.stderr)
         return 2
-    from training.tune_study import Study
+    from training.tuning.study import Study
     try:
         study = Study(cfg, spec)
         outcome = study.run()

@@ -1,0 +1,356 @@
+"""Publishing a run's staged outputs over the previous ones: the filesystem protocol, with no
+Beam in it (the Finalize step calls it; tests call it directly).
+
+A run writes only under its own `OUTPUT/_staging-<started>-<run>/`. `publish()` moves what
+was staged to the same place under OUTPUT, replacing what an earlier run wrote under the
+job's managed names: `_SUCCESS` is removed first (and written last), so a reader that waits
+for it never sees a mix. Files are moved following a manifest written first in the staging
+folder (what to move, and whether the run ends in `_SUCCESS`), so a publish that a kill
+interrupts is completed by the next run that takes the lock (`recover`), and a retried step
+resumes. Two runs into one output publish one at a time under `OUTPUT/_PUBLISH_LOCK`
+(created exclusively: O_EXCL locally, a generation-0 precondition on Cloud Storage). Its
+holder renews it every few seconds; a lock whose process is gone (same host) or that has not
+been renewed for LEASE_SECS is taken over; an empty, unreadable or half-written one (a kill
+between its create and its write, a full disk) once it is older than UNREADABLE_LOCK_SECS. A
+run waiting on a live holder says so (whose lock, for how long) and gives up after
+MAX_WAIT_SECS with one line (LockWaitTimeout). Staging folders older than --stale_staging_hours
+are a killed run's and are removed; younger ones may be a live run's.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import socket
+import time
+import uuid
+from typing import Iterable, List, Optional, Sequence
+
+from apache_beam.io.filesystems import FileSystems
+
+from preprocessing.accounting import counting
+from preprocessing.files import filesys
+
+STAGING_PREFIX = "_staging-"
+STAGING_RE = re.compile(re.escape(STAGING_PREFIX) + r"(\d+)-")
+MANIFEST = "_MANIFEST"
+STALE_STAGING_HOURS = 24.0  # a staging folder this old is an abandoned run's (--stale_staging_hours)
+LOCK = "_PUBLISH_LOCK"
+LEASE_SECS = 30.0  # a lock not renewed for this long is a dead holder's
+UNREADABLE_LOCK_SECS = 10.0  # a lock file no one can read, this old: its writer is gone
+MAX_WAIT_SECS = 1800.0  # how long a run waits for another to finish publishing
+WAIT_NOTICE_SECS = 60.0  # how often a waiting run says it is still waiting
+SUCCESS = "_SUCCESS"
+FAILED_RUN = "_FAILED_RUN"  # what explains the last failed run (summary, dead letters)
+SUMMARY = "summary.json"
+
+
+def _list(pattern: str) -> List[str]:
+    try:
+        return sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
+    except Exception:  # nothing there yet (a first run)
+        return []
+
+
+def _files_under(path: str) -> List[str]:
+    """The files at or below `path`: a file, a folder (a prefix on object stores), or a glob."""
+    found = _list(FileSystems.join(path, "**"))
+    found += [f for f in _list(path) if filesys.is_remote_path(f) or os.path.isfile(f)]
+    return found
+
+
+def _relative(root: str, path: str) -> str:
+    return path[len(root):].lstrip("/").replace(os.sep, "/")
+
+
+def publish(staging: str, output: str, managed: Sequence[str], success: bool = True) -> None:
+    """Moves everything under `staging` to the same place under `output`, replacing what an
+    earlier run wrote under the `managed` names (files or folders), then writes `_SUCCESS`
+    (when `success`) and removes the staging folder. Safe to repeat, and to complete from
+    another process (`recover`): the manifest says what to move and how to end."""
+    manifest_path = FileSystems.join(staging, MANIFEST)
+    if FileSystems.exists(manifest_path):  # a retry: the manifest names what was staged
+        manifest = json.loads(filesys.read_text(manifest_path))
+        if isinstance(manifest, list):  # an earlier version's: the files only
+            manifest = {"files": manifest, "managed": [], "success": False}
+    else:
+        staged = [_relative(staging, p) for p in _list(FileSystems.join(staging, "**"))]
+        if not staged:  # a retry after an attempt that published and removed the staging
+            return
+        manifest = {"files": staged, "managed": list(managed), "success": success}
+        filesys.write_text(manifest_path, json.dumps(manifest))
+    _move(staging, output, manifest["files"], manifest["managed"])
+    if manifest["success"]:
+        filesys.write_text(FileSystems.join(output, SUCCESS), "")
+    remove_tree(staging)
+
+
+def recover(output: str, job: str) -> List[str]:
+    """Completes the publishes that a kill interrupted (staging folders holding a manifest),
+    oldest first; the caller holds the lock. Returns the staging folders completed."""
+    done = []
+    for staging in staging_dirs(output):
+        if FileSystems.exists(FileSystems.join(staging, MANIFEST)):
+            counting.emit(f"{job}: completing the publish of {staging}, interrupted earlier")
+            publish(staging, output, ())
+            done.append(staging)
+    return done
+
+
+def discard(staging: str, output: str, keep: Sequence[str] = (SUMMARY, "rejects")) -> str:
+    """A failed run: moves what explains the failure (its summary, dead letters) to
+    OUTPUT/_FAILED_RUN/ (replacing an earlier failure's) and removes the rest of its staging.
+    The published output is not touched. Returns the folder."""
+    failed = FileSystems.join(output, FAILED_RUN)
+    remove_tree(failed)
+    for rel in [_relative(staging, p) for p in _list(FileSystems.join(staging, "**"))]:
+        if rel.split("/")[0] in keep:
+            dst = FileSystems.join(failed, rel)
+            if not filesys.is_remote_path(dst):
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+            FileSystems.rename([FileSystems.join(staging, rel)], [dst])
+    remove_tree(staging)
+    return failed
+
+
+def _move(staging: str, output: str, staged: Sequence[str], managed: Sequence[str]) -> None:
+    keep = set(staged)
+    success = FileSystems.join(output, SUCCESS)
+    if FileSystems.exists(success):
+        FileSystems.delete([success])
+    old = []
+    for name in managed:
+        path = FileSystems.join(output, name)
+        old += [p for p in _files_under(path) if _relative(output, p) not in keep]
+    if old:
+        FileSystems.delete(sorted(set(old)))
+    if not filesys.is_remote_path(output):  # object stores have no empty folders
+        for name in managed:
+            _remove_empty_folders(os.path.join(output, name))
+    for rel in staged:
+        src, dst = FileSystems.join(staging, rel), FileSystems.join(output, rel)
+        if not FileSystems.exists(src):
+            continue  # moved by an earlier attempt
+        if not filesys.is_remote_path(dst):
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+        if FileSystems.exists(dst):
+            FileSystems.delete([dst])
+        FileSystems.rename([src], [dst])
+
+
+def _remove_empty_folders(path: str) -> None:
+    """Removes `path` and the folders below it that hold no file (an earlier run's split that
+    this run does not write)."""
+    if not os.path.isdir(path):
+        return
+    for folder, _, _ in sorted(os.walk(path), key=lambda w: -len(w[0])):
+        try:
+            os.rmdir(folder)  # only succeeds when empty
+        except OSError:
+            pass
+
+
+def new_staging(output: str) -> str:
+    """This run's staging folder under `output`; its name carries the start time, which is
+    how a later run tells a live run's folder from one a killed run left."""
+    return FileSystems.join(output, f"{STAGING_PREFIX}{int(time.time())}-{uuid.uuid4().hex[:8]}")
+
+
+def staging_age_secs(path: str, now: Optional[float] = None) -> float:
+    """Seconds since the run of a staging folder started (infinite for names without a
+    start time, which earlier versions wrote)."""
+    m = STAGING_RE.match(path.rstrip("/").rsplit("/", 1)[-1])
+    return float("inf") if not m else (now or time.time()) - int(m.group(1))
+
+
+def warn_if_shared(job: str, output: str, hours: float = STALE_STAGING_HOURS) -> None:
+    """Launch-time: says so when another run may be writing into `output` now."""
+    live = [t for t in staging_dirs(output) if staging_age_secs(t) < hours * 3600]
+    if live:
+        counting.emit(f"{job}: warning: {len(live)} other run(s) started in the last {hours:g} h "
+                     f"may be writing into {output} ({live[0]}); runs publish one at a time "
+                     f"and the one that finishes last wins")
+
+
+def staging_dirs(output: str) -> List[str]:
+    """The `_staging-*` folders under `output`."""
+    tops = {FileSystems.join(output, _relative(output, p).split("/")[0])
+            for p in _list(FileSystems.join(output, STAGING_PREFIX + "*", "**"))}
+    if not filesys.is_remote_path(output):  # local folders may hold only empty folders
+        try:
+            tops |= {os.path.join(output, n) for n in os.listdir(output)
+                     if n.startswith(STAGING_PREFIX)}
+        except OSError:
+            pass
+    return sorted(t.rstrip("/") for t in tops)
+
+
+def remove_staging_dirs(output: str, keep: Iterable[str] = (),
+                        older_than_hours: float = STALE_STAGING_HOURS) -> List[str]:
+    """Deletes `_staging-*` folders under `output` whose run started more than
+    `older_than_hours` ago (what killed runs left; a younger one may be a live run's),
+    except `keep`."""
+    keep = {k.rstrip("/") for k in keep}
+    removed = [t for t in staging_dirs(output)
+               if t not in keep and staging_age_secs(t) >= older_than_hours * 3600]
+    for top in removed:
+        remove_tree(top)
+    return removed
+
+
+def remove_tree(top: str) -> None:
+    try:
+        if filesys.is_remote_path(top):  # a trailing slash: the whole prefix
+            FileSystems.delete([top.rstrip("/") + "/"])
+        elif os.path.isdir(top):
+            shutil.rmtree(top)
+        else:
+            os.remove(top)
+    except FileNotFoundError:
+        pass
+    except Exception as e:  # a permission: not fatal
+        logging.warning("could not remove %s: %s", top, e)
+
+
+def _create_exclusive(path: str, text: str) -> bool:
+    """Creates `path` holding `text` only if it does not exist; False if it does."""
+    if path.startswith("gs://"):
+        from apache_beam.io.gcp.gcsio import GcsIO
+        from google.api_core.exceptions import PreconditionFailed
+        bucket, name = path[len("gs://"):].split("/", 1)
+        try:
+            GcsIO().client.bucket(bucket).blob(name).upload_from_string(
+                text, if_generation_match=0)
+            return True
+        except PreconditionFailed:
+            return False
+    if filesys.is_remote_path(path):  # other stores: no atomic create in Beam's API
+        if FileSystems.exists(path):
+            return False
+        filesys.write_text(path, text)
+        return True
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return True
+
+
+class LockWaitTimeout(RuntimeError):
+    """Another run held the publish lock for longer than this run would wait."""
+
+
+def _read_lock(path: str) -> Optional[dict]:
+    try:
+        held = json.loads(filesys.read_text(path))
+    except Exception:  # released meanwhile, or empty / half written: look again
+        return None
+    return held if isinstance(held, dict) else None
+
+
+def _age_secs(path: str) -> Optional[float]:
+    """Seconds since `path` was last written; None when it is gone."""
+    try:
+        found = FileSystems.match([path])[0].metadata_list
+    except Exception:
+        return None
+    return time.time() - found[0].last_updated_in_seconds if found else None
+
+
+def _holder_gone(held: dict, lease_secs: float) -> bool:
+    """Whether the process that holds a lock is gone: on this host, its pid is not running;
+    anywhere, it has not renewed the lock for `lease_secs`."""
+    if held.get("host") == socket.gethostname() and held.get("pid"):
+        try:
+            os.kill(int(held["pid"]), 0)
+        except ProcessLookupError:
+            return True
+        except (PermissionError, OSError, ValueError):
+            pass
+    renewed = float(held.get("renewed", held.get("since", 0)))
+    return time.time() - renewed > lease_secs
+
+
+class PublishLock:
+    """`with PublishLock(output, owner, job):` holds OUTPUT/_PUBLISH_LOCK (see the module
+    docstring): waits while another live run publishes, takes over the lock of one that is
+    gone, renews its own every lease_secs / 4 while held, and is re-entrant for the same
+    owner (a retried step)."""
+
+    def __init__(self, output: str, owner: str, job: str, lease_secs: float = LEASE_SECS,
+                 poll_secs: float = 1.0, max_wait_secs: float = MAX_WAIT_SECS,
+                 unreadable_secs: float = UNREADABLE_LOCK_SECS):
+        self.path = FileSystems.join(output, LOCK)
+        self.owner, self.job, self.lease, self.poll = owner, job, lease_secs, poll_secs
+        self.max_wait, self.unreadable = max_wait_secs, unreadable_secs
+        self._stop = None
+
+    def _record(self) -> str:
+        now = time.time()
+        return json.dumps({"owner": self.owner, "since": now, "renewed": now,
+                           "host": socket.gethostname(), "pid": os.getpid()})
+
+    def __enter__(self):
+        started, told = time.monotonic(), None
+        while not _create_exclusive(self.path, self._record()):
+            held = _read_lock(self.path)
+            if held is None:
+                age = _age_secs(self.path)
+                if age is not None and age > self.unreadable:
+                    self._take_over(f"an unreadable lock file {age:.0f} s old: its writer "
+                                    "is gone")
+                    continue
+                held = {"owner": "unknown (its lock file is empty or half written)"}
+            elif held.get("owner") == self.owner:
+                break
+            elif _holder_gone(held, self.lease):
+                self._take_over(f"run {held.get('owner')}'s process is gone")
+                continue
+            waited = time.monotonic() - started
+            holder = (f"run {held.get('owner')}" + (f" (host {held['host']}, pid {held['pid']})"
+                                                     if held.get("host") else ""))
+            if waited > self.max_wait:
+                raise LockWaitTimeout(
+                    f"{self.job}: {holder} has held the publish lock {self.path} for over "
+                    f"{self.max_wait:.0f} s: nothing was published; if that run is gone, "
+                    f"remove the lock file and run again")
+            if told is None or waited - told >= WAIT_NOTICE_SECS:
+                counting.emit(f"{self.job}: waiting for {holder} to finish publishing into "
+                              f"the same output ({waited:.0f} s so far; giving up after "
+                              f"{self.max_wait:.0f} s)")
+                told = waited
+            time.sleep(self.poll)
+        self._renew_in_background()
+        return self
+
+    def _take_over(self, why: str) -> None:
+        logging.warning("%s: taking over the publish lock %s (%s)", self.job, self.path, why)
+        try:
+            FileSystems.delete([self.path])
+        except Exception:  # another waiter took it over first
+            pass
+
+    def _renew_in_background(self):
+        import threading
+        self._stop = threading.Event()
+
+        def renew():
+            while not self._stop.wait(self.lease / 4):
+                held = _read_lock(self.path)
+                if held is None or held.get("owner") != self.owner:
+                    return
+                filesys.write_text(self.path, json.dumps(dict(held, renewed=time.time())))
+        threading.Thread(target=renew, daemon=True, name="publish-lock").start()
+
+    def __exit__(self, *exc):
+        if self._stop is not None:
+            self._stop.set()
+        held = _read_lock(self.path)
+        if held is not None and held.get("owner") == self.owner:
+            FileSystems.delete([self.path])
+        return False

@@ -1,0 +1,397 @@
+"""The one declaration of the data: raw column types, key, label, and per-feature transforms.
+
+Training and inference import this module, so the columns are declared once. A schema comes
+from one of three places:
+
+1. `preprocessing.schema_inference.infer.infer_schema(header, sample_rows, label=...)`, like TFX's SchemaGen,
+   when no spec is given;
+2. a declarative spec file (JSON or YAML), loaded with `Schema.load(path)`;
+3. either of those plus a TFX-style module file whose `preprocessing_fn` replaces the
+   generated one (see `preprocessing.features.transform.load_module_preprocessing_fn`).
+
+Spec file format (YAML shown; JSON has the same keys)::
+
+    label: fare_amount            # required
+    key: key                      # optional; used for the split and kept with every record
+    task: regression              # optional; inferred from the label's type if left out
+    columns:
+      - {name: pickup_datetime, type: string, transform: datetime, parts: [hour, weekday]}
+      - {name: pickup_longitude, type: float, transform: zscore}
+      - {name: passenger_count, type: int, default: 1, transform: scale_0_1}
+      - {name: payment_type, type: string, transform: vocabulary, top_k: 10, num_oov_buckets: 1}
+      - {name: trip_seconds, type: float, transform: bucketize, num_buckets: 10}
+      - {name: company, type: string, transform: hash, hash_buckets: 64}
+    derived:                      # computed inside the transform graph, so serving gets it too
+      - {name: trip_km, op: haversine_km,
+         inputs: [pickup_latitude, pickup_longitude, dropoff_latitude, dropoff_longitude]}
+    crosses:                      # of categorical *transformed* features
+      - {features: [pickup_datetime_hour, pickup_datetime_weekday], hash_buckets: 168}
+
+A column with a `default` may be empty in the data; one without is required. `identity` keeps
+a column as it is (any type); `image` marks encoded image bytes (kept as they are).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from preprocessing.contract.names import tf_names
+from preprocessing.contract.spec_files import parse_spec_text, read_spec_text
+from preprocessing.contract.values import DTYPE_TABLE, coerce_value
+
+DTYPES = tuple(DTYPE_TABLE)
+TRANSFORMS = ("numeric", "zscore", "scale_0_1", "vocabulary", "bucketize", "hash", "datetime",
+              "passthrough", "identity", "image", "none")
+NUMERIC_TRANSFORMS = ("numeric", "zscore", "scale_0_1", "bucketize", "passthrough")
+# `default: mean` (float columns): a missing value is read as NaN and the transform graph
+# replaces it with the train split's mean, adding a `<name>_missing` 0/1 feature.
+MEAN_DEFAULT = "mean"
+
+STRING_TRANSFORMS = ("vocabulary", "hash", "datetime")
+# Datetime part -> number of values (the categorical cardinality the model sees).
+DATETIME_PARTS = {"hour": 24, "weekday": 7, "month": 12, "day": 31, "minute": 60}
+# Parts that are numbers, not categories: `days` since 1970-01-01 (a trend over time).
+DATETIME_NUMBERS = ("days",)
+DERIVED_OPS = {"haversine_km": 4}
+# The raw schema file preprocess writes beside its outputs, and the export carries as
+# assets.extra/RAW_SCHEMA_FILE for serving (one name, every reader).
+RAW_SCHEMA_FILE = "raw_schema.json"
+# Where an export keeps the raw schema it serves (inside the SavedModel folder).
+RAW_SCHEMA_ASSET = "assets.extra/" + RAW_SCHEMA_FILE
+TASKS = ("regression", "classification")
+# Accepts '2025-01-31 13:45:00', '2025-01-31T13:45:00' and a trailing zone word ('UTC').
+
+
+class SchemaError(ValueError):
+    """A spec that cannot be used; the message says which field and why."""
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    name: str
+    type: str
+    transform: str = "none"
+    default: Any = None
+    top_k: Optional[int] = None
+    num_oov_buckets: int = 1
+    num_buckets: int = 10
+    hash_buckets: int = 100
+    parts: tuple = ("hour", "weekday", "month")
+    missing: tuple = ()  # texts read as a missing value besides the empty field ("NA", "?")
+
+    @property
+    def required(self) -> bool:
+        return self.default is None
+
+    @property
+    def imputed(self) -> bool:
+        return self.default == MEAN_DEFAULT
+
+    def typed_default(self):
+        """The value an empty field reads as: None (required), NaN (`mean`), or the typed
+        default."""
+        if self.default is None:
+            return None
+        if self.imputed:
+            return float("nan")
+        return coerce_value(str(self.default), self.type)
+
+
+@dataclass(frozen=True)
+class DerivedSpec:
+    name: str
+    op: str
+    inputs: tuple
+    transform: str = "zscore"
+
+
+@dataclass(frozen=True)
+class CrossSpec:
+    features: tuple
+    hash_buckets: int = 1000
+
+    @property
+    def name(self) -> str:
+        return "cross_" + "_x_".join(self.features)
+
+
+@dataclass(frozen=True)
+class Schema:
+    columns: tuple
+    label: str
+    key: Optional[str] = None
+    task: Optional[str] = None
+    derived: tuple = ()
+    crosses: tuple = ()
+
+    def __post_init__(self):
+        try:
+            # Over distinct names: a name declared twice is validate()'s error to report.
+            object.__setattr__(self, "tf_names", tf_names(list(dict.fromkeys(self.names))))
+        except ValueError as e:
+            raise SchemaError(str(e)) from None
+        if self.task is None:
+            label = self.column(self.label) if self.label in self.names else None
+            task = "classification" if label is not None and label.type == "string" else "regression"
+            object.__setattr__(self, "task", task)
+        self.validate()
+
+    # ---- lookups -------------------------------------------------------------------------
+    @property
+    def names(self) -> tuple:
+        return tuple(c.name for c in self.columns)
+
+    def tf_name(self, name: str) -> str:
+        """The name TensorFlow sees for column `name` (preprocessing/contract/names.py)."""
+        return self.tf_names[name]
+
+    def column_of_output(self, output: str) -> ColumnSpec:
+        """The column whose transformed feature is named `output` (a TensorFlow name)."""
+        for c in self.columns:
+            if self.tf_names[c.name] == output:
+                return c
+        raise KeyError(output)
+
+    def column(self, name: str) -> ColumnSpec:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def feature_columns(self) -> tuple:
+        """Columns that feed the model: everything but the key and the label."""
+        return tuple(c for c in self.columns if c.name not in (self.key, self.label))
+
+    def serving_columns(self) -> tuple:
+        """Raw columns a caller sends at serving time (no label; key optional)."""
+        return tuple(c for c in self.feature_columns() if c.transform != "none")
+
+    def categorical_outputs(self) -> dict:
+        """Transformed categorical feature name -> cardinality known from the spec alone.
+
+        Vocabulary sizes are only known after analysis; they map to None here.
+        """
+        out = {}
+        for c in self.feature_columns():
+            name = self.tf_names[c.name]
+            if c.transform == "vocabulary":
+                out[name] = None
+            elif c.transform in ("bucketize", "numeric"):
+                out[name if c.transform == "bucketize" else f"{name}_bucket"] = c.num_buckets
+            elif c.transform == "hash":
+                out[name] = c.hash_buckets
+            elif c.transform == "datetime":
+                for p in c.parts:
+                    if p in DATETIME_PARTS:  # `days` is a number
+                        out[f"{name}_{p}"] = DATETIME_PARTS[p]
+            if c.imputed:
+                out[f"{name}_missing"] = 2
+        for x in self.crosses:
+            out[x.name] = x.hash_buckets
+        return out
+
+    def transformed_origins(self) -> list:
+        """(transformed feature name, what makes it) for every output of the
+        preprocessing_fn (preprocessing/features/transform.py), in order."""
+        out = []
+        for c in self.feature_columns():
+            name = self.tf_names[c.name]
+            what = f"column '{c.name}'"
+            if c.transform == "datetime":
+                out += [(f"{name}_{p}", f"{what} ({p})") for p in c.parts]
+            else:
+                out.append((name, what))
+            if c.transform == "numeric":
+                out.append((f"{name}_bucket", f"{what} (quantile bucket)"))
+            if c.imputed:
+                out.append((f"{name}_missing", f"{what} (missing flag)"))
+        out += [(d.name, f"derived '{d.name}'") for d in self.derived]
+        out += [(x.name, f"cross {list(x.features)}") for x in self.crosses]
+        out.append((self.tf_names[self.label], f"label '{self.label}'"))
+        if self.key:
+            out.append((self.tf_names[self.key], f"key '{self.key}'"))
+        return out
+
+    def _check_unique_outputs(self) -> None:
+        seen = {}
+        for name, what in self.transformed_origins():
+            if name in seen:
+                raise SchemaError(f"{seen[name]} and {what} both make the transformed feature "
+                                  f"'{name}': rename one of the columns")
+            seen[name] = what
+
+    def numeric_outputs(self) -> tuple:
+        names = [self.tf_names[c.name] for c in self.feature_columns()
+                 if c.transform in ("numeric", "zscore", "scale_0_1", "passthrough")]
+        names += [d.name for d in self.derived]
+        return tuple(names)
+
+    # ---- validation ----------------------------------------------------------------------
+    def validate(self) -> None:
+        if not self.columns:
+            raise SchemaError("spec has no columns")
+        seen = set()
+        for c in self.columns:
+            if c.name in seen:
+                raise SchemaError(f"column '{c.name}' is declared twice")
+            seen.add(c.name)
+            if c.type not in DTYPES:
+                raise SchemaError(f"column '{c.name}': type '{c.type}' is not one of {DTYPES}")
+            if c.transform not in TRANSFORMS:
+                raise SchemaError(
+                    f"column '{c.name}': transform '{c.transform}' is not one of {TRANSFORMS}")
+            if c.type == "string" and c.transform in NUMERIC_TRANSFORMS:
+                raise SchemaError(
+                    f"column '{c.name}': transform '{c.transform}' needs a numeric column")
+            if c.type != "string" and c.transform in ("datetime", "image"):
+                raise SchemaError(f"column '{c.name}': transform '{c.transform}' needs a string "
+                                  f"column")
+            if c.transform == "datetime":
+                bad = [p for p in c.parts if p not in DATETIME_PARTS and p not in DATETIME_NUMBERS]
+                if bad or not c.parts:
+                    raise SchemaError(f"column '{c.name}': datetime parts {list(c.parts)} must be "
+                                      f"a non-empty subset of "
+                                      f"{list(DATETIME_PARTS) + list(DATETIME_NUMBERS)}")
+            for attr in ("num_buckets", "hash_buckets"):
+                if getattr(c, attr) < 1:
+                    raise SchemaError(f"column '{c.name}': {attr} must be >= 1")
+            if c.num_oov_buckets < 0 or (c.top_k is not None and c.top_k < 1):
+                raise SchemaError(f"column '{c.name}': top_k must be >= 1 and num_oov_buckets >= 0")
+            if c.imputed and (c.type != "float" or c.transform not in NUMERIC_TRANSFORMS):
+                raise SchemaError(f"column '{c.name}': default 'mean' needs a float column "
+                                  f"with a numeric transform")
+            if c.default is not None and not c.imputed:
+                try:
+                    coerce_value(str(c.default), c.type)
+                except ValueError as e:
+                    raise SchemaError(f"column '{c.name}': default {c.default!r}: {e}") from None
+        if self.label not in seen:
+            raise SchemaError(f"label column '{self.label}' is not among the columns {sorted(seen)}")
+        if self.key is not None and self.key not in seen:
+            raise SchemaError(f"key column '{self.key}' is not among the columns {sorted(seen)}")
+        if self.key == self.label:
+            raise SchemaError("the key column cannot also be the label")
+        if not self.feature_columns():
+            raise SchemaError(f"no feature columns: the table has only the label '{self.label}'"
+                              + (f" and the key '{self.key}'" if self.key else "")
+                              + "; a model needs at least one input column")
+        if self.task not in TASKS:
+            raise SchemaError(f"task '{self.task}' is not one of {TASKS}")
+        if self.task == "regression" and self.column(self.label).type == "string":
+            raise SchemaError(f"label '{self.label}' is a string column: the task must be classification")
+        for d in self.derived:
+            if d.op not in DERIVED_OPS:
+                raise SchemaError(f"derived '{d.name}': op '{d.op}' is not one of {list(DERIVED_OPS)}")
+            if len(d.inputs) != DERIVED_OPS[d.op]:
+                raise SchemaError(f"derived '{d.name}': op '{d.op}' takes {DERIVED_OPS[d.op]} inputs")
+            for i in d.inputs:
+                if i not in seen or self.column(i).type == "string":
+                    raise SchemaError(f"derived '{d.name}': input '{i}' must be a numeric column")
+            if d.transform not in ("zscore", "scale_0_1", "passthrough"):
+                raise SchemaError(f"derived '{d.name}': transform must be zscore, scale_0_1 or passthrough")
+            if d.name in seen:
+                raise SchemaError(f"derived '{d.name}' clashes with a column name")
+        categorical = self.categorical_outputs()
+        for x in self.crosses:
+            if len(x.features) < 2:
+                raise SchemaError(f"cross {list(x.features)}: needs at least two features")
+            for f in x.features:
+                if f not in categorical or f.startswith("cross_"):
+                    raise SchemaError(
+                        f"cross {list(x.features)}: '{f}' is not a categorical transformed feature "
+                        f"(one of {sorted(k for k in categorical if not k.startswith('cross_'))})")
+            if x.hash_buckets < 1:
+                raise SchemaError(f"cross {list(x.features)}: hash_buckets must be >= 1")
+        self._check_unique_outputs()
+
+    # ---- (de)serialisation ---------------------------------------------------------------
+    def to_dict(self) -> dict:
+        def col(c: ColumnSpec):
+            d = {"name": c.name, "type": c.type, "transform": c.transform}
+            defaults = ColumnSpec(name="", type="float")
+            for f in dataclasses.fields(ColumnSpec):
+                if f.name in d:
+                    continue
+                v = getattr(c, f.name)
+                if v != getattr(defaults, f.name):
+                    d[f.name] = list(v) if isinstance(v, tuple) else v
+            return d
+
+        out = {"label": self.label, "key": self.key, "task": self.task,
+               "columns": [col(c) for c in self.columns]}
+        if self.derived:
+            out["derived"] = [{"name": d.name, "op": d.op, "inputs": list(d.inputs),
+                               "transform": d.transform} for d in self.derived]
+        if self.crosses:
+            out["crosses"] = [{"features": list(x.features), "hash_buckets": x.hash_buckets}
+                              for x in self.crosses]
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Schema":
+        if not isinstance(d, dict):
+            raise SchemaError("spec must be a mapping with 'columns' and 'label'")
+        unknown = set(d) - {"label", "key", "task", "columns", "derived", "crosses"}
+        if unknown:
+            raise SchemaError(f"unknown spec keys {sorted(unknown)}")
+        if "label" not in d:
+            raise SchemaError("spec has no 'label'")
+        cols = []
+        col_fields = {f.name for f in dataclasses.fields(ColumnSpec)}
+        for i, c in enumerate(d.get("columns") or []):
+            if not isinstance(c, dict) or "name" not in c or "type" not in c:
+                raise SchemaError(f"columns[{i}] needs at least 'name' and 'type'")
+            bad = set(c) - col_fields
+            if bad:
+                raise SchemaError(f"column '{c['name']}': unknown keys {sorted(bad)}")
+            c = dict(c)
+            for listed in ("parts", "missing"):
+                if listed in c:
+                    c[listed] = tuple(c[listed])
+            cols.append(ColumnSpec(**c))
+        derived = []
+        for x in d.get("derived") or []:
+            try:
+                derived.append(DerivedSpec(name=x["name"], op=x["op"], inputs=tuple(x["inputs"]),
+                                           transform=x.get("transform", "zscore")))
+            except (KeyError, TypeError) as e:
+                raise SchemaError(f"derived entry {x!r} needs name, op and inputs ({e})") from None
+        crosses = []
+        for x in d.get("crosses") or []:
+            try:
+                crosses.append(CrossSpec(features=tuple(x["features"]),
+                                         hash_buckets=int(x.get("hash_buckets", 1000))))
+            except (KeyError, TypeError) as e:
+                raise SchemaError(f"cross entry {x!r} needs 'features' ({e})") from None
+        return cls(columns=tuple(cols), label=d["label"], key=d.get("key"), task=d.get("task"),
+                   derived=tuple(derived), crosses=tuple(crosses))
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
+
+    @classmethod
+    def loads(cls, text: str, path_hint: str = "") -> "Schema":
+        try:
+            data = parse_spec_text(text, path_hint)
+        except ValueError as e:
+            raise SchemaError(str(e)) from None
+        return cls.from_dict(data)
+
+    @classmethod
+    def load(cls, path: str) -> "Schema":
+        try:
+            text = read_spec_text(path)
+        except ValueError as e:
+            raise SchemaError(str(e)) from None
+        return cls.loads(text, path)
+
+    def save(self, path: str) -> None:
+        from apache_beam.io.filesystems import FileSystems
+        with FileSystems.create(path) as f:
+            f.write(self.dumps().encode("utf-8"))
+
+    def with_overrides(self, **kw) -> "Schema":
+        return dataclasses.replace(self, **kw)
+

@@ -1,0 +1,161 @@
+"""The value grammar every reader shares (the CSV row, column and Arrow paths, JSON values,
+tf.Example text, schema inference): the raw column types (DTYPE_TABLE), numbers, their
+storage bounds, and datetimes, each defined once here.
+
+After surrounding whitespace is stripped, a number is an ASCII decimal with an optional
+sign, fraction and exponent: `7`, `-3`, `+.5`, `5.`, `1.5e-3`. Not numbers: `1_000`, `0x10`,
+non-ASCII digits, `nan`/`inf` (non_finite_number). Float columns are stored as float32, so a
+value beyond it, or a non-zero one that would be stored as 0 (`1e-400`), is
+number_out_of_range. An int column takes an integer literal within int64, or a decimal with
+an integral value within +-2**53 (`3.0`, `2e3`). A datetime is `YYYY-MM-DD HH:MM:SS` (or with
+a `T`), a valid calendar time, optionally followed by a fraction of a second (`.123`) and a
+zone: `Z`, `UTC` or an offset `+05:00`/`-0330`/`+05` (hours 0-23), with or without a space
+before it. A time with a zone is converted to UTC before its parts are taken (in the
+transform graph, so preprocess and serving agree); a time without one is taken as UTC.
+Anything else after the seconds is unparsable_datetime. A date alone (`YYYY-MM-DD`) is that
+date at midnight, UTC.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from preprocessing.accounting.rejects import Reject
+
+DATETIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
+# What may follow the seconds (the Arrow column check uses the same pattern).
+DATETIME_TAIL_PATTERN = r"(?:\.[0-9]{1,9})? ?(?:Z|UTC|[+-](?:[01][0-9]|2[0-3])(?::?[0-5][0-9])?)?"
+DATETIME_TAIL_RE = re.compile(DATETIME_TAIL_PATTERN)
+NUMBER_PATTERN = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+INTEGER_PATTERN = r"[+-]?[0-9]+"
+NUMBER_RE = re.compile(NUMBER_PATTERN)
+INTEGER_RE = re.compile(INTEGER_PATTERN)
+NONZERO_MANTISSA_RE = re.compile(r"[^eE]*[1-9]")
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # the smallest normal float32
+EXACT_FLOAT_INT = 1 << 53
+
+
+@dataclasses.dataclass(frozen=True)
+class DType:
+    """A raw column type as every layer holds it: the one table of dtype maps (a new type or
+    a changed width is one entry here)."""
+    name: str
+    python: type    # a typed value (defaults, JSON inputs, the export's examples)
+    parsed: Any     # numpy dtype of a numeric column parsed column-wise (None: strings)
+    stored: Any     # numpy dtype of the values packed into RecordBatches (None: strings)
+    arrow: Any      # pyarrow element type in RecordBatches
+    tf: str         # tf.dtypes name of the feature
+
+
+DTYPE_TABLE = {
+    "float": DType("float", float, np.float64, np.float32, pa.float32(), "float32"),
+    "int": DType("int", int, np.int64, np.int64, pa.int64(), "int64"),
+    "string": DType("string", str, None, None, pa.large_binary(), "string"),
+}
+
+class NumberError(ValueError):
+    """A field that is not a number of its column's type; `reason` is the reject reason."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def float32_out_of_range(value: float, text: str) -> bool:
+    """True when a finite float64 `value` read from `text` does not survive float32
+    storage: beyond float32's range, or non-zero (in value or in text) but stored as 0."""
+    magnitude = abs(value)
+    if FLOAT32_TINY <= magnitude <= FLOAT32_MAX:  # the common case, without numpy
+        return False
+    if magnitude > FLOAT32_MAX:
+        return True
+    if value == 0:
+        return NONZERO_MANTISSA_RE.match(text) is not None
+    return np.float32(value) == 0
+
+
+def float32_storable(values: np.ndarray) -> np.ndarray:
+    """The vectorised float32_out_of_range for the column and Arrow parsers, apart from the
+    text check: True where a float64 value is finite, within float32's range, and not a
+    non-zero value float32 would store as 0. (A 0.0 read from non-zero text, `1e-400`, is each
+    parser's own text check.)"""
+    with np.errstate(over="ignore"):
+        ok = np.abs(values) <= FLOAT32_MAX  # False for NaN and inf too
+        ok &= (values.astype(np.float32) != 0) | (values == 0)
+    return ok
+
+
+def coerce_value(text: str, dtype: str):
+    """Parses one stripped field as the column's type (the grammar above); raises
+    NumberError with the reject reason and a short message."""
+    if dtype == "string":
+        return text
+    if dtype == "int" and INTEGER_RE.fullmatch(text):
+        v = int(text)
+        if not INT64_MIN <= v <= INT64_MAX:
+            raise NumberError("number_out_of_range", f"{text!r} is beyond int64")
+        return v
+    if not NUMBER_RE.fullmatch(text):
+        if text.lstrip("+-").lower() in ("nan", "inf", "infinity"):
+            raise NumberError("non_finite_number", f"non-finite number {text!r}")
+        raise NumberError("unparsable_number", f"{text!r} is not a decimal number")
+    v = float(text)
+    if dtype == "float":
+        if not math.isfinite(v) or float32_out_of_range(v, text):
+            raise NumberError("number_out_of_range", f"{text!r} is beyond float32")
+        return v
+    if not v.is_integer():
+        raise NumberError("unparsable_number", f"{text!r} is not an integer")
+    if abs(v) > EXACT_FLOAT_INT:
+        raise NumberError("number_out_of_range", f"{text!r} is not an exact integer")
+    return int(v)
+
+
+DATE_ONLY_LENGTH = 10      # `YYYY-MM-DD`: a datetime at midnight (UTC)
+MIDNIGHT = " 00:00:00"
+
+
+def looks_like_datetime(text: str) -> bool:
+    if len(text) == DATE_ONLY_LENGTH:
+        text += MIDNIGHT
+    if not DATETIME_RE.match(text) or not DATETIME_TAIL_RE.fullmatch(text[19:]):
+        return False
+    try:
+        import datetime
+        datetime.datetime.fromisoformat(text[:19])
+        return True
+    except ValueError:
+        return False
+
+
+class JsonNumber(float):
+    """A JSON number with a fraction or exponent that keeps its text: `str()` gives the text,
+    so values read from JSON follow the same number grammar as CSV fields (JSON's `1e-400`
+    would otherwise be 0.0 and `1e400` infinity before the grammar sees them)."""
+
+    def __new__(cls, text: str):
+        obj = super().__new__(cls, text)
+        obj.text = text
+        return obj
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_json(text):
+    """A JSON document (str or bytes), or Reject("invalid_json") saying why it is not one
+    (nesting past the parser's recursion limit included: one line must not stop a job)."""
+    try:
+        return json.loads(text, parse_float=JsonNumber)
+    except ValueError as e:
+        raise Reject("invalid_json", f"not JSON: {e}") from None
+    except RecursionError:
+        raise Reject("invalid_json", "nested too deeply") from None

@@ -1,0 +1,199 @@
+"""The one tf.transform `preprocessing_fn`, built from the schema, used at train and serve time.
+
+Everything that turns raw columns into model inputs happens here, inside the TF graph that
+tf.transform saves as `transform_fn/`. The trainer reads its outputs; the exported model embeds
+the same graph, so serving cannot drift from training (no train/serve skew).
+
+Transformed feature names (`<name>`: the column's TensorFlow name, schema.tf_name):
+  numeric                                     -> float32 `<name>` (z-score) and int64
+                                                 `<name>_bucket` (quantile bucket); values
+                                                 clipped to the train range first
+  zscore / scale_0_1 / passthrough / derived  -> float32 `<name>`
+  default: mean                               -> also int64 `<name>_missing` (0/1)
+  identity / image                            -> `<name>` unchanged (image: encoded JPEG bytes)
+  vocabulary / bucketize / hash               -> int64 `<name>` (vocab file named `<name>`)
+  datetime                                    -> int64 `<name>_<part>` (hour 0-23, weekday
+                                                 0=Monday, month 0-11, day 0-30, minute 0-59);
+                                                 float32 `<name>_days` (days since 1970, z-score)
+  crosses                                     -> int64 `cross_<a>_x_<b>`
+  label                                       -> float32 (regression) or int64 class index
+                                                 (classification; vocab file `_label_classes`; -1 when
+                                                 the class was never seen in train)
+  key                                         -> string, passed through for joins
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from preprocessing.contract.schema import Schema
+from preprocessing.features.module_files import load_module_function
+
+LABEL_VOCAB = "_label_classes"  # column vocabularies are named after TF names: never "_..."
+
+
+def _days_from_civil(y, m, d):
+    """Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm)."""
+    y = y - tf.cast(m <= 2, tf.int64)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (m + tf.where(m > 2, tf.constant(-3, tf.int64), 9)) + 2) // 5 + d - 1
+    return era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+
+
+def _civil_from_days(days):
+    z = days + 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + tf.where(mp < 10, tf.constant(3, tf.int64), -9)
+    return month, day
+
+
+def _zone_minutes(s: tf.Tensor) -> tf.Tensor:
+    """Minutes east of UTC of what follows the seconds (values.DATETIME_TAIL_PATTERN):
+    none, `Z` and `UTC` are 0; `+05:00`, `-0330`, `+05` their offset."""
+    zone = tf.strings.strip(tf.strings.regex_replace(
+        tf.strings.substr(s, 19, 64), r"^\.[0-9]*", ""))
+    zone = tf.strings.regex_replace(zone, r"^([+-][0-9]{2})$", r"\1:00")
+    zone = tf.strings.regex_replace(tf.strings.regex_replace(zone, ":", ""), r"^(Z|UTC|)$",
+                                    "+0000")
+    sign = tf.where(tf.strings.substr(zone, 0, 1) == "-", tf.constant(-1, tf.int64), 1)
+    hh = tf.strings.to_number(tf.strings.substr(zone, 1, 2), out_type=tf.int64)
+    mm = tf.strings.to_number(tf.strings.substr(zone, 3, 2), out_type=tf.int64)
+    return sign * (hh * 60 + mm)
+
+
+def datetime_parts(s: tf.Tensor) -> dict:
+    """Calendar parts, in UTC, of 'YYYY-MM-DD HH:MM:SS[.fff][zone]' strings, computed with
+    TF ops only (so the serving graph converts offsets exactly as preprocess did)."""
+    s = tf.strings.strip(s)
+    s = tf.where(tf.strings.length(s) == 10, s + " 00:00:00", s)  # a date alone: midnight
+
+    def num(pos, length):
+        return tf.strings.to_number(tf.strings.substr(s, pos, length), out_type=tf.int64)
+
+    days = _days_from_civil(num(0, 4), num(5, 2), num(8, 2))
+    minutes = days * 1440 + num(11, 2) * 60 + num(14, 2) - _zone_minutes(s)
+    days = minutes // 1440
+    minute_of_day = minutes - days * 1440
+    month, day = _civil_from_days(days)
+    # 1970-01-01 was a Thursday (3 with Monday = 0).
+    return {"hour": minute_of_day // 60, "weekday": (days + 3) % 7, "month": month - 1,
+            "day": day - 1, "minute": minute_of_day % 60, "days": days}
+
+
+def haversine_km(lat1, lon1, lat2, lon2):
+    rad = 3.141592653589793 / 180.0
+    lat1, lon1, lat2, lon2 = [tf.cast(v, tf.float32) * rad for v in (lat1, lon1, lat2, lon2)]
+    a = tf.sin((lat2 - lat1) / 2) ** 2 + tf.cos(lat1) * tf.cos(lat2) * tf.sin((lon2 - lon1) / 2) ** 2
+    return 2.0 * 6371.0 * tf.asin(tf.sqrt(tf.clip_by_value(a, 0.0, 1.0)))
+
+
+def _scale(x, how, name=None):
+    """z-score or [0, 1] scaling with the train split's statistics. With a name, the result
+    is also bounded to what the train range maps to: a serving value far outside what
+    training saw (a malformed 31.8 where every train value is under 9) reaches the model as
+    the largest value it learnt from, never as an extrapolation 40 standard deviations out.
+    Every analyzer reads x itself (one analysis phase: an analyzer over another's output
+    makes a second pass, which the local runner cannot schedule here)."""
+    # Named analyzers keep tf.transform's cache keys stable across tracings.
+    x = tf.cast(x, tf.float32)
+    if how == "scale_0_1":
+        out = tft.scale_to_0_1(x, name=name and f"{name}_scale")
+        return tf.clip_by_value(out, 0.0, 1.0) if name else out
+    if how != "zscore":
+        return x
+    if not name:
+        return tft.scale_to_z_score(x)
+    mean = tft.mean(x, name=f"{name}_mean")
+    std = tf.sqrt(tft.var(x, name=f"{name}_var"))
+    scale = tf.where(std > 0, 1.0 / tf.where(std > 0, std, 1.0), 1.0)  # as scale_to_z_score
+    low, high = tft.min(x, name=f"{name}_min"), tft.max(x, name=f"{name}_max")
+    return tf.clip_by_value((x - mean) * scale, (low - mean) * scale,
+                            tf.maximum(low, high) * scale - mean * scale)
+
+
+def _impute_mean(x, name):
+    """NaN (a missing value of a `default: mean` column) -> the train split's mean of the
+    present values; also the 0/1 missing flag."""
+    x = tf.cast(x, tf.float32)
+    missing = tf.math.is_nan(x)
+    present = tf.where(missing, tf.zeros_like(x), x)
+    count = tft.sum(tf.cast(~missing, tf.float32), name=f"{name}_present")
+    mean = tft.sum(present, name=f"{name}_sum") / tf.maximum(count, 1.0)
+    return tf.where(missing, mean, x), tf.cast(missing, tf.int64)
+
+
+def _as_string(x):
+    return x if x.dtype == tf.string else tf.strings.as_string(x)
+
+
+def make_preprocessing_fn(schema: Schema):
+    """Returns the preprocessing_fn for this schema (a closure over plain data, so it pickles)."""
+
+    def preprocessing_fn(inputs):
+        # Inputs and outputs are keyed by the columns' TensorFlow names (schema.tf_name).
+        outputs = {}
+        for c in schema.feature_columns():
+            name = schema.tf_name(c.name)
+            x = inputs[name]
+            t = c.transform
+            if c.imputed:
+                x, outputs[f"{name}_missing"] = _impute_mean(x, name)
+            if t == "numeric":  # a smooth term and a step term: z-score and quantile bucket
+                outputs[name] = _scale(x, "zscore", name)
+                outputs[f"{name}_bucket"] = tft.bucketize(
+                    tf.cast(x, tf.float32), c.num_buckets, name=f"{name}_buckets")
+            elif t in ("zscore", "scale_0_1", "passthrough"):
+                outputs[name] = _scale(x, t, name)
+            elif t in ("identity", "image"):
+                outputs[name] = tf.identity(x)  # kept as is (image: encoded bytes)
+            elif t == "bucketize":
+                outputs[name] = tft.bucketize(tf.cast(x, tf.float32), c.num_buckets)
+            elif t == "vocabulary":
+                outputs[name] = tft.compute_and_apply_vocabulary(
+                    _as_string(x), top_k=c.top_k, num_oov_buckets=c.num_oov_buckets,
+                    vocab_filename=name)
+            elif t == "hash":
+                outputs[name] = tft.hash_strings(_as_string(x), c.hash_buckets)
+            elif t == "datetime":
+                parts = datetime_parts(x)
+                for p in c.parts:
+                    if p == "days":  # a number: days since 1970-01-01, scaled like one
+                        outputs[f"{name}_days"] = _scale(tf.cast(parts[p], tf.float32),
+                                                         "zscore", f"{name}_days")
+                    else:
+                        outputs[f"{name}_{p}"] = parts[p]
+        for d in schema.derived:
+            if d.op == "haversine_km":
+                args = [inputs[schema.tf_name(i)] for i in d.inputs]
+                outputs[d.name] = _scale(haversine_km(*args), d.transform, d.name)
+        for x in schema.crosses:
+            joined = tf.strings.join([_as_string(outputs[f]) for f in x.features], separator="|")
+            outputs[x.name] = tft.hash_strings(joined, x.hash_buckets)
+        label_name = schema.tf_name(schema.label)
+        label = inputs[label_name]
+        if schema.task == "classification":
+            outputs[label_name] = tft.compute_and_apply_vocabulary(
+                _as_string(label), num_oov_buckets=0, default_value=-1, vocab_filename=LABEL_VOCAB)
+        else:
+            outputs[label_name] = tf.cast(label, tf.float32)
+        if schema.key:
+            key_name = schema.tf_name(schema.key)
+            outputs[key_name] = tf.identity(inputs[key_name])
+        return outputs
+
+    return preprocessing_fn
+
+
+def load_module_preprocessing_fn(path: str):
+    """Loads `preprocessing_fn` from a TFX-style module file (local path or gs://).
+
+    The function is traced once, when the pipeline is built, so the module is needed only
+    where the job is launched, not on the workers.
+    """
+    return load_module_function(path, "preprocessing_fn")

@@ -1,0 +1,115 @@
+"""One column of field texts -> typed values, in Arrow's kernels: the column-wise reading of
+the value grammar (preprocessing.contract.values) that both column parsers use (`RowParser.parse_many`
+over split fields, `fast_csv.parse_block` over a CSV block's bytes).
+
+It takes only what is provably what `coerce_value` / `looks_like_datetime` take (floats
+through Arrow's correctly rounded parser, which accepts a subset of what `float()` accepts;
+ints and datetimes through patterns that admit nothing those reject) and marks everything
+else `bad`: empty fields (defaults and None), non-finite, out of range, `1_000`, a bad date.
+Those rows go through `RowParser.parse`, the one place that decides, which gives the value
+or the exact reason.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from preprocessing.contract.values import (
+    DATE_ONLY_LENGTH,
+    DATETIME_TAIL_PATTERN,
+    MIDNIGHT,
+    NUMBER_PATTERN,
+    float32_storable,
+)
+
+# Every character str.strip() removes (str.isspace), so utf8_trim is exactly .strip().
+PY_WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
+_FLOAT = f"^{NUMBER_PATTERN}$"
+_INT = r'^-?[0-9]{1,18}$'  # what int() reads and int64 holds; others go row by row
+_NONZERO_MANTISSA = r'^[^eE]*[1-9]'  # '1e-400' casts to 0.0
+_DATETIME_TAIL = f"^.{{19}}{DATETIME_TAIL_PATTERN}$"
+# Byte ranges per position of YYYY-MM-DD?HH:MM:SS (position 10, ' ' or 'T', checked apart).
+_LOW = np.frombuffer(b"0000-00-00 00:00:00", dtype=np.uint8)
+_HIGH = np.frombuffer(b"9999-99-99T99:99:99", dtype=np.uint8)
+_NO_DATE = b"0000-00-00 00:00:00"
+_DAYS = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
+
+
+def mask(arr) -> np.ndarray:
+    """A boolean Arrow array as numpy."""
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def join(values: pa.Array, separator) -> pa.Scalar:
+    """All of a string array's values joined into one (C++, no Python strings)."""
+    lst = pa.LargeListArray.from_arrays(pa.array([0, len(values)], pa.int64()), values)
+    return pc.binary_join(lst, pa.scalar(separator, values.type))[0]
+
+
+def stripped(texts: pa.Array) -> pa.Array:
+    return pc.utf8_trim(texts, characters=PY_WHITESPACE)
+
+
+def convert(s: pa.Array, dtype: str, is_datetime: bool):
+    """(values, bad) for one column of stripped, non-null texts `s`: values as an Arrow
+    string array (strings) or a numpy array (numbers), `bad` a numpy mask of the positions
+    the row-by-row parser must redo (their value here is a placeholder)."""
+    bad = mask(pc.equal(s, ""))
+    empty = bad.copy()
+    if is_datetime:
+        bad |= ~datetime_ok(s)
+    if dtype == "string":
+        return s, bad
+    if dtype == "int":
+        ok = mask(pc.match_substring_regex(s, _INT))
+        bad |= ~ok
+        return pc.cast(pc.if_else(pa.array(ok), s, "0"), pa.int64()).to_numpy(), bad
+    filled = pc.if_else(pa.array(empty), "0", s) if empty.any() else s
+    try:
+        values = pc.cast(filled, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        ok = mask(pc.match_substring_regex(filled, _FLOAT))
+        bad |= ~ok
+        values = pc.cast(pc.if_else(pa.array(ok), filled, "0"), pa.float64())
+    values = values.to_numpy()
+    # Arrow's cast reads the number grammar plus nan/inf; what float32 cannot hold (and
+    # NaN) goes to the row path for its reason.
+    ok = float32_storable(values)
+    zeros = np.flatnonzero(values == 0)
+    if len(zeros):
+        ok[zeros] &= ~mask(pc.match_substring_regex(s.take(zeros), _NONZERO_MANTISSA))
+    bad |= ~ok
+    return values, bad
+
+
+def datetime_ok(s) -> np.ndarray:
+    """looks_like_datetime, vectorised for ASCII `YYYY-MM-DD[[ T]HH:MM:SS[tail]]` (a valid
+    date and time, a fraction and zone as values.DATETIME_TAIL_PATTERN); anything else is
+    False and goes to the row-by-row check."""
+    n = len(s)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    # A date alone (`YYYY-MM-DD`) is that date at midnight.
+    s = pc.if_else(pc.equal(pc.binary_length(s), DATE_ONLY_LENGTH),
+                   pc.binary_join_element_wise(s, MIDNIGHT, ""), s)
+    tail_ok = mask(pc.match_substring_regex(s, _DATETIME_TAIL))
+    head = pc.binary_slice(s.cast(pa.binary()), 0, 19)
+    full = mask(pc.equal(pc.binary_length(head), 19))
+    head = pc.if_else(pa.array(full), head, pa.scalar(_NO_DATE))
+    m = np.frombuffer(join(head, b"").as_buffer(), dtype=np.uint8).reshape(n, 19)
+    ok = full & tail_ok & ((m >= _LOW) & (m <= _HIGH)).all(axis=1)  # digits, '-', ':'
+    ok &= (m[:, 10] == 32) | (m[:, 10] == 84)  # ' ' or 'T'
+
+    def num(*cols):
+        v = np.zeros(n, dtype=np.int32)
+        for c in cols:
+            v = v * 10 + m[:, c] - 48
+        return v
+
+    year, month, day = num(0, 1, 2, 3), num(5, 6), num(8, 9)
+    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+    dim = _DAYS[np.clip(month, 0, 12)] + ((month == 2) & leap)
+    ok &= (year >= 1) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= dim)
+    ok &= (num(11, 12) < 24) & (num(14, 15) < 60) & (num(17, 18) < 60)
+    return ok

@@ -1,0 +1,349 @@
+"""Raw record parsing against the schema: pure functions shared by every job.
+
+A CSV record becomes a tuple of typed values in `schema.columns` order, or a `Reject`
+with a reason code (used for counters) and a detail (for the dead-letter record). Valid rows
+are packed column-wise into Arrow RecordBatches, the TFXIO format tf.transform runs fastest on.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pyarrow as pa
+
+from preprocessing.accounting.rejects import Reject
+from preprocessing.contract.schema import DTYPE_TABLE, Schema
+from preprocessing.contract.values import NumberError, coerce_value, looks_like_datetime
+from preprocessing.parsing import columns as columns_mod
+
+MAX_RECORD_BYTES = 1 << 20  # defaults of --max_record_bytes / --max_record_lines
+MAX_RECORD_LINES = 1000
+RAW_HEAD = 2000  # characters of an oversized record kept in its dead letter
+FEW_ROWS = 8  # parse_many takes fewer rows than this row by row (Arrow's per-call cost)
+
+
+def iter_csv_records(lines: Iterable[str], first_line_no: int = 1,
+                     rejects: Optional[list] = None, max_bytes: int = MAX_RECORD_BYTES,
+                     max_lines: int = MAX_RECORD_LINES) -> Iterator[Tuple[int, str]]:
+    """Joins physical lines into CSV records (a quoted field may span lines).
+
+    Yields (line number where the record starts, record text without its line ending). A
+    record may span at most `max_lines` lines and `max_bytes` characters: past that (an
+    unterminated quote), its first line is rejected as `unterminated_quote` (appended to
+    `rejects` as (line, raw, reason, detail)) and reading resumes at the line after it, so
+    one stray quote costs one line, not the rest of the file. An unterminated quote at the
+    end of the input is rejected the same way.
+    """
+    if rejects is None:
+        rejects = []
+    pending: List[Tuple[int, str]] = []  # lines to read again after a rejected record
+    source = iter(enumerate(lines, first_line_no))
+    buf: List[Tuple[int, str]] = []
+    size = quotes = 0
+
+    def next_line():
+        return pending.pop(0) if pending else next(source, None)
+
+    while True:
+        item = next_line()
+        if item is None:
+            break
+        line_no, line = item
+        buf.append(item)
+        size += len(line)
+        quotes += line.count('"')
+        if len(buf) == 1 and size > max_bytes:
+            rejects.append((line_no, line.rstrip("\r\n")[:RAW_HEAD], "record_too_large",
+                            f"a line of {size} characters, over --max_record_bytes {max_bytes}"))
+            buf, size, quotes = [], 0, 0
+        elif len(buf) > max_lines or size > max_bytes:
+            first, rest = buf[0], buf[1:]
+            rejects.append((first[0], first[1].rstrip("\r\n")[:RAW_HEAD], "unterminated_quote",
+                            f"a quote opened on this line is not closed within {max_lines} "
+                            f"lines / {max_bytes} bytes (--max_record_lines/bytes)"))
+            pending[:0] = rest
+            buf, size, quotes = [], 0, 0
+        elif quotes % 2 == 0:
+            text = "".join(t for _, t in buf).rstrip("\r\n")
+            start = buf[0][0]
+            buf, size, quotes = [], 0, 0
+            if text:
+                yield start, text
+    if buf:  # the input ended inside a quoted field
+        first, rest = buf[0], buf[1:]
+        rejects.append((first[0], first[1].rstrip("\r\n")[:RAW_HEAD], "unterminated_quote",
+                        "a quote opened on this line is not closed before the end of the file"))
+        yield from iter_csv_records([t for _, t in rest], rest[0][0] if rest else 0, rejects,
+                                    max_bytes, max_lines)
+
+
+BOM = "\ufeff"
+
+
+def check_line_ends(first_line: str, source: str = "the file") -> None:
+    """ValueError when the first line holds a bare CR: the file's line ends are CR only
+    (classic Mac), so it reads as one line and its rows would silently be its header."""
+    if "\r" in first_line.rstrip("\r\n"):
+        raise ValueError(f"{source} has CR-only line ends (classic Mac): convert them to LF "
+                         f"or CRLF")
+
+
+def header_names(fields: Sequence[str], source: str = "the file") -> Tuple[str, ...]:
+    """A CSV header's column names: stripped, a UTF-8 byte-order mark dropped (spreadsheet
+    exports start with one), an empty name as `column_<position>`, and no name twice
+    (ValueError naming it: with two columns of one name, which one holds the data is a
+    guess)."""
+    names = [f.strip() for f in fields]
+    if names and names[0].startswith(BOM):
+        names[0] = names[0][len(BOM):].strip()
+    # A column without a name (a pandas index, a spreadsheet's blank cell) is named by its
+    # position, as pandas' `Unnamed: N` does; the name every reader of the file derives.
+    names = [n or f"column_{i + 1}" for i, n in enumerate(names)]
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"column {name!r} appears twice in the header of {source}")
+        seen.add(name)
+    return tuple(names)
+
+
+def split_fields(records: Sequence[str], delimiter: str = ",") -> List[Optional[List[str]]]:
+    """CSV-parses record texts in one call (fast path); None marks a malformed record."""
+    try:
+        out = list(csv.reader(records, delimiter=delimiter, strict=True))
+        if len(out) == len(records):
+            return out
+    except csv.Error:
+        pass
+    result: List[Optional[List[str]]] = []
+    for r in records:
+        try:
+            parsed = list(csv.reader([r], delimiter=delimiter, strict=True))
+            result.append(parsed[0] if len(parsed) == 1 else None)
+        except csv.Error:
+            result.append(None)
+    return result
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnPlan:
+    """How one schema column is read from a file with a given header: the one description
+    the row (`RowParser.parse`), column (`parse_many`) and Arrow block (`fast_csv`) parsers
+    share, so a rule lives in one place."""
+    name: str
+    pos: Optional[int]      # the column's field index in the header; None: not in the file
+    dtype: str              # "float" | "int" | "string"
+    default: object         # the typed default for an empty field; None: empty is an error
+    is_datetime: bool       # must look like YYYY-MM-DD HH:MM:SS
+    optional: bool          # empty (or absent) without a default reads as None
+    missing: frozenset = frozenset()  # texts that read as an empty field ("NA", "?")
+
+
+class RowParser:
+    """Parses field lists with a given header into typed tuples in schema column order.
+    `plan` (one ColumnPlan per schema column) and `width` (fields per record) are public:
+    the column-wise parsers read them."""
+
+    def __init__(self, schema: Schema, header: Sequence[str], optional: Sequence[str] = ()):
+        """`optional` columns may be absent or empty (value None), e.g. the label at serving."""
+        self.schema = schema
+        self.header = [h.strip() for h in header]
+        positions = {h: i for i, h in enumerate(self.header)}
+        self.missing_columns = [c.name for c in schema.columns
+                                if c.name not in positions and c.required
+                                and c.name not in optional]
+        self.plan = [ColumnPlan(
+            c.name, positions.get(c.name), c.type, c.typed_default(),
+            c.transform == "datetime", c.name in optional, frozenset(c.missing))
+            for c in schema.columns]
+        self.width = len(self.header)
+
+    def parse(self, fields: Optional[Sequence[str]]) -> tuple:
+        if fields is None:
+            raise Reject("malformed_csv", "the record is not valid CSV (unbalanced quotes?)")
+        if self.missing_columns:
+            raise Reject("missing_column",
+                           f"the file's header lacks required column(s) {self.missing_columns}")
+        if len(fields) != self.width:
+            raise Reject("wrong_column_count",
+                           f"expected {self.width} fields, found {len(fields)}")
+        values = []
+        for c in self.plan:
+            text = fields[c.pos].strip() if c.pos is not None else ""
+            if text == "" or text in c.missing:
+                if c.default is None and c.optional:
+                    values.append(None)
+                    continue
+                if c.default is None:
+                    raise Reject("missing_value",
+                                   f"column '{c.name}' is empty and has no default")
+                values.append(c.default)
+                continue
+            if c.is_datetime and not looks_like_datetime(text):
+                raise Reject("unparsable_datetime", f"column '{c.name}': {text!r} is not "
+                                                    "YYYY-MM-DD[ HH:MM:SS[.fff][Z|UTC|+HH:MM]]")
+            try:
+                values.append(coerce_value(text, c.dtype))
+            except NumberError as e:
+                raise Reject(e.reason, f"column '{c.name}': cannot read {text!r} as "
+                                       f"{c.dtype} ({e.reason})") from None
+        return tuple(values)
+
+    def parse_many(self, fields_list: Sequence[Optional[Sequence[str]]]) -> "ColumnBlock":
+        """Parses many records column by column; the same values and reasons as `parse`.
+
+        Each column is converted in Arrow (preprocessing.parsing.columns, as the CSV block parser
+        does); only the rows it cannot take (empty fields, defaults, bad values, wrong width)
+        go through `parse` one by one, which gives their exact value or reason. Valid rows
+        come first in input order, then the valid slow-path rows.
+        """
+        n = len(fields_list)
+        if self.missing_columns or n < FEW_ROWS:  # a few rows: Arrow's per-call cost dominates
+            return self._parse_rows(fields_list, range(n), [], [])
+        width = self.width
+        good = [i for i, f in enumerate(fields_list) if f is not None and len(f) == width]
+        rows = [fields_list[i] for i in good] if len(good) != n else fields_list
+        slow = set()
+        columns = []
+        for c in self.plan:
+            if c.pos is None:  # absent optional column: its default, or None
+                columns.append(("const", c.default))
+                continue
+            try:
+                texts = columns_mod.stripped(pa.array([f[c.pos] for f in rows], pa.string()))
+            except (pa.ArrowException, UnicodeError):  # e.g. a lone surrogate from JSON
+                slow.update(range(len(rows)))
+                columns.append(("values", [None] * len(rows)))
+                continue
+            values, bad = columns_mod.convert(texts, c.dtype, c.is_datetime)
+            if c.dtype == "string":
+                values = values.to_pylist()
+            slow.update(np.flatnonzero(bad).tolist())
+            columns.append(("values", values))
+        keep = [j for j in range(len(rows)) if j not in slow] if slow else None
+        fast_index = good if keep is None else [good[j] for j in keep]
+        out = []
+        for c, (kind, values) in zip(self.schema.columns, columns):
+            if kind == "const":
+                out.append([values] * len(fast_index))
+            elif c.type == "string":
+                out.append(values if keep is None else [values[j] for j in keep])
+            else:
+                arr = np.asarray(values, dtype=DTYPE_TABLE[c.type].parsed)
+                out.append(arr if keep is None else arr[keep])
+        slow_index = sorted(set(range(n)) - set(fast_index)) if len(fast_index) != n else []
+        return self._parse_rows(fields_list, slow_index, out, fast_index)
+
+    def _parse_rows(self, fields_list, indices, columns, index) -> "ColumnBlock":
+        """Row-by-row `parse` of `indices`, appended to the given columns."""
+        columns = list(columns) if columns else [[] for _ in self.schema.columns]
+        index = list(index)
+        errors = []
+        extra = []
+        for i in indices:
+            try:
+                extra.append(self.parse(fields_list[i]))
+                index.append(i)
+            except Reject as e:
+                errors.append((i, e))
+        append_rows(columns, extra)
+        return ColumnBlock(columns, index, errors)
+
+    def parse_dict(self, obj: dict) -> tuple:
+        """Parses a JSON-style mapping (values may already be typed)."""
+        fields = []
+        for h in self.header:
+            v = obj.get(h)
+            fields.append("" if v is None else str(v))
+        return self.parse(fields)
+
+
+
+
+class ColumnBlock:
+    """Parsed records, column-wise: the one shape every column parser gives (`parse_many`,
+    `fast_csv.parse_block`). `columns[k]` (schema column order: a numpy array for a numeric
+    column without None, an Arrow string array, or a list) holds the values of the valid
+    records `index` (their positions in the input, aligned with the columns); `errors` lists
+    (position, Reject). A block parsed from CSV bytes also keeps its `lines` (an Arrow
+    array, line endings stripped; positions index it) and `record_count` (its non-empty
+    lines, i.e. CSV records)."""
+
+    __slots__ = ("columns", "index", "errors", "lines", "record_count")
+
+    def __init__(self, columns, index, errors, lines=None, record_count=None):
+        self.columns, self.index, self.errors = columns, index, errors
+        self.lines = lines
+        self.record_count = len(index) + len(errors) if record_count is None else record_count
+
+    def __len__(self):
+        return len(self.index)
+
+    def rows(self) -> List[tuple]:
+        cols = [c.tolist() if isinstance(c, np.ndarray) else
+                c.to_pylist() if isinstance(c, pa.Array) else c for c in self.columns]
+        return list(zip(*cols)) if cols else [() for _ in self.index]
+
+
+def append_rows(columns: list, rows: Sequence[tuple]) -> None:
+    """Appends parsed rows to value columns in place, keeping each column's kind (numpy
+    array, Arrow string array) where the new values fit it, else turning it into a list."""
+    for k, col in enumerate(zip(*rows)):
+        base = columns[k]
+        if None not in col:
+            try:
+                if isinstance(base, np.ndarray):
+                    columns[k] = np.concatenate([base, np.asarray(col, dtype=base.dtype)])
+                    continue
+                if isinstance(base, pa.Array):
+                    columns[k] = pa.concat_arrays([base, pa.array(col, base.type)])
+                    continue
+            except (OverflowError, ValueError, TypeError, pa.ArrowException):
+                pass
+        columns[k] = (base.to_pylist() if isinstance(base, pa.Array) else
+                      base.tolist() if isinstance(base, np.ndarray) else list(base)) + list(col)
+
+
+def concat_columns(parts: list):
+    """Value columns of consecutive batches as one (numpy, Arrow or a list, as they are)."""
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts)
+    if all(isinstance(p, pa.Array) for p in parts) and len({p.type for p in parts}) == 1:
+        return pa.concat_arrays(parts)
+    out = []
+    for p in parts:
+        out += p.tolist() if isinstance(p, np.ndarray) else \
+            p.to_pylist() if isinstance(p, pa.Array) else list(p)
+    return out
+
+
+def example_to_fields(serialized: bytes, header: Sequence[str]) -> List[str]:
+    """A serialized raw tf.Example as text fields in `header` order ('' where absent).
+
+    Going through text keeps one validation path (RowParser) for CSV, JSON and tf.Example.
+    """
+    from tensorflow.core.example import example_pb2
+    try:
+        ex = example_pb2.Example.FromString(serialized)
+    except Exception as e:  # protobuf's DecodeError: not a tf.Example
+        raise Reject("bad_example", f"not a serialized tf.Example ({type(e).__name__})") from None
+    feats = ex.features.feature
+    out = []
+    for name in header:
+        f = feats.get(name)
+        if f is None:
+            out.append("")
+            continue
+        kind = f.WhichOneof("kind")
+        values = getattr(f, kind).value if kind else []
+        if len(values) == 0:
+            out.append("")
+        elif len(values) > 1:
+            raise Reject("bad_example", f"feature '{name}' has {len(values)} values, expected 1")
+        else:
+            v = values[0]
+            out.append(v.decode("utf-8", errors="replace") if isinstance(v, bytes) else repr(v)
+                       if isinstance(v, float) else str(v))
+    return out

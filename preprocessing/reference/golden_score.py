@@ -1,0 +1,134 @@
+"""The gate's rule, shared by every step that lets a new version serve (the prediction jobs'
+model swaps, inference/model/gate.py; the tuner's best trial, training/tune.py): a version scores
+the golden set (labelled raw rows) with no error and no NaN, and its metric there is no worse
+than the serving version's by more than a tolerance.
+
+RMSE (regression; worse = higher, the tolerance relative: 0.05 lets it be 5% higher) or
+accuracy (classification; worse = lower, the tolerance absolute: 0.05 = five points).
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import logging
+from typing import Optional
+
+import numpy as np
+
+from preprocessing.accounting.rejects import Reject
+from preprocessing.contract.schema import Schema, SchemaError
+from preprocessing.parsing import row_parser
+from preprocessing.reference import golden
+from preprocessing.reference.evaluation import EvalSums
+from preprocessing.reference.golden import GoldenSetError
+
+DEFAULT_MAX_METRIC_REGRESSION = 0.05
+CALL_ROWS = 1024  # rows per model call while scoring a golden set
+
+
+@dataclasses.dataclass(frozen=True)
+class GoldenSet:
+    source: str
+    examples: tuple      # serialized raw tf.Examples with a label
+    labels: tuple        # float (regression) or str (classification), aligned
+
+    def __len__(self):
+        return len(self.examples)
+
+
+@dataclasses.dataclass(frozen=True)
+class Score:
+    metric: str                   # "rmse" or "accuracy"
+    value: Optional[float] = None
+    error: Optional[str] = None   # why the version could not score the set: a reason code
+    detail: Optional[str] = None
+
+
+def read_golden(path: str, schema: Schema) -> GoldenSet:
+    """The labelled rows of `path` (at most golden.MAX_ROWS; rows without a label skipped)."""
+    data = golden.read_bounded(path)
+    if path.lower().endswith(".csv"):
+        examples = _csv_examples(data, schema, path)
+    else:
+        examples = golden.tfrecord_examples(data, path)
+    if len(examples) > golden.MAX_ROWS:
+        raise GoldenSetError(f"the golden set {path} has more than {golden.MAX_ROWS:,} rows")
+    labels = golden.example_labels(examples, schema, CALL_ROWS)
+    keep = [i for i, v in enumerate(labels) if v is not None]
+    return GoldenSet(path, tuple(examples[i] for i in keep), tuple(labels[i] for i in keep))
+
+
+def _csv_examples(data: bytes, schema: Schema, path: str) -> list:
+    rows = csv.reader(io.StringIO(data.decode("utf-8", "replace")))
+    header = next(rows, None)
+    if not header:
+        raise GoldenSetError(f"the golden set {path} is empty")
+    try:
+        names = row_parser.header_names(header, path)
+        parser = row_parser.RowParser(schema, names)
+    except (SchemaError, ValueError) as e:
+        raise GoldenSetError(f"the golden set {path}: {e}") from None
+    lacking = [c.name for c in schema.serving_columns() if c.name not in names
+               and c.default is None] + ([] if schema.label in names else [schema.label])
+    if lacking:
+        raise GoldenSetError(f"the golden set {path} lacks the model's column(s) "
+                             f"{', '.join(lacking)} (its header: {', '.join(names)[:300]})")
+    out, bad, first = [], 0, None
+    for fields in rows:
+        try:
+            out.append(golden.example_bytes(schema, parser.parse(fields)))
+        except Reject as e:
+            bad += 1
+            first = first or f"{e.reason}: {e.detail}"
+    if bad and not out:
+        raise GoldenSetError(f"the golden set {path}: none of its {bad} rows parse "
+                             f"(the first: {str(first)[:200]})")
+    if bad:
+        logging.warning("golden set %s: %d rows that do not parse are left out", path, bad)
+    return out
+
+
+def score(version, golden_set: GoldenSet, task: str) -> Score:
+    """The version's metric on the golden set, or why it could not give one."""
+    metric = "rmse" if task == "regression" else "accuracy"
+    fn = version.module.signatures.get("serving_default")
+    if fn is None:
+        return Score(metric, error="model_error",
+                     detail="the export has no serving_default signature")
+    try:
+        outputs = golden.serve_examples(fn, golden_set.examples, CALL_ROWS)
+    except Exception as e:
+        return Score(metric, error="model_error", detail=(
+            str(e).strip().splitlines() or [type(e).__name__])[0][:200])
+    for name, v in outputs.items():
+        if v.dtype.kind == "f" and not np.isfinite(v).all():
+            bad = int((~np.isfinite(v.reshape(len(v), -1))).any(axis=1).sum())
+            return Score(metric, error="non_finite_prediction",
+                         detail=f"{name} is NaN or infinite on {bad} of {len(v)} golden rows")
+    sums = EvalSums().add_outputs(task, outputs, golden_set.labels)  # the trainer's formulas
+    return Score(metric, float(sums.metrics(task)[metric]))
+
+
+def own_golden_set(current_path: str, candidate_path: str) -> Optional[str]:
+    """The golden set a swap is judged on when none is given: the serving version's own (the
+    trusted one: a bad export brings a bad golden set with it), else the candidate's."""
+    from apache_beam.io.filesystems import FileSystems
+    for path in (current_path, candidate_path):
+        own = FileSystems.join(path, golden.EXPORT_GOLDEN)
+        if FileSystems.exists(own):
+            return own
+    return None
+
+
+def decide(candidate: Score, current: Optional[Score], tolerance: float) -> tuple:
+    """(accepted, reason) for a candidate scored against the serving version."""
+    if candidate.error:
+        return False, candidate.error
+    if current is None or current.error:
+        return True, "no_baseline"  # nothing to compare with: it scored the set cleanly
+    if candidate.metric == "rmse":
+        worse = candidate.value > current.value * (1 + tolerance) + 1e-12
+    else:
+        worse = candidate.value < current.value - tolerance - 1e-12
+    return (False, "metric_regression") if worse else (True, "within_tolerance")

@@ -1,0 +1,220 @@
+"""A schema inferred from the data (like TFX's StatisticsGen + SchemaGen) when no spec file is
+given, the image schema, and the CSV head the launch step reads.
+
+Types come from statistics over the whole input (`profile_csv`, Arrow kernels over every
+row), never from a sample, so no row is rejected because inference guessed a narrower type
+than a later row holds. The rules, per column, over its values with surrounding whitespace
+stripped:
+
+- missing: the empty field, and in a numeric column the tokens of NA_TOKENS (`NA`, `?`, ...);
+- numeric: every present value is a decimal of the one number grammar (schema.py); `int`
+  when every one is an integer literal and the whole input was profiled, else `float`
+  (widening: a later `55.3` cannot be rejected). Any other text makes the column a string.
+  Integer literals with a leading zero (`02134`) are codes: strings;
+- datetime: strings that all look like `YYYY-MM-DD HH:MM:SS` (with an optional zone, values.py);
+  dates alone (`YYYY-MM-DD`) too, with the parts a date has and `days` since 1970 (a trend);
+- identifiers: strings unique in (nearly) every row, or integers strictly increasing in
+  every row over a dense range (at most 10 values a row: row numbers, or what a sample or a
+  split of a table leaves of them), are not features: the first becomes the key when none
+  is given, the others are left out (`transform: none`). Distinct integers in no order
+  (a rank, a score) stay numbers;
+- other strings: a vocabulary when few distinct values, else hashed.
+
+A numeric feature gets `numeric` (z-score + quantile bucket) and, when values are missing,
+`default: mean`. `report()` says per column what was decided and why.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+from typing import Dict, Iterable, List, Optional, Sequence
+
+from preprocessing.contract.schema import ColumnSpec, Schema, SchemaError
+from preprocessing.parsing.row_parser import BOM, check_line_ends, header_names
+from preprocessing.schema_inference.profile import (
+    DISTINCT_CAP,
+    MIN_ID_ROWS,
+    NA_TOKENS,
+    ColumnStats,
+    Profile,
+    profile_rows,
+)
+
+KEY_NAMES = ("key", "id", "uuid", "unique_key", "trip_id", "example_id")
+ID_SHARE = 0.9               # strings distinct in at least this share of rows are ids
+MAX_VOCAB = 1000
+CLASSIFICATION_MAX_CLASSES = 20
+NUM_BUCKETS = 16             # quantile buckets of a `numeric` feature
+DATE_PARTS = ("weekday", "month", "day", "days")  # of a column of dates alone
+
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    spec: ColumnSpec
+    role: str      # feature | key | label | left_out
+    why: str
+
+
+def _is_id_string(s: ColumnStats) -> bool:
+    return s.present >= MIN_ID_ROWS and s.distinct_share >= ID_SHARE
+
+
+def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:
+    """The type and transform of a feature column from its statistics (see the module doc)."""
+    missing = s.empty + s.na
+    if s.present == 0:
+        return Decision(ColumnSpec(name, "string", "none", default=""), "left_out",
+                        "no values")
+    if s.numeric and not (s.leading_zero and s.non_integer == 0):
+        if s.is_row_number():
+            return Decision(ColumnSpec(name, "int"), "key", "row numbers (a gap-free "
+                            "increasing integer sequence): an identifier")
+        if s.is_integer_id():
+            return Decision(ColumnSpec(name, "int"), "key", f"integers increasing in every "
+                            f"row, {s.low}..{s.high} over {s.rows} rows: an identifier")
+        dtype = "int" if s.non_integer == 0 and complete and not missing else "float"
+        why = (f"every value is a number ({'integers' if s.non_integer == 0 else 'decimals'})"
+               + ("" if complete else "; float: not all of the input was profiled"))
+        if missing:
+            why += f"; {missing} missing -> the train mean, and a missing flag"
+        buckets = max(2, min(NUM_BUCKETS, s.distinct_count or NUM_BUCKETS))
+        return Decision(ColumnSpec(name, dtype, "numeric", num_buckets=buckets,
+                                   default="mean" if missing else None,
+                                   missing=NA_TOKENS if s.na or missing else ()),
+                        "feature", why)
+    default = "" if missing else None
+    if s.numeric:
+        why = "integer codes with leading zeros: strings"
+    else:
+        why = f"{s.non_numeric} value(s) are not numbers (e.g. {s.examples[:2]})"
+    if s.non_datetime == 0 and not s.numeric and not s.timed:  # dates: no time of day
+        return Decision(ColumnSpec(name, "string", "datetime", parts=DATE_PARTS,
+                                   default="1970-01-01" if missing else None),
+                        "feature", "every value is a YYYY-MM-DD date: weekday, month, day of "
+                                   "the month and days since 1970 (a trend)")
+    if s.non_datetime == 0 and not s.numeric:
+        return Decision(ColumnSpec(name, "string", "datetime",
+                                   default="1970-01-01 00:00:00" if missing else None),
+                        "feature", "every value is a YYYY-MM-DD HH:MM:SS datetime")
+    if _is_id_string(s):
+        return Decision(ColumnSpec(name, "string", "none", default=""), "key",
+                        f"distinct in {_share(s)} of rows: an identifier")
+    d = s.distinct_count
+    if d is not None and d <= MAX_VOCAB and d <= max(10, 0.5 * s.present):
+        return Decision(ColumnSpec(name, "string", "vocabulary", default=default), "feature",
+                        f"{why}; {d} distinct: a vocabulary")
+    buckets = max(100, min(10_000, d or 10_000))
+    return Decision(ColumnSpec(name, "string", "hash", default=default, hash_buckets=buckets),
+                    "feature", f"{why}; {'many' if d is None else d} distinct: hashed")
+
+
+def _share(s: ColumnStats) -> str:
+    return f"{s.distinct_share:.0%}"
+
+
+def decide_label(name: str, s: ColumnStats) -> tuple:
+    """(ColumnSpec, task, why) of the label. Rows without a label are rejected (missing_value):
+    NA tokens count as missing there too."""
+    missing = NA_TOKENS if s.numeric or s.na else ()
+    d = s.distinct_count
+    if not s.numeric or (s.leading_zero and s.non_integer == 0):
+        return (ColumnSpec(name, "string", missing=missing), "classification",
+                f"string label, {d if d is not None else 'many'} classes")
+    ints_non_negative = s.non_integer == 0 and d is not None and \
+        not any(str(v).startswith("-") for v in s.distinct)
+    if ints_non_negative and d <= CLASSIFICATION_MAX_CLASSES:
+        return (ColumnSpec(name, "string", missing=missing), "classification",
+                f"{d} integer classes")
+    return (ColumnSpec(name, "float", missing=missing), "regression", "numeric label")
+
+
+def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None) -> tuple:
+    """(Schema, decisions: {column: Decision}) from a Profile."""
+    header = [h.strip() for h in prof.header]
+    if label not in header:
+        raise SchemaError(f"label column '{label}' is not in the header {header}")
+    if key is not None and key not in header:
+        raise SchemaError(f"key column '{key}' is not in the header {header}")
+    if prof.rows == 0:
+        raise SchemaError("no data rows to infer the schema from")
+    by_name = key is None and next((h for h in header if h.lower() in KEY_NAMES), None)
+    key = key or by_name or None
+    decisions, cols, task = {}, [], None
+    for name in header:
+        s = prof.columns[name]
+        if name == label:
+            spec, task, why = decide_label(name, s)
+            decisions[name] = Decision(spec, "label", why)
+        elif name == key:
+            decisions[name] = Decision(ColumnSpec(name, "string", default=""), "key",
+                                       "--key_column" if not by_name else "named like a key")
+        else:
+            d = decide_column(name, s, prof.complete)
+            if d.role == "key":
+                if key is None:
+                    key = name
+                    d = Decision(ColumnSpec(name, "string", default=""), "key", d.why)
+                else:
+                    d = Decision(ColumnSpec(name, "string", "none", default=""),
+                                 "left_out", d.why)
+            decisions[name] = d
+        cols.append(decisions[name].spec)
+    return Schema(columns=tuple(cols), label=label, key=key, task=task), decisions
+
+
+def infer_schema(header: Sequence[str], rows: Iterable[Sequence[str]], label: str,
+                 key: Optional[str] = None) -> Schema:
+    """The schema of parsed rows (strings): infer_from_profile over profile_rows."""
+    return infer_from_profile(profile_rows(header, rows), label, key)[0]
+
+
+def report(prof: Profile, decisions: Dict[str, Decision], schema: Schema) -> List[dict]:
+    """Per column: what inference decided and why, with its statistics (for the launch log
+    and summary.json)."""
+    out = []
+    for name in prof.header:
+        name = name.strip()
+        s, d = prof.columns[name], decisions[name]
+        out.append({"column": name, "tf_name": schema.tf_name(name), "role": d.role,
+                    "type": d.spec.type, "transform": d.spec.transform,
+                    "missing_rate": round((s.empty + s.na) / max(s.rows, 1), 4),
+                    "distinct": s.distinct_count if not s.capped else f">{DISTINCT_CAP}",
+                    "why": d.why})
+    return out
+
+
+def image_schema() -> Schema:
+    """The raw schema of image data: source uri (the key), JPEG bytes, size, and the label."""
+    return Schema(columns=(ColumnSpec("uri", "string"),
+                           ColumnSpec("image", "string", "image"),
+                           ColumnSpec("height", "int", "identity"),
+                           ColumnSpec("width", "int", "identity"),
+                           ColumnSpec("label", "string")),
+                  label="label", key="uri", task="classification")
+
+
+def parse_csv_sample(text: str, delimiter: str = ",", max_rows: int = 10_000):
+    """Header and up to max_rows rows from the start of a CSV text."""
+    if text.startswith(BOM):  # a UTF-8 byte-order mark (spreadsheet exports)
+        text = text[len(BOM):]
+    try:
+        check_line_ends(text.split("\n", 1)[0], "the input file")
+    except ValueError as e:
+        raise SchemaError(str(e)) from None
+    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
+    header = next(reader, None)
+    if header is None:
+        raise SchemaError("the input file is empty (no header row)")
+    try:
+        header = list(header_names(header))
+    except ValueError as e:
+        raise SchemaError(str(e)) from None
+    rows = []
+    for r in reader:
+        if len(rows) >= max_rows:
+            break
+        if r:
+            rows.append(r)
+    return header, rows

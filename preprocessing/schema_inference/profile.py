@@ -1,0 +1,281 @@
+"""Column statistics over a whole CSV input, for schema inference (like TFX's StatisticsGen):
+Arrow kernels over every row, in file order, one `ColumnStats` per column. The rules that turn
+them into a schema are `preprocessing/schema_inference/infer.py`'s.
+
+Values are judged with surrounding whitespace stripped: missing (empty, or a token of
+NA_TOKENS), numbers of the one number grammar (schema.py), integer literals (and those with a
+leading zero), `YYYY-MM-DD HH:MM:SS` datetimes, distinct values (up to DISTINCT_CAP), and
+whether integers rise strictly in file order (row numbers).
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+from typing import BinaryIO, Dict, Iterable, List, Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from preprocessing.contract.schema import SchemaError
+from preprocessing.contract.values import NUMBER_PATTERN
+from preprocessing.parsing.columns import PY_WHITESPACE, datetime_ok
+from preprocessing.parsing.row_parser import BOM, header_names
+
+# Texts that mean "no value" in a numeric column (R, pandas, spreadsheets, surveys).
+NA_TOKENS = ("NA", "N/A", "n/a", "na", "NaN", "nan", "NAN", "null", "NULL", "Null", "None",
+             "none", "?", "-", "--", ".", "#N/A", "#NA", "missing")
+DISTINCT_CAP = 100_000       # distinct values counted per column; past it, over a prefix
+MIN_ID_ROWS = 20             # fewer rows than this are never identifiers
+ID_SPAN = 10                 # increasing integers spanning at most this many values a row: ids
+EXAMPLES = 3                 # non-numeric texts kept per column for the report
+_NUMBER = f"^{NUMBER_PATTERN}$"
+_INTEGER = r"^[+-]?[0-9]+$"
+_LEADING_ZERO = r"^[+-]?0[0-9]"
+
+
+@dataclasses.dataclass
+class ColumnStats:
+    """Mergeable statistics of one column's text values (stripped)."""
+    rows: int = 0
+    empty: int = 0
+    na: int = 0                     # NA_TOKENS
+    non_numeric: int = 0            # present values outside the number grammar
+    non_integer: int = 0            # numbers that are not integer literals
+    leading_zero: int = 0           # integer literals like 007
+    non_datetime: int = 0           # present values that are not YYYY-MM-DD HH:MM:SS
+    timed: int = 0                  # datetimes with a time of day (not a date alone)
+    distinct: set = dataclasses.field(default_factory=set)
+    distinct_rows: int = 0          # present values `distinct` was counted over
+    capped: bool = False            # past DISTINCT_CAP: `distinct` covers a prefix only
+    increasing: bool = True         # integer values strictly increasing in file order
+    first: Optional[int] = None
+    last: Optional[int] = None
+    low: Optional[int] = None       # integer columns: the smallest and largest value
+    high: Optional[int] = None
+    fits_int64: bool = True
+    examples: List[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def present(self) -> int:
+        return self.rows - self.empty - self.na
+
+    @property
+    def numeric(self) -> bool:
+        return self.present > 0 and self.non_numeric == 0
+
+    @property
+    def distinct_count(self) -> Optional[int]:
+        """Distinct present values; None when there are more than DISTINCT_CAP."""
+        return None if self.capped else len(self.distinct)
+
+    @property
+    def distinct_share(self) -> float:
+        """Distinct values per present value (over a prefix once capped)."""
+        return len(self.distinct) / max(self.distinct_rows, 1)
+
+    def add(self, values: pa.Array) -> None:
+        """Adds one batch of a column's raw text values (in file order)."""
+        s = pc.utf8_trim(values, characters=PY_WHITESPACE)
+        self.rows += len(s)
+        empty = pc.equal(s, "")
+        self.empty += pc.sum(empty).as_py() or 0
+        na = pc.is_in(s, value_set=pa.array(NA_TOKENS, s.type))
+        self.na += pc.sum(na).as_py() or 0
+        present = s.filter(pc.invert(pc.or_(empty, na)))
+        if not len(present):
+            return
+        if self.non_numeric == 0 or self.numeric_examples_wanted():
+            is_number = pc.match_substring_regex(present, _NUMBER)
+            bad = len(present) - (pc.sum(is_number).as_py() or 0)
+            if bad:
+                self.non_numeric += bad
+                if len(self.examples) < EXAMPLES:
+                    odd = present.filter(pc.invert(is_number)).slice(0, EXAMPLES)
+                    self.examples += odd.to_pylist()[:EXAMPLES - len(self.examples)]
+        if self.non_numeric == 0:
+            self._add_numbers(present)
+        if self.non_datetime == 0:
+            self.non_datetime += int((~datetime_ok(present)).sum())
+            self.timed += pc.sum(pc.greater(pc.binary_length(present), 10)).as_py() or 0
+        if not self.capped:
+            self.distinct.update(pc.unique(present).to_pylist())
+            self.distinct_rows += len(present)
+            self.capped = len(self.distinct) > DISTINCT_CAP
+
+    def numeric_examples_wanted(self) -> bool:
+        return len(self.examples) < EXAMPLES and self.non_numeric < EXAMPLES
+
+    def _add_numbers(self, present: pa.Array) -> None:
+        if self.non_integer == 0:
+            is_int = pc.match_substring_regex(present, _INTEGER)
+            self.non_integer += len(present) - (pc.sum(is_int).as_py() or 0)
+        if self.non_integer:
+            self.increasing = False
+            return
+        if self.leading_zero == 0:
+            self.leading_zero += pc.sum(pc.match_substring_regex(present, _LEADING_ZERO)).as_py() or 0
+        try:
+            ints = pc.cast(present, pa.int64()).to_numpy()
+        except (pa.ArrowInvalid, OverflowError):
+            self.increasing = self.fits_int64 = False
+            return
+        low, high = int(ints.min()), int(ints.max())
+        self.low = low if self.low is None else min(self.low, low)
+        self.high = high if self.high is None else max(self.high, high)
+        if self.increasing and self.empty == 0 and self.na == 0:
+            if (self.last is not None and ints[0] <= self.last) or (np.diff(ints) <= 0).any():
+                self.increasing = False
+            if self.first is None:
+                self.first = int(ints[0])
+            self.last = int(ints[-1])
+        else:
+            self.increasing = False
+
+    def is_row_number(self) -> bool:
+        """A gap-free strictly increasing integer sequence in every row (row numbers)."""
+        return (self.numeric and self.non_integer == 0 and self.increasing
+                and self.empty == 0 and self.na == 0 and self.first is not None
+                and self.last - self.first + 1 == self.rows and self.rows >= MIN_ID_ROWS)
+
+    def is_integer_id(self) -> bool:
+        """Integers in every row, strictly increasing in file order (so each row's its own),
+        spanning at most ID_SPAN values a row: row numbers with gaps, as a sample or a split
+        of a table leaves them (R's `rownames` after an 80/20 split), or a sorted `id`.
+        Distinct integers in no order stay numbers: a rank or a score is a feature."""
+        if not (self.numeric and self.non_integer == 0 and self.increasing
+                and self.empty == 0 and self.na == 0 and self.rows >= MIN_ID_ROWS
+                and self.fits_int64 and self.low is not None):
+            return False
+        return self.high - self.low + 1 <= ID_SPAN * self.rows
+
+
+@dataclasses.dataclass
+class Profile:
+    """Statistics of every column over the rows read; `complete`: the whole input was read."""
+    header: tuple
+    columns: Dict[str, ColumnStats]
+    rows: int = 0
+    complete: bool = True
+    note: str = ""
+
+
+def add_table(prof: Profile, table: pa.Table) -> None:
+    """Adds an Arrow table of string columns (the next rows in file order) to `prof`, by
+    column name; columns the profile does not name are ignored."""
+    prof.rows += table.num_rows
+    for name, stats in prof.columns.items():
+        if name in table.column_names:
+            for chunk in table.column(name).chunks:
+                stats.add(chunk)
+
+
+def profile_tables(header: Sequence[str], tables: Iterable[pa.Table]) -> Profile:
+    """A Profile of Arrow tables of string columns named by `header` (in file order)."""
+    prof = Profile(tuple(header), {h: ColumnStats() for h in header})
+    for table in tables:
+        add_table(prof, table)
+    return prof
+
+
+def profile_rows(header: Sequence[str], rows: Iterable[Sequence[str]]) -> Profile:
+    """A Profile of parsed rows (lists of strings); rows of the wrong width are skipped."""
+    header = [h.strip() for h in header]
+    cols = [[] for _ in header]
+    for r in rows:
+        if len(r) == len(header):
+            for i, v in enumerate(r):
+                cols[i].append(v)
+    table = pa.table({h: pa.array(c, pa.string()) for h, c in zip(header, cols)})
+    return profile_tables(header, [table])
+
+
+def read_csv_tables(stream: BinaryIO, delimiter: str = ",", block_bytes: int = 8 << 20,
+                    max_header_bytes: int = 1 << 20):
+    """(header, iterator of Arrow tables of string columns) of a CSV byte stream. Rows with
+    the wrong field count are skipped (the pipeline dead-letters them); quoted fields may
+    span lines."""
+    import pyarrow.csv as pacsv
+    first = stream.readline(max_header_bytes).decode("utf-8", errors="replace")
+    if first.startswith(BOM):
+        first = first[len(BOM):]
+    fields = next(csv.reader([first.rstrip("\r\n")], delimiter=delimiter), None)
+    if not fields:
+        raise SchemaError("the input file is empty (no header row)")
+    try:
+        header = list(header_names(fields))
+    except ValueError as e:
+        raise SchemaError(str(e)) from None
+    names = [f"c{i}" for i in range(len(header))]
+    try:
+        reader = pacsv.open_csv(
+            stream,
+            read_options=pacsv.ReadOptions(block_size=block_bytes, use_threads=True,
+                                           column_names=names),
+            parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True,
+                                              invalid_row_handler=lambda row: "skip"),
+            convert_options=pacsv.ConvertOptions(
+                check_utf8=False, strings_can_be_null=False, quoted_strings_can_be_null=False,
+                column_types={n: pa.string() for n in names}))
+    except pa.ArrowInvalid as e:
+        if "Empty CSV" not in str(e):
+            raise
+        return header, iter(())  # a header and no rows
+
+    def tables():
+        for batch in reader:
+            yield pa.Table.from_batches([batch]).rename_columns(header)
+
+    return header, tables()
+
+
+GATHER_ROWS = 65536  # small tables are gathered up to this many rows per statistics pass
+
+
+def profile_csv(streams: Iterable, delimiter: str = ",", max_bytes: Optional[int] = None,
+                progress=None) -> Profile:
+    """A Profile over CSV files, given as (name, opener) pairs, the first file's header naming
+    the columns; `progress(rows)` is called after each block. Reading stops after `max_bytes`
+    of rows (None: all), or at a file Arrow cannot read to the end; then `complete` is False
+    and `note` says why."""
+    prof, seen = None, 0
+    pending, gathered = [], 0  # consecutive small tables (many small files): as one
+
+    def flush():
+        nonlocal gathered
+        if pending:
+            add_table(prof, pending[0] if len(pending) == 1 else
+                      pa.concat_tables(pending).combine_chunks())
+            pending.clear()
+        gathered = 0
+
+    for name, opener in streams:
+        try:
+            with opener() as f:
+                header, tables = read_csv_tables(f, delimiter)
+                if prof is None:
+                    prof = Profile(tuple(header), {h: ColumnStats() for h in header})
+                for table in tables:
+                    if pending and table.column_names != pending[0].column_names:
+                        flush()
+                    pending.append(table)
+                    gathered += table.num_rows
+                    if gathered >= GATHER_ROWS:
+                        flush()
+                    seen += table.nbytes
+                    if progress:
+                        progress(table.num_rows)
+                    if max_bytes is not None and seen >= max_bytes:
+                        flush()
+                        prof.complete = False
+                        prof.note = f"profiled the first {seen >> 20} MB (--infer_scan_mb)"
+                        return prof
+        except Exception as e:  # a cut or odd file: the pipeline dead-letters its rows
+            if prof is None:
+                raise
+            prof.complete = False
+            prof.note = f"{name}: not profiled to its end ({str(e).splitlines()[0][:200]})"
+    flush()
+    if prof is None:
+        raise SchemaError("no input to infer the schema from")
+    return prof

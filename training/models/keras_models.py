@@ -1,0 +1,105 @@
+"""The tabular model over transformed features: a small pure function of the feature metadata.
+
+`tf_keras` (Keras 2), not Keras 3: only Keras 2 runs Model.fit under ParameterServerStrategy,
+and it serves all four strategies with the same code. The model takes transformed features;
+the export wraps it with the tf.transform layer so serving takes raw features.
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+import tf_keras as keras
+
+from preprocessing.features.image_transform import IMAGE_SIZE
+from training.config import TrainConfig
+from training.data import FeatureInfo
+from training.guards import TrainingError
+
+
+def build_model(info: FeatureInfo, cfg: TrainConfig) -> keras.Model:
+    """Wide & deep (or plain DNN): embeddings for categorical ids, numeric as is.
+
+    The wide part gives every category (crosses included) its own linear weight, which
+    captures step effects such as a rush-hour surcharge directly; the deep part learns the
+    smooth interactions.
+    """
+    if info.image:
+        return build_cnn(info, cfg)
+    inputs, deep, wide = {}, [], []
+    for name in info.numeric:
+        inputs[name] = keras.Input(shape=(), name=name, dtype=tf.float32)
+        deep.append(keras.layers.Reshape((1,), name=f"{name}_col")(inputs[name]))
+    for name, card in info.categorical.items():
+        inputs[name] = keras.Input(shape=(), name=name, dtype=tf.int64)
+        dim = min(cfg.embedding_dim, card)
+        deep.append(keras.layers.Embedding(card, dim, name=f"{name}_emb")(inputs[name]))
+        if cfg.model != "dnn":  # wide_deep, and the network `auto` trains
+            wide.append(keras.layers.Embedding(card, info.n_classes, name=f"{name}_wide")(inputs[name]))
+    if not deep:
+        raise TrainingError("no model inputs: every transformed feature is the label, the key "
+                            "or a passthrough string; preprocess a table with at least one "
+                            "feature column (or give --model_module)")
+    x = keras.layers.Concatenate(name="deep_in")(deep) if len(deep) > 1 else deep[0]
+    for i, units in enumerate(cfg.hidden_units):
+        x = keras.layers.Dense(units, activation="relu", name=f"dense_{i}")(x)
+        if cfg.dropout:
+            x = keras.layers.Dropout(cfg.dropout, seed=cfg.seed)(x)
+    out = keras.layers.Dense(info.n_classes, name="deep_out")(x)
+    if wide:
+        out = keras.layers.Add(name="wide_and_deep")([out] + wide)
+    # Regression keeps [batch, 1]: Keras losses reduce over the last axis.
+    model = keras.Model(inputs, out, name="dnn" if cfg.model == "dnn" else "wide_deep")
+    return model
+
+
+def build_cnn(info: FeatureInfo, cfg: TrainConfig) -> keras.Model:
+    """A small CNN over decoded [64, 64, 3] images; augmentation layers act in training only."""
+    inp = keras.Input(shape=(IMAGE_SIZE, IMAGE_SIZE, 3), name=info.image)
+    x = inp
+    if cfg.augment:
+        x = keras.layers.RandomFlip("horizontal_and_vertical", seed=cfg.seed)(x)
+        x = keras.layers.RandomRotation(0.25, seed=cfg.seed)(x)
+        x = keras.layers.RandomContrast(0.2, seed=cfg.seed)(x)
+    if cfg.backbone != "small_cnn":
+        x = _application(cfg.backbone, IMAGE_SIZE)(keras.layers.Rescaling(2.0, offset=-1.0)(x))
+    else:
+        for filters in (32, 64, 96):
+            for _ in range(2):
+                # Batch norm gets a small CNN off its initial plateau within a few epochs.
+                x = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False)(x)
+                x = keras.layers.BatchNormalization()(x)
+                x = keras.layers.ReLU()(x)
+            x = keras.layers.MaxPooling2D()(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    x = keras.layers.Dense(cfg.hidden_units[0], activation="relu")(x)
+    if cfg.dropout:
+        x = keras.layers.Dropout(cfg.dropout, seed=cfg.seed)(x)
+    out = keras.layers.Dense(info.n_classes, name="logits")(x)
+    return keras.Model({info.image: inp}, out, name="cnn")
+
+
+def _application(name: str, size: int) -> keras.Model:
+    """A Keras application without its top, built with weights=None: nothing is downloaded
+    (these machines may have no internet) and it trains from scratch on [-1, 1] inputs."""
+    apps = keras.applications
+    ctor = {"mobilenet_v2": apps.MobileNetV2, "resnet50": apps.ResNet50,
+            "efficientnet_b0": apps.EfficientNetB0}[name]
+    return ctor(include_top=False, weights=None, input_shape=(size, size, 3))
+
+
+def compile_model(model: keras.Model, info: FeatureInfo, cfg: TrainConfig,
+                  total_steps: int = 0, **kw) -> None:
+    lr = cfg.learning_rate
+    if cfg.lr_schedule == "cosine" and total_steps:
+        # Decaying to zero settles the weights (and batch-norm statistics) at the end instead
+        # of leaving the last epoch's accuracy to where a large step happened to land.
+        lr = keras.optimizers.schedules.CosineDecay(lr, decay_steps=total_steps)
+    opt = keras.optimizers.Adam(learning_rate=lr)
+    if info.task == "regression":
+        model.compile(optimizer=opt, loss="mse",
+                      weighted_metrics=[keras.metrics.RootMeanSquaredError(name="rmse"),
+                               keras.metrics.MeanAbsoluteError(name="mae")], **kw)
+    else:
+        model.compile(optimizer=opt,
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+                      **kw)

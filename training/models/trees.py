@@ -1,0 +1,151 @@
+"""The boosted-trees family: gradient boosted trees (YDF) over the same transformed features,
+exported through the same serving module as the network.
+
+The trees read the preprocess job's transformed TFRecords (numeric z-scores as numbers,
+vocabulary / hash / missing-flag / cross ids as categories, datetime parts and ordinal
+buckets as numbers; a numeric column's quantile bucket is left out: the trees split the
+number itself). YDF's `to_tensorflow_function()` makes the trained forest a TF function
+(its ops come from the `ydf-tf` package, versioned with TensorFlow), which `TreesModel` wraps
+so that it answers like the network: regression `[batch, 1]` on the label's own scale,
+classification logits `[batch, n_classes]` in the label vocabulary's order. The export then
+embeds the tf.transform graph in front of it exactly as for the network (training/exporting/export.py).
+
+Trees train on one process: under a multi-worker TF_CONFIG the chief trains and exports,
+the other tasks end at once (training/trainer.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from training import data as data_lib
+from training.config import TrainConfig
+from training.data import FeatureInfo
+from training.guards import TrainingError
+from training.target import LabelScaler
+
+log = logging.getLogger("training")
+
+MAX_ROWS = 5_000_000     # train rows read into memory for the trees (a bound, logged when hit)
+READ_BATCH = 8192
+LABEL = "__label__"      # not a TensorFlow name any column can take (schema.tf_name)
+MIN_PROBABILITY = 1e-7   # logits are log-probabilities, floored so none is -inf
+
+
+def feature_semantics(info: FeatureInfo) -> Dict[str, str]:
+    """Transformed feature -> "NUMERICAL" or "CATEGORICAL", for the model's inputs."""
+    schema = info.raw_schema
+    ordinal = set()
+    for c in schema.feature_columns():
+        name = schema.tf_name(c.name)
+        if c.transform == "datetime":
+            ordinal.update(f"{name}_{p}" for p in c.parts)
+        elif c.transform == "bucketize":
+            ordinal.add(name)
+    out = {name: "NUMERICAL" for name in info.numeric}
+    for name in info.categorical:
+        if name.endswith("_bucket") and name[:-len("_bucket")] in out:
+            continue  # the quantile bucket of a number the trees split directly
+        out[name] = "NUMERICAL" if name in ordinal else "CATEGORICAL"
+    return out
+
+
+def read_columns(files, info: FeatureInfo, features, holdout: Optional[str],
+                 limit: int = MAX_ROWS) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
+    """(feature columns, labels as stored) of up to `limit` records; rows whose class was
+    never seen in train (weight 0) are left out."""
+    ds = data_lib.make_dataset_fn(files, info, READ_BATCH, training=False, holdout=holdout,
+                                  scale_label=False)()
+    cols: Dict[str, list] = {name: [] for name in features}
+    labels, rows = [], 0
+    for batch, label, weight in ds:
+        keep = weight.numpy() > 0
+        for name in features:
+            cols[name].append(batch[name].numpy()[keep])
+        y = label.numpy()
+        labels.append((y[:, 0] if y.ndim == 2 else y)[keep])
+        rows += int(keep.sum())
+        if rows >= limit:
+            log.warning("boosted_trees: read the first %d train rows (the bound on rows held "
+                        "in memory)", limit)
+            break
+    out = {name: np.concatenate(v)[:limit] for name, v in cols.items()}
+    return out, np.concatenate(labels)[:limit] if labels else np.zeros(0)
+
+
+class TreesModel(tf.Module):
+    """A trained YDF forest answering like the network (see the module doc)."""
+
+    def __init__(self, forest, info: FeatureInfo, features, model_classes=()):
+        super().__init__(name="boosted_trees")
+        self.forest = forest
+        self._features = list(features)
+        self._regression = info.task == "regression"
+        if not self._regression:
+            # Column j of YDF's output is class model_classes[j]; map onto the label's ids.
+            to_ids = np.zeros((len(model_classes), info.n_classes), np.float32)
+            for j, c in enumerate(model_classes):
+                to_ids[j, int(c)] = 1.0
+            self._to_ids = tf.constant(to_ids)
+            self._binary = len(model_classes) == 2
+
+    def __call__(self, features, training=False):
+        out = self.forest({k: features[k] for k in self._features})
+        if self._regression:
+            return tf.reshape(tf.cast(out, tf.float32), [-1, 1])
+        probs = tf.cast(out, tf.float32)
+        if self._binary:  # YDF gives the second class's probability only
+            probs = tf.stack([1.0 - probs, probs], axis=-1)
+        return tf.math.log(tf.maximum(tf.matmul(probs, self._to_ids), MIN_PROBABILITY))
+
+
+@dataclasses.dataclass
+class TreesRun:
+    model: TreesModel
+    info: FeatureInfo        # as the trees serve it: regression bounded, not scaled
+    seconds: float
+    rows: int
+    num_trees: int
+    features: Dict[str, str]
+
+
+def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files, holdout: Optional[str]) -> TreesRun:
+    """Trains gradient boosted trees on the train split (less the holdout slice when
+    `holdout` is "exclude")."""
+    import ydf  # noqa: F401  (YDF's learners)
+    import ydf_tf  # noqa: F401  (registers the inference ops the export needs)
+
+    features = feature_semantics(info)
+    if not features:
+        raise TrainingError("no model inputs: every transformed feature is the label, the key "
+                            "or a passthrough string; preprocess a table with at least one "
+                            "feature column")
+    started = time.time()
+    columns, labels = read_columns(train_files, info, features, holdout)
+    regression = info.task == "regression"
+    columns[LABEL] = labels.astype(np.float32 if regression else np.int64)
+    learner = ydf.GradientBoostedTreesLearner(
+        label=LABEL, task=ydf.Task.REGRESSION if regression else ydf.Task.CLASSIFICATION,
+        features=[ydf.Feature(n, getattr(ydf.Semantic, s)) for n, s in features.items()],
+        num_trees=cfg.num_trees, max_depth=cfg.max_depth, shrinkage=cfg.shrinkage,
+        min_examples=cfg.min_examples, subsample=cfg.subsample, random_seed=cfg.seed,
+        # Categorical ids seen fewer times than this are grouped: small tables keep theirs.
+        min_vocab_frequency=1 if len(labels) < 10_000 else 5)
+    log.info("boosted_trees: %d rows, %d features (%d categorical), at most %d trees",
+             len(labels), len(features),
+             sum(s == "CATEGORICAL" for s in features.values()), cfg.num_trees)
+    forest = learner.train(columns, verbose=0)
+    seconds = time.time() - started
+    model = TreesModel(forest.to_tensorflow_function(), info, features,
+                       () if regression else forest.label_classes())
+    served = info
+    if regression:  # the trees learn the label as is; predictions stay within its range
+        served = dataclasses.replace(info, label_scaler=LabelScaler.bounds_only(labels))
+    log.info("boosted_trees: %d trees in %.1f s", forest.num_trees(), seconds)
+    return TreesRun(model=model, info=served, seconds=round(seconds, 2), rows=len(labels),
+                    num_trees=forest.num_trees(), features=features)
