@@ -41,10 +41,10 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
+from beam_jobs.args import BatchPredictArgs
 from beam_jobs.shared import cli, common_options, errors, publish
 from beam_jobs.shared.finalize import Finalize, OutputSpec
 from inference.batch import (
-    JOB,
     OUTPUT_FORMATS,
     SOURCES_FILE,
     EvalMetrics,
@@ -66,6 +66,8 @@ from preprocessing.contract.schema import Schema
 from preprocessing.files import filesys, reading
 from preprocessing.images.checks import ImageLimits
 from preprocessing.images.sources import LIST_EXTENSIONS
+
+JOB = "batch_predict"  # the metrics namespace of this job's steps
 
 REQUIRED_OPTIONS = ("model_dir", "input", "output")
 # What a run publishes (replacing an earlier run's): see beam_jobs/shared/finalize.py.
@@ -122,13 +124,12 @@ def _date(text: Optional[str]) -> str:
         raise errors.JobError(JOB, f"--run_date must be YYYY-MM-DD, got {text!r}")
 
 
-Args = common_options.args_dataclass("BatchPredictArgs", OPTION_CLASSES)
 
 
-def parse_args(options: PipelineOptions) -> Args:
+def parse_args(options: PipelineOptions) -> BatchPredictArgs:
     """The job's typed arguments, checked without any I/O ({date} resolved in input/output,
     --rows_per_chunk defaulted). Bad arguments fail here, before a model or file is read."""
-    o = common_options.typed_args(Args, options, OPTION_CLASSES)
+    o = common_options.typed_args(BatchPredictArgs, options, OPTION_CLASSES)
     for name in REQUIRED_OPTIONS:
         if not getattr(o, name):
             raise errors.JobError(JOB, f"--{name} is required")
@@ -153,7 +154,7 @@ def parse_args(options: PipelineOptions) -> Args:
 class BatchPredictConfig:
     """Everything `build_pipeline` reads, as plain values: `launch()` makes one from the
     command line (with I/O); a test can construct one directly."""
-    args: Args
+    args: BatchPredictArgs
     schema: Schema                      # the model's raw schema
     model_path: str                     # the export version used
     version: str
@@ -175,13 +176,13 @@ class BatchPredictConfig:
         return self.args.output
 
 
-class JobConfig:
+class _Launch:
     """The launch step: the checked arguments plus what only I/O can tell (the model version
     and its raw schema, the input files, an output that can be written); fails fast with one
     line naming the problem. `launch()` turns it into a BatchPredictConfig."""
 
     def __init__(self, options: PipelineOptions):
-        o = self.options = parse_args(options)
+        o = self.args = parse_args(options)
         self.run_date, self.input, self.output = o.run_date, o.input, o.output
         self.list_files, self.image_patterns = [], []  # an image model's inputs
         try:
@@ -234,17 +235,17 @@ class JobConfig:
 
 def launch(options: PipelineOptions) -> BatchPredictConfig:
     """The launch step (all of the job's I/O checks, one-line errors) -> the job's config."""
-    cfg = JobConfig(options)
-    publish.warn_if_shared(JOB, cfg.output, cfg.options.stale_staging_hours)
+    found = _Launch(options)
+    publish.warn_if_shared(JOB, found.output, found.args.stale_staging_hours)
     return BatchPredictConfig(
-        args=cfg.options, schema=cfg.schema, model_path=cfg.model_path, version=cfg.version,
-        patterns=tuple(cfg.patterns), staging=publish.new_staging(cfg.output), key=cfg.key,
-        passthrough=tuple(cfg.passthrough), label=cfg.label, input_bytes=cfg.input_bytes,
-        image=cfg.image, list_files=tuple(cfg.list_files),
-        image_patterns=tuple(cfg.image_patterns), gate_record=cfg.gate_record,
-        shadow_path=cfg.shadow_path,
-        train_statistics=common_options.train_statistics(cfg.options, cfg.model_path,
-                                                         cfg.schema, cfg.passthrough))
+        args=found.args, schema=found.schema, model_path=found.model_path, version=found.version,
+        patterns=tuple(found.patterns), staging=publish.new_staging(found.output), key=found.key,
+        passthrough=tuple(found.passthrough), label=found.label, input_bytes=found.input_bytes,
+        image=found.image, list_files=tuple(found.list_files),
+        image_patterns=tuple(found.image_patterns), gate_record=found.gate_record,
+        shadow_path=found.shadow_path,
+        train_statistics=common_options.train_statistics(found.args, found.model_path,
+                                                         found.schema, found.passthrough))
 
 
 def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
@@ -264,7 +265,7 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
             block_bytes=int(o.csv_block_mb * (1 << 20)) or None, total_bytes=cfg.input_bytes,
             max_bytes=o.max_record_bytes, max_lines=o.max_record_lines)
         parsed = chunks | "Parse" >> beam.ParDo(
-            ParseInputs(cfg.schema, cfg.key, cfg.passthrough,
+            ParseInputs(JOB, cfg.schema, cfg.key, cfg.passthrough,
                         (o.max_record_bytes, o.max_record_lines))
         ).with_outputs("rejects", counting.COUNTS, main="batches")
         batches, parse_rejects = parsed.batches, parsed.rejects
@@ -275,7 +276,7 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
                                    intra_op_threads=o.model_threads or None)
     results = batches | "RunInference" >> RunInference(handler)
     formatted = results | "Format" >> beam.ParDo(
-        FormatPredictions(cfg.label)).with_outputs("rejects", counting.COUNTS, main="predictions")
+        FormatPredictions(JOB, cfg.label)).with_outputs("rejects", counting.COUNTS, main="predictions")
     tallies.append(formatted[counting.COUNTS])
     dead = ((read_rejects, parse_rejects, formatted.rejects) | "AllRejects" >> beam.Flatten())
     written.append(dead | "DeadLetters" >> WriteDeadLetters(FileSystems.join(staging, "rejects")))

@@ -39,6 +39,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
 from beam_jobs import preprocess_steps as pp
+from beam_jobs.args import PreprocessArgs
 from beam_jobs.shared import cli, common_options, errors, local_runner, publish
 from beam_jobs.shared.finalize import Finalize, OutputSpec
 from preprocessing.accounting import counting
@@ -112,13 +113,12 @@ OPTION_CLASSES = (common_options.IOOptions, common_options.ImageOptions, Preproc
 REQUIRED_OPTIONS = ("input", "output")
 
 
-Args = common_options.args_dataclass("PreprocessArgs", OPTION_CLASSES)
 
 
-def parse_args(options: PipelineOptions) -> Args:
+def parse_args(options: PipelineOptions) -> PreprocessArgs:
     """The job's typed arguments, checked without any I/O (output without a trailing slash).
     Bad arguments fail here, before any file is listed or read."""
-    o = common_options.typed_args(Args, options, OPTION_CLASSES)
+    o = common_options.typed_args(PreprocessArgs, options, OPTION_CLASSES)
     for name in REQUIRED_OPTIONS:
         if not getattr(o, name):
             raise errors.JobError(JOB, f"--{name} is required")
@@ -146,7 +146,7 @@ def parse_args(options: PipelineOptions) -> Args:
 class PreprocessConfig:
     """Everything `build_pipeline` reads, as plain values: `launch()` makes one from the
     command line (with I/O); a test can construct one directly."""
-    args: Args
+    args: PreprocessArgs
     schema: Schema
     preprocessing_fn: Callable
     patterns: Tuple[str, ...]           # inputs (CSV) or the image source's pattern
@@ -169,13 +169,13 @@ class PreprocessConfig:
 
 
 # ---- launch-time resolution (fails fast, before any pipeline runs) -------------------------------
-class JobConfig:
+class _Launch:
     """The launch step: the checked arguments plus what only I/O can tell (the input files,
     the schema from a spec or the data, the preprocessing_fn, an output that can be written).
     `launch()` turns it into the plain PreprocessConfig the pipeline is built from."""
 
     def __init__(self, options: PipelineOptions):
-        o = self.options = parse_args(options)
+        o = self.args = parse_args(options)
         self.output = o.output
         self.columns_report = None  # what schema inference decided, per column
         self.input_bytes = None
@@ -298,8 +298,8 @@ class JobConfig:
 
 def launch(options: PipelineOptions) -> PreprocessConfig:
     """The launch step (all of the job's I/O checks, one-line errors) -> the job's config."""
-    cfg = JobConfig(options)
-    o = cfg.options
+    found = _Launch(options)
+    o = found.args
     local = local_runner.is_local_runner(options)
     # tf.transform's scratch: a folder of this run's own, removed whatever the outcome.
     if o.tft_temp_dir or not local:
@@ -309,13 +309,13 @@ def launch(options: PipelineOptions) -> PreprocessConfig:
         tft_temp = FileSystems.join(base, f"tft_tmp-{int(time.time())}-{uuid.uuid4().hex[:8]}")
     else:
         tft_temp = filesys.local_tmp_dir("tft_tmp_")
-    publish.warn_if_shared(JOB, cfg.output, o.stale_staging_hours)
+    publish.warn_if_shared(JOB, found.output, o.stale_staging_hours)
     return PreprocessConfig(
-        args=o, schema=cfg.schema, preprocessing_fn=cfg.preprocessing_fn,
-        patterns=tuple(cfg.patterns), staging=publish.new_staging(cfg.output),
-        tft_temp_dir=tft_temp, stage_locally=local and filesys.is_remote_path(cfg.output),
-        input_bytes=cfg.input_bytes, columns_report=cfg.columns_report,
-        image_mode=cfg.image_mode, classes=cfg.classes, labels_header=cfg.labels_header)
+        args=o, schema=found.schema, preprocessing_fn=found.preprocessing_fn,
+        patterns=tuple(found.patterns), staging=publish.new_staging(found.output),
+        tft_temp_dir=tft_temp, stage_locally=local and filesys.is_remote_path(found.output),
+        input_bytes=found.input_bytes, columns_report=found.columns_report,
+        image_mode=found.image_mode, classes=found.classes, labels_header=found.labels_header)
 
 
 def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig):

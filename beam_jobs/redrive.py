@@ -31,6 +31,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
+from beam_jobs.args import RedriveArgs
 from beam_jobs.shared import cli, common_options, errors, publish
 from beam_jobs.shared.finalize import Finalize, OutputSpec
 from inference.batch import SOURCES_FILE, FormatPredictions, ParseInputs
@@ -38,7 +39,6 @@ from inference.model import model_handler as mh
 from inference.model import versions
 from inference.outputs import sinks
 from inference.redrive_steps import (  # noqa: F401 (LETTER_MAX_BYTES: the bound, for readers)
-    JOB,
     LETTER_MAX_BYTES,
     CarriedKeys,
     CopyFile,
@@ -52,6 +52,8 @@ from inference.redrive_steps import (  # noqa: F401 (LETTER_MAX_BYTES: the bound
 from preprocessing.accounting import counting, rejects
 from preprocessing.contract.schema import Schema
 from preprocessing.files import filesys
+
+JOB = "redrive"  # the metrics namespace of this job's steps
 
 OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects", SOURCES_FILE),
                      outputs={"rows_predicted": "rows_written"})
@@ -75,6 +77,7 @@ OPTION_CLASSES = (common_options.IOOptions, common_options.ModelOptions, Redrive
 @dataclasses.dataclass(frozen=True)
 class RedriveConfig:
     """Everything build_pipeline reads (launch() makes it; a test can build its own)."""
+    args: RedriveArgs
     output: str
     rejects: str                        # the published dead letters
     fixed: Optional[str]                # --rejects: fixed ones that replace them
@@ -92,11 +95,18 @@ class RedriveConfig:
     rows_per_chunk: int = 1024
 
 
-def launch(options: PipelineOptions) -> RedriveConfig:
-    o = common_options.merged_options(options, *OPTION_CLASSES)
+def parse_args(options: PipelineOptions) -> RedriveArgs:
+    """The job's typed arguments, checked without any I/O."""
+    o = common_options.typed_args(RedriveArgs, options, OPTION_CLASSES)
     if not o.output:
         raise errors.JobError(JOB, "--output is required")
-    output = o.output.rstrip("/")
+    return dataclasses.replace(o, output=o.output.rstrip("/"))
+
+
+def launch(options: PipelineOptions) -> RedriveConfig:
+    """The launch step (all of the job's I/O checks, one-line errors) -> the job's config."""
+    o = parse_args(options)
+    output = o.output
     summary_path = FileSystems.join(output, "summary.json")
     if not FileSystems.exists(FileSystems.join(output, publish.SUCCESS)) or \
             not FileSystems.exists(summary_path):
@@ -125,7 +135,7 @@ def launch(options: PipelineOptions) -> RedriveConfig:
         [FileSystems.join(output, "predictions-*")])[0].metadata_list]
     cli.check_writable(JOB, output)
     return RedriveConfig(
-        output=output, rejects=rejects_glob, fixed=o.rejects, model_dir=model_dir,
+        args=o, output=output, rejects=rejects_glob, fixed=o.rejects, model_dir=model_dir,
         model_path=model_path,
         schema=schema,
         staging=publish.new_staging(output), key=previous.get("key", schema.key),
@@ -166,7 +176,7 @@ def read_letters(p, cfg: RedriveConfig):
     from --rejects where there is one (so none is lost). Returns (letters, the reads'
     results with their `rejects` and counts, further counts)."""
     reads = [p | f"{name}Pattern" >> beam.Create([pattern])
-             | f"Read{name}" >> beam.ParDo(ReadLetterLines()).with_outputs(
+             | f"Read{name}" >> beam.ParDo(ReadLetterLines(JOB)).with_outputs(
                  "rejects", counting.COUNTS, main="lines")
              for name, pattern in (("Letters", cfg.rejects), ("Fixed", cfg.fixed)) if pattern]
     published = reads[0].lines
@@ -177,7 +187,7 @@ def read_letters(p, cfg: RedriveConfig):
                "fixed": reads[1].lines | "PlaceFixed" >> beam.Map(
                    lambda x: (letter_place(x), x))}
               | "ByPlace" >> beam.CoGroupByKey()
-              | "FixedFirst" >> beam.ParDo(FixedFirst()).with_outputs(counting.COUNTS,
+              | "FixedFirst" >> beam.ParDo(FixedFirst(JOB)).with_outputs(counting.COUNTS,
                                                                     main="letters"))
     return chosen.letters, reads, (chosen[counting.COUNTS],)
 
@@ -186,17 +196,17 @@ def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig):
     """Pure wiring: dead letters -> parse -> score -> merge by key; the published
     predictions are copied into staging beside the new ones, and Finalize publishes."""
     lines, reads, letter_counts = read_letters(p, cfg)
-    letters = lines | "Split" >> beam.ParDo(SplitLetters()).with_outputs(
+    letters = lines | "Split" >> beam.ParDo(SplitLetters(JOB)).with_outputs(
         "kept", "rejects", counting.COUNTS, main="replay")
     chunks = (letters.replay | "BySource" >> beam.GroupByKey()
-              | "Chunks" >> beam.ParDo(SourceChunks(cfg.rows_per_chunk, cfg.headers)).with_outputs(
+              | "Chunks" >> beam.ParDo(SourceChunks(JOB, cfg.rows_per_chunk, cfg.headers)).with_outputs(
                   "rejects", main="chunks"))
     parsed = chunks.chunks | "Parse" >> beam.ParDo(
-        ParseInputs(cfg.schema, cfg.key, cfg.passthrough)).with_outputs(
+        ParseInputs(JOB, cfg.schema, cfg.key, cfg.passthrough)).with_outputs(
         "rejects", counting.COUNTS, main="batches")
     handler = mh.SavedModelHandler(cfg.model_path, rows_per_call=cfg.rows_per_chunk)
     formatted = (parsed.batches | "RunInference" >> RunInference(handler)
-                 | "Format" >> beam.ParDo(FormatPredictions(cfg.label)).with_outputs(
+                 | "Format" >> beam.ParDo(FormatPredictions(JOB, cfg.label)).with_outputs(
                      "rejects", counting.COUNTS, main="predictions"))
     new = (formatted.predictions | "Records" >> beam.FlatMap(lambda b: b.records())
            | "KeyNew" >> beam.Map(lambda r: (r["key"], r)))
@@ -205,10 +215,10 @@ def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig):
     published = (p | "Published" >> beam.Create(list(cfg.prediction_files or cfg.csv_files))
                  | "ReadPublished" >> beam.io.ReadAllFromText(
                      skip_header_lines=1 if fmt == "csv" else 0)
-                 | "KeysPublished" >> beam.ParDo(CarriedKeys(fmt)).with_outputs(
+                 | "KeysPublished" >> beam.ParDo(CarriedKeys(JOB, fmt)).with_outputs(
                      counting.COUNTS, main="keys"))
     merged = ({"old": published.keys, "new": new} | "ByKey" >> beam.CoGroupByKey()
-              | "Merge" >> beam.ParDo(MergeByKey(cfg.rejects)).with_outputs(
+              | "Merge" >> beam.ParDo(MergeByKey(JOB, cfg.rejects)).with_outputs(
                   "rejects", counting.COUNTS, main="records"))
     dead = ((letters.kept, letters.rejects, chunks.rejects, parsed.rejects,
              formatted.rejects, merged.rejects) + tuple(r.rejects for r in reads)

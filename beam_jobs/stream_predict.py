@@ -47,6 +47,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions
 
+from beam_jobs.args import StreamPredictArgs
 from beam_jobs.shared import cli, common_options, errors, local_runner
 from inference.inputs.image_sources import normalize_prefixes
 from inference.inputs.replay import Pace, load_replay, replay_stream
@@ -57,7 +58,6 @@ from inference.model.shadow import CombineShadow, ShadowScoreStream
 from inference.outputs import sinks
 from inference.skew import RowPartials, SkewReport, kinds_of
 from inference.streaming import (
-    JOB,
     MAX_MESSAGE_BYTES,
     MODEL_EVENTS,
     FormatResults,
@@ -68,6 +68,8 @@ from inference.streaming import (
 )
 from preprocessing.contract.schema import Schema
 from preprocessing.images.checks import ImageLimits
+
+JOB = "stream_predict"  # the metrics namespace of this job's steps
 
 
 class StreamPredictOptions(PipelineOptions):
@@ -113,13 +115,12 @@ OPTION_CLASSES = (common_options.ModelOptions, common_options.ImageOptions, Stre
 REQUIRED_OPTIONS = ("model_dir",)
 
 
-Args = common_options.args_dataclass("StreamPredictArgs", OPTION_CLASSES)
 
 
-def parse_args(options: PipelineOptions) -> Args:
+def parse_args(options: PipelineOptions) -> StreamPredictArgs:
     """The job's typed arguments, checked without any I/O: bad arguments fail here, before a
     model or file is read."""
-    o = common_options.typed_args(Args, options, OPTION_CLASSES)
+    o = common_options.typed_args(StreamPredictArgs, options, OPTION_CLASSES)
     if not o.model_dir:
         raise errors.JobError(JOB, "--model_dir is required")
     sources = [x for x in (o.input_subscription, o.input_topic, o.replay) if x]
@@ -159,7 +160,7 @@ def parse_args(options: PipelineOptions) -> Args:
 class StreamPredictConfig:
     """Everything `build_pipeline` reads, as plain values: `launch()` makes one from the
     command line (with I/O); a test can construct one directly."""
-    args: Args
+    args: StreamPredictArgs
     schema: Schema                        # the model's raw schema
     model_path: str                       # the export version served first
     image_kw: Optional[dict] = None       # an image model: ImageInputs' keyword arguments
@@ -169,6 +170,9 @@ class StreamPredictConfig:
     source: Optional[beam.PTransform] = None  # PubsubMessages from elsewhere (tests)
     shadow_path: Optional[str] = None     # --shadow_model_dir's version
     train_statistics: Optional[dict] = None  # the export's, for the skew report
+    # On Dataflow, Pub/Sub redeliveries and republished messages with the same
+    # --id_attribute value are dropped (id_label); the DirectRunner has no id_label.
+    pubsub_id_label: Optional[str] = None
 
 
 def launch(options: PipelineOptions) -> StreamPredictConfig:
@@ -209,7 +213,9 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
     return StreamPredictConfig(o, schema, model_path, image_kw, dead_letter_dir,
                                monitoring_dir, events, shadow_path=shadow_path,
                                train_statistics=common_options.train_statistics(
-                                   o, model_path, schema))
+                                   o, model_path, schema),
+                               pubsub_id_label=None if local_runner.is_local_runner(options)
+                               else o.id_attribute)
 
 
 def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
@@ -223,16 +229,12 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
             source = (p | "Replay" >> replay_stream(cfg.events, o.replay_rate)
                       | "Pace" >> beam.ParDo(Pace(o.replay_rate)))
         else:
-            # On Dataflow, Pub/Sub redeliveries and republished messages with the same
-            # --id_attribute value are dropped (id_label); the DirectRunner has no id_label.
-            local = local_runner.is_local_runner(p.options)
             source = p | "ReadPubSub" >> beam.io.ReadFromPubSub(
                 topic=o.input_topic, subscription=o.input_subscription, with_attributes=True,
-                timestamp_attribute=o.timestamp_attribute,
-                id_label=None if local else o.id_attribute)
+                timestamp_attribute=o.timestamp_attribute, id_label=cfg.pubsub_id_label)
     origin = o.replay or o.input_subscription or o.input_topic  # dead letters name it
     parsed = source | "Parse" >> beam.ParDo(
-        ParseMessages(cfg.schema, o.id_attribute, cfg.image_kw, origin,
+        ParseMessages(JOB, cfg.schema, o.id_attribute, cfg.image_kw, origin,
                       o.max_message_bytes)).with_outputs(
             "rejects", main="rows")
     # Batches are made within a bundle (no max_batch_duration_secs): Beam's stateful
@@ -244,7 +246,7 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
         gate=common_options.gate_settings(o))
     # Rows are (MessageMeta, values): the metadata rides through as the key.
     results = parsed.rows | "RunInference" >> RunInference(KeyedModelHandler(handler))
-    formatted = results | "Format" >> beam.ParDo(FormatResults(origin)).with_outputs(
+    formatted = results | "Format" >> beam.ParDo(FormatResults(JOB, origin)).with_outputs(
         "rejects", MODEL_EVENTS, main="predictions")
     dead = (parsed.rejects, formatted.rejects) | "AllRejects" >> beam.Flatten()
     preds = formatted.predictions

@@ -22,9 +22,6 @@ from preprocessing.files import csv_blocks, filesys
 from preprocessing.parsing import fast_csv, row_parser
 from preprocessing.reference.evaluation import EvalSums
 
-JOB = "batch_predict"  # the metrics namespace
-
-
 SOURCES_FILE = "sources.json"  # what each CSV source's rows were parsed with (redrive's)
 OUTPUT_FORMATS = {"jsonl": ["jsonl"], "csv": ["csv"], "both": ["jsonl", "csv"]}
 
@@ -53,14 +50,15 @@ class RecordSources(beam.PTransform):
 class ParseInputs(beam.DoFn):
     """Chunks of CSV/JSON/tf.Example records -> (key, row) with typed raw values, or rejects."""
 
-    def __init__(self, schema: Schema, key: Optional[str], passthrough,
+    def __init__(self, job: str, schema: Schema, key: Optional[str], passthrough,
                  record_bounds: tuple = (row_parser.MAX_RECORD_BYTES, row_parser.MAX_RECORD_LINES)):
         self.record_bounds = tuple(record_bounds)  # (--max_record_bytes, --max_record_lines)
         self.schema = schema
         self.key_index = schema.names.index(key) if key in schema.names else None
         self.passthrough = list(passthrough)
-        self.tally = counting.Tally(JOB)
-        self.dead = rejects.DeadLetters(JOB)
+        self.job = job  # the metrics namespace
+        self.tally = counting.Tally(job)
+        self.dead = rejects.DeadLetters(job)
 
     def setup(self):
         self._serving = ServingParser(self.schema, self.passthrough)
@@ -175,10 +173,11 @@ class FormatPredictions(beam.DoFn):
     """PredictionResult over a RowBatch -> a PredictionBlock, plus dead letters for the rows
     the model rejected."""
 
-    def __init__(self, label: Optional[str]):
+    def __init__(self, job: str, label: Optional[str]):
         self.label = label
-        self.tally = counting.Tally(JOB)
-        self.dead = rejects.DeadLetters(JOB)
+        self.job = job  # the metrics namespace
+        self.tally = counting.Tally(job)
+        self.dead = rejects.DeadLetters(job)
 
     def process(self, result):
         batch, res = result.example, result.inference
@@ -196,7 +195,7 @@ class FormatPredictions(beam.DoFn):
             block.labels = (labels.tolist() if isinstance(labels, np.ndarray) else
                             labels.to_pylist() if isinstance(labels, pa.Array) else list(labels))
         yield self.tally("rows_predicted", len(block))
-        counting.Progress.of(JOB, "predicted").add(len(block))
+        counting.Progress.of(self.job, "predicted").add(len(block))
         yield block
 
 

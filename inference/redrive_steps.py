@@ -16,7 +16,6 @@ from preprocessing.contract.values import parse_json
 from preprocessing.files.reading import Chunk
 from preprocessing.files.records import detect_format, read_records
 
-JOB = "redrive"
 # Dead letters whose `raw` is not the whole record, or no record at all (a duplicate_key
 # letter holds the prediction a key already had): kept as they are.
 NOT_REPLAYABLE = frozenset(rejects.FILE_REASONS) | {
@@ -27,9 +26,9 @@ class SplitLetters(beam.DoFn):
     """Dead-letter lines -> (source, (line, raw)) to replay, or the line itself, kept (a
     dead letter that cannot be replayed). Every letter is a row of the original input."""
 
-    def __init__(self):
-        self.tally = counting.Tally(JOB)
-        self.dead = rejects.DeadLetters(JOB)
+    def __init__(self, job: str):
+        self.tally = counting.Tally(job)
+        self.dead = rejects.DeadLetters(job)
 
     def process(self, line: str):
         if not line.strip():  # a blank line a hand edit left
@@ -56,10 +55,10 @@ class SourceChunks(beam.DoFn):
     the run recorded for it (never the file as it is now). A CSV source without one keeps
     its rows as `redrive_no_header` dead letters."""
 
-    def __init__(self, rows_per_chunk: int, headers: Dict[str, Tuple[str, ...]]):
+    def __init__(self, job: str, rows_per_chunk: int, headers: Dict[str, Tuple[str, ...]]):
         self.rows_per_chunk = rows_per_chunk
         self.headers = dict(headers)
-        self.dead = rejects.DeadLetters(JOB)
+        self.dead = rejects.DeadLetters(job)
 
     def process(self, grouped):
         source, rows = grouped
@@ -81,10 +80,10 @@ class MergeByKey(beam.DoFn):
     """(key, {"old": [...], "new": [records]}) -> the new record to write, or a
     `duplicate_key` dead letter for a key already predicted, or redriven twice."""
 
-    def __init__(self, source: str):
+    def __init__(self, job: str, source: str):
         self.source = source
-        self.dead = rejects.DeadLetters(JOB)
-        self.tally = counting.Tally(JOB)
+        self.dead = rejects.DeadLetters(job)
+        self.tally = counting.Tally(job)
 
     def process(self, grouped):
         key, parts = grouped
@@ -126,9 +125,9 @@ class CarriedKeys(beam.DoFn):
     the run may have written CSV only) -> (key, None); each is a row read and written
     again."""
 
-    def __init__(self, fmt: str = "jsonl"):
+    def __init__(self, job: str, fmt: str = "jsonl"):
         self.fmt = fmt
-        self.tally = counting.Tally(JOB)
+        self.tally = counting.Tally(job)
 
     def process(self, line: str):
         if not line.strip():
@@ -156,8 +155,9 @@ class FixedFirst(beam.DoFn):
     key the run never read) or a second one for a place is not a row of the input: it is
     left out and counted (summary.json's `ignored`), never published."""
 
-    def __init__(self):
-        self.tally = counting.Tally(JOB)
+    def __init__(self, job: str):
+        self.job = job  # the metrics namespace
+        self.tally = counting.Tally(job)
 
     def process(self, grouped):
         place, parts = grouped
@@ -165,7 +165,7 @@ class FixedFirst(beam.DoFn):
         if not published:
             if fixed:
                 logging.warning("%s: --rejects has %d letter(s) for %s, which no published "
-                                "dead letter has: left out", JOB, len(fixed), place)
+                                "dead letter has: left out", self.job, len(fixed), place)
                 yield self.tally("ignored_not_a_dead_letter", len(fixed))
             return
         if not fixed:
@@ -187,10 +187,10 @@ class ReadLetterLines(beam.DoFn):
     over `max_bytes` (a hand edit gone wrong) is read past in bounded pieces and becomes a
     `record_too_large` dead letter, as is a line that is not UTF-8 (`bad_encoding`)."""
 
-    def __init__(self, max_bytes: int = LETTER_MAX_BYTES):
+    def __init__(self, job: str, max_bytes: int = LETTER_MAX_BYTES):
         self.max_bytes = max_bytes
-        self.dead = rejects.DeadLetters(JOB)
-        self.tally = counting.Tally(JOB)
+        self.dead = rejects.DeadLetters(job)
+        self.tally = counting.Tally(job)
 
     def process(self, pattern: str):
         for meta in FileSystems.match([pattern])[0].metadata_list:

@@ -26,7 +26,6 @@ from preprocessing.accounting import rejects
 from preprocessing.contract.values import parse_json
 from preprocessing.files import filesys
 
-JOB = "stream_predict"  # the metrics namespace
 MAX_MESSAGE_BYTES = 10 << 20  # default of --max_message_bytes (Pub/Sub's own limit is 10 MB)
 DEAD_LETTER_HEAD = 4096  # bytes of an oversized message its dead letter keeps
 
@@ -64,15 +63,16 @@ class ParseMessages(beam.DoFn):
     image is normalised as preprocess does (inference.inputs.image_sources). A uri is the message's id
     unless --id_attribute gives one."""
 
-    def __init__(self, schema, id_attribute: str, image_kw: Optional[dict] = None,
+    def __init__(self, job: str, schema, id_attribute: str, image_kw: Optional[dict] = None,
                  source: str = "pubsub", max_message_bytes: int = MAX_MESSAGE_BYTES):
         self.schema = schema
         self.source = source
         self.id_attribute = id_attribute
         self.image_kw = image_kw  # ImageInputs' keyword arguments, for an image model
         self.max_bytes = max_message_bytes
-        self.received = Metrics.counter(JOB, "messages_read")
-        self.dead = rejects.DeadLetters(JOB, as_json=False)
+        self.job = job  # the metrics namespace
+        self.received = Metrics.counter(job, "messages_read")
+        self.dead = rejects.DeadLetters(job, as_json=False)
 
     def setup(self):
         self._serving = ServingParser(self.schema)
@@ -109,7 +109,7 @@ class ParseMessages(beam.DoFn):
             yield from self._reject(mid, raw, e.reason, e.detail, msg, ts)
             return
         except Exception as e:  # one message must never stop (or, on Dataflow, wedge) the stream
-            logging.warning("%s: message %s: unexpected %s", JOB, mid, type(e).__name__,
+            logging.warning("%s: message %s: unexpected %s", self.job, mid, type(e).__name__,
                             exc_info=True)
             yield from self._reject(mid, raw, "bad_message",
                                     f"{type(e).__name__}: {str(e)[:300]}", msg, ts)
@@ -143,10 +143,10 @@ class FormatResults(beam.DoFn):
     model rejected; and, tagged MODEL_EVENTS, the gate's records of model versions accepted
     or refused in this process since the last element (for the monitoring output)."""
 
-    def __init__(self, source: str = "pubsub"):
+    def __init__(self, job: str, source: str = "pubsub"):
         self.source = source
-        self.predicted = Metrics.counter(JOB, "messages_predicted")
-        self.dead = rejects.DeadLetters(JOB, as_json=False)
+        self.predicted = Metrics.counter(job, "messages_predicted")
+        self.dead = rejects.DeadLetters(job, as_json=False)
 
     def process(self, keyed):
         meta, result = keyed

@@ -102,7 +102,7 @@ def test_arguments_are_a_typed_frozen_dataclass():
         args.output = "elsewhere"
     # The launch step is where I/O happens: the same arguments fail there, on the model.
     with pytest.raises(SystemExit, match="no SavedModel"):
-        batch_predict.JobConfig(PipelineOptions(
+        batch_predict.launch(PipelineOptions(
             ["--model_dir", NOWHERE, "--input", "x", "--output", "y"]))
 
 
@@ -201,3 +201,21 @@ def test_multi_process_local_run_delivers_every_element_of_a_large_input():
     opts = PipelineOptions(["--direct_num_workers", "2",
                             "--direct_running_mode", "multi_processing"])
     _delivered_across_a_side_input_boundary(opts, 2000, 1 << 20, delay=0.002)
+
+
+@pytest.mark.parametrize("job", ["preprocess", "batch_predict", "stream_predict", "redrive"])
+def test_each_jobs_args_dataclass_declares_exactly_its_flags(job):
+    """beam_jobs/args.py spells each job's fields out; they must stay the flags its option
+    classes define, with the same defaults."""
+    import argparse
+    import importlib
+
+    from beam_jobs import args as job_args
+    module = importlib.import_module(f"beam_jobs.{job}")
+    cls = getattr(job_args, "".join(w.title() for w in job.split("_")) + "Args")
+    parser = argparse.ArgumentParser(add_help=False)
+    for options_class in module.OPTION_CLASSES:
+        options_class._add_argparse_args(parser)
+    flags = vars(parser.parse_args([]))
+    fields = {f.name: f.default for f in dataclasses.fields(cls)}
+    assert fields == flags

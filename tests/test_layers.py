@@ -121,9 +121,10 @@ def sub_packages():
             init = os.path.join(ROOT, package, name, "__init__.py")
             if os.path.isfile(init):
                 doc = ast.get_docstring(ast.parse(open(init, encoding="utf-8").read())) or ""
-                m = re.search(r"^May import: (.*)\.$", doc, re.M)
+                m = re.search(r"^May import: (.*?)\.\s*$", doc, re.M | re.S)
                 assert m, f"{package}/{name}/__init__.py: its docstring has no 'May import:' line"
-                allowed = [] if m.group(1).startswith("nothing") else m.group(1).split(", ")
+                names = " ".join(m.group(1).split())
+                allowed = [] if names.startswith("nothing") else names.split(", ")
                 out[f"{package}.{name}"] = allowed
     return out
 

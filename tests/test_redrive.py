@@ -248,3 +248,39 @@ def test_fifty_redrives_never_race_their_staging_folder(trained, tmp_path):
         except Exception as e:  # counted, so the test says how many
             failures.append(f"{i}: {str(e).splitlines()[0][:200]}")
     assert failures == []
+
+
+def test_redrive_builds_from_a_config_the_test_constructs(trained, tmp_path):
+    """build_pipeline reads nothing but its config; the parse counters are the redrive's own
+    (its steps take the job's name, not batch prediction's)."""
+    import apache_beam as beam
+    from apache_beam.metrics.metric import MetricsFilter
+
+    from beam_jobs.args import RedriveArgs
+    from inference.model import versions
+    _, out, _ = _small_run(trained, tmp_path)
+    _fix(out, 2)  # of the three dead letters, two fixed, one left as it was
+    previous = json.load(open(os.path.join(out, "summary.json")))
+    model_path = versions.resolve_model_dir(trained[2]["export_dir"])
+    preds = sorted(glob.glob(os.path.join(out, "predictions-*")))
+    cfg = redrive.RedriveConfig(
+        args=RedriveArgs(output=out), output=out,
+        rejects=os.path.join(out, "rejects", "*.jsonl"), fixed=None,
+        model_dir=trained[2]["export_dir"], model_path=model_path,
+        schema=versions.load_raw_schema(model_path), staging=os.path.join(out, "_staging-0-t"),
+        key=previous["key"], passthrough=(), label=previous.get("label"),
+        prediction_files=tuple(p for p in preds if p.endswith(".jsonl")),
+        csv_files=tuple(p for p in preds if p.endswith(".csv")), previous=previous,
+        headers={k: tuple(v) for k, v in json.load(open(os.path.join(
+            out, "sources.json")))["csv_headers"].items()})
+    p = beam.Pipeline(runner="beam_jobs.shared.local_runner.LocalRunner")
+    redrive.build_pipeline(p, cfg)
+    result = p.run()
+    result.wait_until_finish()
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    assert summary["job"] == "redrive"
+    assert summary["rows_read"] == 40 and summary["rows_predicted"] == 39
+    assert summary["rejected"]["total"] == 1
+    namespaces = {r.key.metric.namespace for r in
+                  result.metrics().query(MetricsFilter())["counters"]}
+    assert "redrive" in namespaces and "batch_predict" not in namespaces

@@ -216,3 +216,32 @@ def test_streaming_flag_is_required(versions, tmp_path):
     with pytest.raises(SystemExit, match="add --streaming"):
         stream_predict.run(["--model_dir", str(versions / "100"), "--input_topic", "t",
                             "--output_dir", str(tmp_path)])
+
+
+def test_stream_predict_builds_from_a_config_the_test_constructs(trained, tmp_path):
+    """build_pipeline reads nothing but its config (no launch, no options): TestStream
+    messages in, predictions and dead letters checked with assert_that."""
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from beam_jobs.args import StreamPredictArgs
+    from inference.model import versions as model_versions
+    model_path = model_versions.resolve_model_dir(trained[2]["export_dir"])
+    args = StreamPredictArgs(model_dir=model_path, input_topic="projects/p/topics/in",
+                             output_dir=str(tmp_path / "out"), min_batch_size=1,
+                             max_batch_size=4, model_gate="off", skew_report="off",
+                             model_refresh_secs=-1)
+    stream = (EventStream()
+              .add_elements([TimestampedValue(msg(f"m{i}"), i) for i in range(4)]
+                            + [TimestampedValue(msg("bad", b"{oops"), 5)])
+              .advance_watermark_to_infinity())
+    cfg = stream_predict.StreamPredictConfig(
+        args=args, schema=model_versions.load_raw_schema(model_path), model_path=model_path,
+        dead_letter_dir=str(tmp_path / "rejects"), monitoring_dir=str(tmp_path / "mon"),
+        source=_Source(stream))
+    options = PipelineOptions(["--streaming"])
+    with beam.Pipeline(options=options) as p:
+        out = stream_predict.build_pipeline(p, cfg)
+        assert_that(out["predictions"] | beam.Map(lambda r: r["id"]),
+                    equal_to(["m0", "m1", "m2", "m3"]), label="predicted")
+        assert_that(out["rejects"] | beam.Map(lambda r: (r["id"], r["reason"])),
+                    equal_to([("bad", "invalid_json")]), label="dead_letters")

@@ -95,7 +95,7 @@ def test_the_replay_loader_never_crashes_on_a_line(tmp_path):
 
 
 def _parse(msgs, prefixes):
-    fn = ParseMessages(image_schema(), "id", {"allowed_prefixes": prefixes}, "test")
+    fn = ParseMessages("test", image_schema(), "id", {"allowed_prefixes": prefixes}, "test")
     fn.setup()
     out = []
     for m in msgs:

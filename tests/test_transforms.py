@@ -13,6 +13,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from beam_jobs import preprocess
 from beam_jobs import preprocess_steps as pp
+from beam_jobs.args import BatchPredictArgs, PreprocessArgs
 from beam_jobs.shared.local_runner import LocalRunner
 from inference.batch import FormatPredictions, ParseInputs
 from inference.model.model_handler import RowBatch
@@ -85,7 +86,7 @@ def test_parse_inputs_types_csv_and_json_records_and_rejects_the_rest():
     with _pipeline() as p:
         out = (p | beam.Create([Chunk("in.csv", "csv", HEADER, RECORDS[:2]),
                                 Chunk("in.jsonl", "json", None, json_records)])
-               | beam.ParDo(ParseInputs(schema, "id", [])).with_outputs("rejects", counting.COUNTS,
+               | beam.ParDo(ParseInputs("test", schema, "id", [])).with_outputs("rejects", counting.COUNTS,
                                                                         main="rows"))
         keys = out.rows | beam.FlatMap(lambda b: list(b.keys))
         xs = out.rows | beam.FlatMap(lambda b: [float(v) for v in b.column("x")])
@@ -105,7 +106,7 @@ def test_format_predictions_keeps_keys_and_labels_and_dead_letters_model_rejecti
                              rejections=[(1, Reject("model_rejected", "bad input"))])
     with _pipeline() as p:
         out = (p | beam.Create([PredictionResult(batch, result, "v1")])
-               | beam.ParDo(FormatPredictions("y")).with_outputs("rejects", counting.COUNTS,
+               | beam.ParDo(FormatPredictions("test", "y")).with_outputs("rejects", counting.COUNTS,
                                                                  main="blocks"))
         rows = out.blocks | beam.FlatMap(
             lambda b: [(k, float(p), lab, b.version) for k, p, lab in
@@ -124,7 +125,7 @@ def test_preprocess_builds_from_a_config_the_test_constructs(tmp_path):
     src.write_text("id,x,y\n" + "".join(f"r{i},{i * 0.5},{i % 7}\n" for i in range(200))
                    + "bad,oops,1\n")
     out = str(tmp_path / "out")
-    args = preprocess.Args(input=str(src), output=out)  # every other flag at its default
+    args = PreprocessArgs(input=str(src), output=out)  # every other flag at its default
     cfg = preprocess.PreprocessConfig(
         args=args, schema=SCHEMA, preprocessing_fn=make_preprocessing_fn(SCHEMA),
         patterns=(str(src),), staging=os.path.join(out, "_staging-0-test"),
@@ -147,7 +148,7 @@ def test_batch_predict_builds_from_a_config_the_test_constructs(trained, taxi_cs
     model_path = versions.resolve_model_dir(metrics["export_dir"])
     schema = versions.load_raw_schema(model_path)
     out = str(tmp_path / "pred")
-    args = batch_predict.Args(input=taxi_csv[0], output=out, model_dir=model_path,
+    args = BatchPredictArgs(input=taxi_csv[0], output=out, model_dir=model_path,
                               rows_per_chunk=500)
     cfg = batch_predict.BatchPredictConfig(
         args=args, schema=schema, model_path=model_path,

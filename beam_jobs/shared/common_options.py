@@ -199,21 +199,8 @@ def check_image_options(job: str, o) -> None:
                             "--max_image_bytes >= 1")
 
 
-def args_dataclass(name: str, option_classes) -> type:
-    """A frozen dataclass with one typed field per flag the option classes define (their
-    argparse dests, types and defaults): a job's typed config, checked without I/O."""
-    parser = argparse.ArgumentParser(add_help=False)
-    for cls in option_classes:
-        cls._add_argparse_args(parser)
-    fields = []
-    for a in parser._actions:
-        kind = a.type if isinstance(a.type, type) else str
-        fields.append((a.dest, Optional[kind], dataclasses.field(default=a.default)))
-    return dataclasses.make_dataclass(name, fields, frozen=True)
-
-
 def typed_args(cls: type, options: PipelineOptions, option_classes, **overrides):
-    """An `args_dataclass` instance from parsed PipelineOptions."""
+    """A job's args dataclass (beam_jobs/args.py) filled from parsed PipelineOptions."""
     merged = merged_options(options, *option_classes)
     values = {f.name: getattr(merged, f.name) for f in dataclasses.fields(cls)}
     values.update(overrides)

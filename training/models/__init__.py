@@ -1,5 +1,6 @@
 """The model families: the tf_keras models (keras_models.py), fitting the network
 (network.py) and the boosted trees (trees.py).
 
-May import: preprocessing, training.callbacks, training.config, training.data, training.defaults, training.guards, training.hypertune_report, training.target.
+May import: preprocessing, training.callbacks, training.config, training.data,
+training.defaults, training.guards, training.hypertune_report, training.target.
 """
