@@ -1,7 +1,7 @@
 """The four jobs' typed arguments: one frozen dataclass per job, field for field the flags of
 its PipelineOptions classes (named in each section), with their defaults. `parse_args` in
 each job fills one from the command line and checks it without I/O;
-tests/test_job_args.py fails if a flag and its field part."""
+tests/beam_jobs/test_args.py fails if a flag and its field part."""
 from __future__ import annotations
 
 import dataclasses

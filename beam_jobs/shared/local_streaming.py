@@ -16,7 +16,7 @@ The DirectRunner also makes a new DoFn, and calls its setup(), for every bundle:
 Pub/Sub write (`io/gcp/pubsub.py`, `_PubSubWriteDoFn.setup`) then built a PublisherClient
 (a gRPC channel and its threads) per bundle and per output topic and never closed it: the
 job's RSS grew by ~8 MB a minute at 1,000 msg/s. Here the writes share one client per
-process (Dataflow does not run this DoFn). tests/test_stream_local_runner.py fails
+process (Dataflow does not run this DoFn). tests/beam_jobs/test_local_streaming.py fails
 if a Beam upgrade changes the code patched here.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@ whole files with exact line numbers, or CSV byte blocks parsed in parallel (see 
 from __future__ import annotations
 
 import logging
-from typing import NamedTuple, Optional, Sequence
+from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -47,7 +47,7 @@ class Chunk(NamedTuple):
     path: str
     fmt: str
     header: Optional[tuple]
-    records: object
+    records: Union[List[Tuple[int, Union[str, bytes]]], CsvBlock]
 
 
 class ReadFileChunks(beam.DoFn):

@@ -7,7 +7,7 @@ than a later row holds. The rules, per column, over its values with surrounding 
 stripped:
 
 - missing: the empty field, and in a numeric column the tokens of NA_TOKENS (`NA`, `?`, ...);
-- numeric: every present value is a decimal of the one number grammar (schema.py); `int`
+- numeric: every present value is a decimal of the one number grammar (contract/values.py); `int`
   when every one is an integer literal and the whole input was profiled, else `float`
   (widening: a later `55.3` cannot be rejected). Any other text makes the column a string.
   Integer literals with a leading zero (`02134`) are codes: strings;

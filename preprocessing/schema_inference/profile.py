@@ -3,7 +3,7 @@ Arrow kernels over every row, in file order, one `ColumnStats` per column. The r
 them into a schema are `preprocessing/schema_inference/infer.py`'s.
 
 Values are judged with surrounding whitespace stripped: missing (empty, or a token of
-NA_TOKENS), numbers of the one number grammar (schema.py), integer literals (and those with a
+NA_TOKENS), numbers of the one number grammar (contract/values.py), integer literals (and those with a
 leading zero), `YYYY-MM-DD HH:MM:SS` datetimes, distinct values (up to DISTINCT_CAP), and
 whether integers rise strictly in file order (row numbers).
 """
@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from preprocessing.contract.schema import SchemaError
-from preprocessing.contract.values import NUMBER_PATTERN
+from preprocessing.contract.values import INTEGER_PATTERN, NUMBER_PATTERN
 from preprocessing.parsing.columns import PY_WHITESPACE, datetime_ok
 from preprocessing.parsing.row_parser import BOM, header_names
 
@@ -30,7 +30,7 @@ MIN_ID_ROWS = 20             # fewer rows than this are never identifiers
 ID_SPAN = 10                 # increasing integers spanning at most this many values a row: ids
 EXAMPLES = 3                 # non-numeric texts kept per column for the report
 _NUMBER = f"^{NUMBER_PATTERN}$"
-_INTEGER = r"^[+-]?[0-9]+$"
+_INTEGER = f"^{INTEGER_PATTERN}$"
 _LEADING_ZERO = r"^[+-]?0[0-9]"
 
 

@@ -17,8 +17,8 @@ from beam_jobs.shared import errors
 from inference.model import gate
 from inference.model.gate import Gate, GoldenSetError, Score, decide, read_golden
 from preprocessing.reference import golden
+from tests.end_to_end.test_pubsub import _publish_steadily, _start_job, _stop, topics  # noqa: F401
 from tests.helpers import read_jsonl
-from tests.test_pubsub_e2e import _publish_steadily, _start_job, _stop, topics  # noqa: F401
 
 
 def _version(path):

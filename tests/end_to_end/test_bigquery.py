@@ -19,8 +19,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_jobs import batch_predict
 from inference.outputs import sinks
+from tests.end_to_end.test_pubsub import GOOD, _start_job, _stop, topics  # noqa: F401 (fixture)
 from tests.helpers import read_jsonl
-from tests.test_pubsub_e2e import GOOD, _start_job, _stop, topics  # noqa: F401 (fixture)
 from tools.bigquery_emulator import PROJECT
 from tools.shapes import CLASSES
 

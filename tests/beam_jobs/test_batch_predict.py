@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from beam_jobs import batch_predict
 from preprocessing.contract.split import boundaries, split_index
+from tests.helpers import ROOT, read_jsonl
 from tests.helpers import make_example as _example
-from tests.helpers import read_jsonl
 
 
 def _run(model_dir, inp, out, *extra):
@@ -245,7 +245,7 @@ def test_command_line_multi_process_run_gives_the_same_predictions(trained, taxi
     one = str(tmp_path / "one")
     s1 = _run(m["export_dir"], taxi_csv[0], one)
     two = str(tmp_path / "two")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = ROOT
     r = subprocess.run([sys.executable, "-m", "beam_jobs.batch_predict", "--model_dir",
                         m["export_dir"], "--input", taxi_csv[0], "--output", two,
                         "--max_batch_size", "50", "--direct_num_workers", "2",

@@ -16,9 +16,8 @@ import pytest
 
 from beam_jobs.shared import finalize, local_runner, publish
 from preprocessing import TAXI_SPEC
+from tests.helpers import ROOT  # noqa: E402
 from tools.datagen import write_csv
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Runs a job's module the way a template launch does: the pipeline runs to completion, then
 # the process ends at once, so nothing `run()` does after `p.run()` executes.

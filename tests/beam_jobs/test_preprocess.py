@@ -10,7 +10,7 @@ import pytest
 
 from beam_jobs import preprocess
 from preprocessing import TAXI_SPEC
-from tests.helpers import read_examples, read_jsonl
+from tests.helpers import ROOT, read_examples, read_jsonl
 from tools.datagen import DIRTY_KINDS, write_csv
 
 
@@ -184,7 +184,7 @@ def test_bad_arguments_fail_fast_with_one_line(taxi_csv, tmp_path, args, message
 def test_command_line_help_and_exit_status(tmp_path):
     import subprocess
     import sys
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = ROOT
     r = subprocess.run([sys.executable, "-m", "beam_jobs.preprocess", "--input", "/nope/*.csv",
                         "--output", str(tmp_path), "--label_column", "x"],
                        cwd=root, capture_output=True, text=True)

@@ -131,7 +131,7 @@ def test_model_switch_predicts_each_message_once_by_the_version_in_force(version
     base = tmp_path / "models"
     shutil.copytree(versions / "100", base / "100")
     # 200 is a weaker model on purpose (its predictions differ): the swap mechanics are the
-    # subject here, the gate that would refuse it is tests/test_model_gate.py's.
+    # subject here, the gate that would refuse it is tests/inference/test_gate.py's.
     cfg, options = _cfg(tmp_path, base, "--model_refresh_secs", "0", "--model_gate", "off")
 
     def publish_new_version(_):

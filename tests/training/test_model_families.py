@@ -103,7 +103,7 @@ def test_boosted_trees_behind_the_gate_and_as_a_shadow(trained, trained_trees, t
 def test_boosted_trees_stream(trained_trees, tmp_path):
     from apache_beam.testing.test_stream import TestStream as EventStream
 
-    from tests.test_stream_predict import _cfg, _outputs, _run, msg
+    from tests.beam_jobs.test_stream_predict import _cfg, _outputs, _run, msg
     stream = (EventStream().advance_watermark_to(0)
               .add_elements([msg("a"), msg("b", {"pickup_datetime": "nope"}), msg("c")])
               .advance_watermark_to_infinity())

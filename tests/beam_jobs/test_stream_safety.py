@@ -22,9 +22,11 @@ from inference.streaming import ParseMessages
 from preprocessing.accounting.rejects import Reject
 from preprocessing.images.checks import ImageLimits
 from preprocessing.schema_inference.infer import image_schema
-from tests.helpers import GOOD, read_jsonl
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.helpers import (
+    GOOD,
+    ROOT,  # noqa: E402
+    read_jsonl,
+)
 
 
 def _replay(tmp_path, model, lines, *extra, rate=50):
@@ -181,7 +183,7 @@ def test_hot_reload_at_two_messages_a_second_loads_each_version_once(trained, tm
     t = threading.Thread(target=publish)
     t.start()
     before = dict(mh.LOADS)
-    # 200 is a weaker model (the gate, tests/test_model_gate.py, would refuse it): off here.
+    # 200 is a weaker model (the gate, tests/inference/test_gate.py, would refuse it): off here.
     preds, rejects = _replay(tmp_path, base, lines, "--model_refresh_secs", "1",
                              "--model_gate", "off", rate=2)
     t.join()

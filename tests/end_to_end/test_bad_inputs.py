@@ -13,7 +13,7 @@ from preprocessing import TAXI_SPEC
 from preprocessing.accounting.rejects import Reject
 from preprocessing.files import filesys
 from preprocessing.images.checks import MIN_SIDE, ImageLimits, normalize_image, read_image
-from tests.helpers import read_jsonl
+from tests.helpers import ROOT, read_jsonl
 from tools import shapes as shape_gen
 from tools.datagen import write_csv
 
@@ -179,7 +179,7 @@ def test_one_huge_line_is_rejected_with_bounded_memory(small_csv, tmp_path):
         f.write("\n".join(lines[:50]) + "\n")
         f.write("x" * (200 << 20) + "\n")  # one 200 MB line
         f.write("\n".join(lines[50:]))
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = ROOT
 
     def peak_rss_mb(path, out):
         code = ("import json, resource, sys\n"
@@ -333,7 +333,7 @@ def test_a_gzip_bomb_is_read_with_bounded_memory(small_csv, tmp_path):
         zeros = b"0" * (64 << 20)
         for _ in range(3 * 16):  # 3 GB of '0' without a line end
             f.write(zeros)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = ROOT
     code = ("import json, resource\n"
             "from beam_jobs import preprocess\n"
             "try:\n"
