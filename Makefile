@@ -67,9 +67,12 @@ demo-images: install
 	    --input $(IMG_DIR)/new/labels.csv --output $(IMG_DIR)/predictions/{date} \
 	    --evaluate_label label
 
+# Two test processes at a time (pytest-xdist, a file per process), then, alone, the tests
+# that measure a job's memory or pace.
 test: install install-emulators
 	$(PY) -m ruff check .
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests -m "not serial" -n 2 --dist loadfile
+	$(PY) -m pytest tests -m serial
 
 # The unit tier (~15 s here): no test that runs a whole job, trains or starts an emulator.
 test-fast: install

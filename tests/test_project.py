@@ -26,3 +26,14 @@ def test_markers_are_strict_and_declared_in_pyproject():
     cfg = tomllib.load(open(os.path.join(ROOT, "pyproject.toml"), "rb"))["tool"]["pytest"]
     assert "--strict-markers" in cfg["ini_options"]["addopts"]
     assert any(m.startswith("slow:") for m in cfg["ini_options"]["markers"])
+
+
+def test_the_design_docs_records_table_names_types_where_they_are_defined():
+    import importlib
+    text = open(os.path.join(ROOT, "docs", "design.md")).read()
+    table = text[text.index("### Records in flight"):]
+    rows = re.findall(r"^\| `(\w+)` \| `([\w.]+)` \|", table, re.M)
+    assert len(rows) >= 8
+    for name, module in rows:
+        obj = getattr(importlib.import_module(module), name, None)
+        assert isinstance(obj, type) and obj.__module__ == module, (name, module)

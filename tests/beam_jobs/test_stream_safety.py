@@ -166,6 +166,7 @@ def test_a_uri_read_that_hangs_is_a_timeout_dead_letter():
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_hot_reload_at_two_messages_a_second_loads_each_version_once(trained, tmp_path):
     """At a low rate (one message per bundle) the model is loaded once per version, the
     refresh is time-based, and a newer complete version is picked up."""
@@ -209,6 +210,7 @@ def test_image_uri_reads_are_bounded_and_regular_only_under_allowed_prefixes(tmp
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_soak_30_seconds_reconciles_every_window_across_a_model_swap(trained):
     """The CI version of benchmarks/stream_soak.py (the README figure is its 10-minute run)."""
     r = subprocess.run([sys.executable, "benchmarks/stream_soak.py", "--model_dir",
