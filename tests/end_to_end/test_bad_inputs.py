@@ -142,18 +142,6 @@ def _with_stray_quote(src, dst, row=1):
 
 
 @pytest.mark.slow
-def test_a_stray_quote_on_the_first_row_costs_that_row_only(small_csv, tmp_path):
-    bad = _with_stray_quote(small_csv, str(tmp_path / "quote.csv"))
-    s = preprocess.run(["--input", bad, "--output", str(tmp_path / "out"),
-                        "--schema_spec", TAXI_SPEC])
-    assert s["rows_read"] == 300 and s["reconciled"]
-    assert s["rejected"]["by_reason"] == {"unterminated_quote": 1}
-    assert sum(s["splits"].values()) == 299
-    (rej,) = read_jsonl(str(tmp_path / "out" / "rejects" / "*.jsonl"))
-    assert rej["line"] == 2 and rej["reason"] == "unterminated_quote"
-
-
-@pytest.mark.slow
 def test_batch_predict_blocks_and_rows_reject_a_stray_quote_alike(trained, small_csv, tmp_path):
     from beam_jobs import batch_predict
     bad = _with_stray_quote(small_csv, str(tmp_path / "quote.csv"), row=5)
