@@ -42,15 +42,6 @@ def small_csv(tmp_path_factory):
     return path
 
 
-@pytest.mark.slow
-def test_a_utf8_byte_order_mark_is_not_part_of_the_first_column(small_csv, tmp_path):
-    bom = _csv(tmp_path, "bom.csv", "\ufeff" + open(small_csv).read())
-    s = preprocess.run(["--input", bom, "--output", str(tmp_path / "out"),
-                        "--schema_spec", TAXI_SPEC])
-    assert s["rows_read"] == 300 and s["rejected"]["total"] == 0 and s["reconciled"]
-    assert s["key"] == "key"
-
-
 def test_duplicate_header_names_fail_fast_naming_the_column(small_csv, tmp_path):
     lines = open(small_csv).read().split("\n")
     lines[0] = lines[0].replace("fare_amount", "company")  # two columns named company
