@@ -1,7 +1,7 @@
 """The four jobs' typed arguments: one frozen dataclass per job, field for field the flags of
-its PipelineOptions classes (named in each section), with their defaults. `parse_args` in
-each job fills one from the command line and checks it without I/O;
-tests/beam_jobs/test_args.py fails if a flag and its field part."""
+its PipelineOptions classes, with their defaults; the flags jobs share are the shared bases
+(IOArgs, ModelArgs, ImageArgs). `parse_args` in each job fills one from the command line and
+checks it without I/O; tests/beam_jobs/test_args.py fails if a flag and its field part."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,9 +9,8 @@ from typing import Optional
 
 
 @dataclasses.dataclass(frozen=True)
-class PreprocessArgs:
-    """`python -m beam_jobs.preprocess`'s flags."""
-    # common_options.IOOptions
+class IOArgs:
+    """common_options.IOOptions: input, output and the bounds of a record."""
     input: Optional[str] = None
     output: Optional[str] = None
     key_column: Optional[str] = None
@@ -20,12 +19,35 @@ class PreprocessArgs:
     csv_block_mb: float = 2.0
     stale_staging_hours: float = 24.0
     log_level: str = "WARNING"
-    # common_options.ImageOptions
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelArgs:
+    """common_options.ModelOptions: the model, its batches, gate, shadow, skew report, table."""
+    model_dir: Optional[str] = None
+    min_batch_size: int = 32
+    max_batch_size: int = 1024
+    golden_set: Optional[str] = None
+    max_metric_regression: float = 0.05
+    model_gate: str = "on"
+    shadow_model_dir: Optional[str] = None
+    skew_report: str = "on"
+    skew_threshold: float = 0.1
+    output_table: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageArgs:
+    """common_options.ImageOptions: how images are normalised and bounded."""
     max_side: int = 256
     jpeg_quality: int = 90
     max_pixels: int = 50_000_000
     max_image_bytes: int = 64 << 20
-    # preprocess.PreprocessOptions
+
+
+@dataclasses.dataclass(frozen=True)
+class PreprocessArgs(ImageArgs, IOArgs):
+    """`python -m beam_jobs.preprocess`: preprocess.PreprocessOptions and the shared flags."""
     format: str = "csv"
     classes: str = ""
     schema_spec: Optional[str] = None
@@ -42,34 +64,8 @@ class PreprocessArgs:
 
 
 @dataclasses.dataclass(frozen=True)
-class BatchPredictArgs:
-    """`python -m beam_jobs.batch_predict`'s flags."""
-    # common_options.IOOptions
-    input: Optional[str] = None
-    output: Optional[str] = None
-    key_column: Optional[str] = None
-    max_record_bytes: int = 1 << 20
-    max_record_lines: int = 1000
-    csv_block_mb: float = 2.0
-    stale_staging_hours: float = 24.0
-    log_level: str = "WARNING"
-    # common_options.ModelOptions
-    model_dir: Optional[str] = None
-    min_batch_size: int = 32
-    max_batch_size: int = 1024
-    golden_set: Optional[str] = None
-    max_metric_regression: float = 0.05
-    model_gate: str = "on"
-    shadow_model_dir: Optional[str] = None
-    skew_report: str = "on"
-    skew_threshold: float = 0.1
-    output_table: Optional[str] = None
-    # common_options.ImageOptions
-    max_side: int = 256
-    jpeg_quality: int = 90
-    max_pixels: int = 50_000_000
-    max_image_bytes: int = 64 << 20
-    # batch_predict.BatchPredictOptions
+class BatchPredictArgs(ImageArgs, ModelArgs, IOArgs):
+    """`python -m beam_jobs.batch_predict`: batch_predict.BatchPredictOptions and the shared flags."""
     input_format: str = "auto"
     output_format: str = "jsonl"
     run_date: Optional[str] = None
@@ -81,25 +77,8 @@ class BatchPredictArgs:
 
 
 @dataclasses.dataclass(frozen=True)
-class StreamPredictArgs:
-    """`python -m beam_jobs.stream_predict`'s flags."""
-    # common_options.ModelOptions
-    model_dir: Optional[str] = None
-    min_batch_size: int = 32
-    max_batch_size: int = 1024
-    golden_set: Optional[str] = None
-    max_metric_regression: float = 0.05
-    model_gate: str = "on"
-    shadow_model_dir: Optional[str] = None
-    skew_report: str = "on"
-    skew_threshold: float = 0.1
-    output_table: Optional[str] = None
-    # common_options.ImageOptions
-    max_side: int = 256
-    jpeg_quality: int = 90
-    max_pixels: int = 50_000_000
-    max_image_bytes: int = 64 << 20
-    # stream_predict.StreamPredictOptions
+class StreamPredictArgs(ImageArgs, ModelArgs):
+    """`python -m beam_jobs.stream_predict`: stream_predict.StreamPredictOptions and the shared flags."""
     input_subscription: Optional[str] = None
     input_topic: Optional[str] = None
     replay: Optional[str] = None
@@ -122,27 +101,6 @@ class StreamPredictArgs:
 
 
 @dataclasses.dataclass(frozen=True)
-class RedriveArgs:
-    """`python -m beam_jobs.redrive`'s flags."""
-    # common_options.IOOptions
-    input: Optional[str] = None
-    output: Optional[str] = None
-    key_column: Optional[str] = None
-    max_record_bytes: int = 1 << 20
-    max_record_lines: int = 1000
-    csv_block_mb: float = 2.0
-    stale_staging_hours: float = 24.0
-    log_level: str = "WARNING"
-    # common_options.ModelOptions
-    model_dir: Optional[str] = None
-    min_batch_size: int = 32
-    max_batch_size: int = 1024
-    golden_set: Optional[str] = None
-    max_metric_regression: float = 0.05
-    model_gate: str = "on"
-    shadow_model_dir: Optional[str] = None
-    skew_report: str = "on"
-    skew_threshold: float = 0.1
-    output_table: Optional[str] = None
-    # redrive.RedriveOptions
+class RedriveArgs(ModelArgs, IOArgs):
+    """`python -m beam_jobs.redrive`: redrive.RedriveOptions and the shared flags."""
     rejects: Optional[str] = None
