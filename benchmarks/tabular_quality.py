@@ -145,8 +145,8 @@ def run_table(name, work, seed=0) -> dict:
 def _line(r) -> str:
     reg = r["task"] == "regression"
     vs = f"{r['vs_baseline']:.3f}x" if reg else f"{r['vs_baseline']:+.3f}"
-    fam = " ".join(f"{'net' if n != 'boosted_trees' else 'trees'} {v:.4g}"
-                   for n, v in sorted(r["families_eval"].items()))
+    short = {"boosted_trees": "trees", "blend": "blend"}
+    fam = " ".join(f"{short.get(n, 'net')} {v:.4g}" for n, v in sorted(r["families_eval"].items()))
     agree = (f"{r['train_file'] / r['trainer_eval']:.2f}x" if reg
              else f"{r['train_file'] - r['trainer_eval']:+.3f}")
     secs = "/".join(str(r["secs"][k]) for k in ("prep", "train", "predict"))

@@ -11,9 +11,12 @@ from training.exporting.serving_config import check_base_path, check_model_name,
 
 DISTRIBUTIONS = ("auto", "single", "mirrored", "multi_worker", "parameter_server")
 NETWORKS = ("wide_deep", "dnn")
-MODELS = ("auto", "boosted_trees") + NETWORKS
+MODELS = ("auto", "blend", "boosted_trees") + NETWORKS
 TUNING_METRICS = ("rmse", "mae", "accuracy")  # metrics.json's eval figures a study can use
 BACKBONES = ("small_cnn", "mobilenet_v2", "resnet50", "efficientnet_b0")
+GROWING_STRATEGIES = ("BEST_FIRST_GLOBAL", "LOCAL")    # YDF's names
+SPLIT_AXES = ("SPARSE_OBLIQUE", "AXIS_ALIGNED")
+CATEGORICAL_ALGORITHMS = ("CART", "RANDOM")
 
 
 class ConfigError(ValueError):
@@ -30,12 +33,16 @@ class TrainConfig:
     batch_size: Optional[int] = None        # global batch size; None: from the data
     learning_rate: float = 3e-3
     lr_schedule: Optional[str] = None       # constant or cosine (decays to 0); None: auto
-    model: str = "auto"                      # auto: the better of wide_deep and boosted_trees
-    num_trees: int = 300                     # boosted_trees (YDF's defaults)
+    model: str = "auto"                      # auto: wide_deep, boosted_trees or their blend
+    num_trees: int = 300                     # boosted_trees (docs/training.md)
     max_depth: int = 6
     shrinkage: float = 0.1
     min_examples: int = 5
     subsample: float = 1.0
+    growing_strategy: str = "BEST_FIRST_GLOBAL"
+    max_num_nodes: int = 31                  # per tree, with BEST_FIRST_GLOBAL
+    split_axis: str = "SPARSE_OBLIQUE"
+    categorical_algorithm: str = "CART"
     label_key: Optional[str] = None          # a transformed feature as the label (TFX _xf)
     model_module: Optional[str] = None       # a file with build_model(feature_info, config)
     hidden_units: List[int] = field(default_factory=lambda: [128, 64, 32])
@@ -80,7 +87,7 @@ class TrainConfig:
         if not self.data_dir or not self.job_dir:
             raise ConfigError("--data_dir and --job_dir are required")
         for name in ("embedding_dim", "checkpoint_steps", "shuffle_buffer", "keep_checkpoints",
-                     "num_trees", "max_depth", "min_examples"):
+                     "num_trees", "max_depth", "min_examples", "max_num_nodes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name} must be >= 1")
         for name in ("epochs", "batch_size"):
@@ -101,6 +108,11 @@ class TrainConfig:
             raise ConfigError("--shrinkage must be in (0, 1]")
         if not 0 < self.subsample <= 1:
             raise ConfigError("--subsample must be in (0, 1]")
+        for name, allowed in (("growing_strategy", GROWING_STRATEGIES),
+                              ("split_axis", SPLIT_AXES),
+                              ("categorical_algorithm", CATEGORICAL_ALGORITHMS)):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"--{name} must be one of {allowed}")
         if self.model not in MODELS:
             raise ConfigError(f"--model must be one of {MODELS}")
         if self.lr_schedule not in (None, "constant", "cosine"):
@@ -137,10 +149,12 @@ class TrainConfig:
           help="cosine: decay the learning rate to 0 over the training steps. Default: cosine "
                "when small data needed extra epochs, else constant.")
         a("--model", choices=MODELS, default="auto",
-          help="Tables: auto (default) trains wide_deep and boosted_trees and keeps the one "
-               "with the better metric on a validation slice of the train split (never the "
-               "eval split); wide_deep / dnn: the network; boosted_trees: gradient boosted "
-               "trees (YDF) in the same export. Images always train the CNN.")
+          help="Tables: auto (default) trains wide_deep and boosted_trees and keeps the "
+               "network, the trees or their average (blend), by a validation slice of the "
+               "train split (never the eval split); wide_deep / dnn: the network; "
+               "boosted_trees: gradient boosted trees (YDF) in the same export. Images "
+               "always train the CNN. blend: the average of wide_deep and boosted_trees, "
+               "without a choice.")
         a("--num_trees", type=int, default=300, help="boosted_trees: the most trees (YDF "
           "stops earlier when its own validation loss stops improving).")
         a("--max_depth", type=int, default=6, help="boosted_trees: the deepest a tree grows.")
@@ -148,6 +162,16 @@ class TrainConfig:
         a("--min_examples", type=int, default=5, help="boosted_trees: rows a leaf holds at least.")
         a("--subsample", type=float, default=1.0,
           help="boosted_trees: the share of rows each tree is grown on.")
+        a("--growing_strategy", choices=GROWING_STRATEGIES, default="BEST_FIRST_GLOBAL",
+          help="boosted_trees: BEST_FIRST_GLOBAL grows the best leaf of the whole tree first "
+               "(up to --max_num_nodes); LOCAL grows every leaf to --max_depth.")
+        a("--max_num_nodes", type=int, default=31,
+          help="boosted_trees: nodes per tree with BEST_FIRST_GLOBAL.")
+        a("--split_axis", choices=SPLIT_AXES, default="SPARSE_OBLIQUE",
+          help="boosted_trees: SPARSE_OBLIQUE splits on random sparse sums of numbers "
+               "(min-max normalised); AXIS_ALIGNED on one number at a time.")
+        a("--categorical_algorithm", choices=CATEGORICAL_ALGORITHMS, default="CART",
+          help="boosted_trees: how a category split is searched (YDF's CART or RANDOM).")
         a("--label_key", help="Train on this transformed feature instead of the schema's raw "
           "label (TFX's <name>_xf convention): float -> regression, int -> classification.")
         a("--model_module", help="A Python file (local or gs://) defining build_model("

@@ -177,8 +177,8 @@ def optimize(model_dir: str, mode: str, tolerance: float = DEFAULT_TOLERANCE) ->
     if not tf.io.gfile.exists(golden_path):
         raise OptimizeError(f"{golden_path} is missing: no rows to check the new version on")
     family = model_family(source)
-    if family == "boosted_trees":
-        raise OptimizeError(f"{source} is a boosted_trees export: its forest is not float "
+    if family in ("boosted_trees", "blend"):
+        raise OptimizeError(f"{source} is a {family} export: its forest is not float "
                             "weights to freeze or quantise (only network exports optimise)")
     examples = read_examples(golden_path)
     labels = example_labels(examples, schema)

@@ -15,11 +15,9 @@ import os
 import shutil
 import tempfile
 
-import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from preprocessing.reference.evaluation import EvalSums
 from training import data as data_lib
 from training import defaults, guards, hypertune_report, report
 from training.config import NETWORKS, TrainConfig
@@ -27,6 +25,7 @@ from training.exporting.export import export_model, next_version_dir
 from training.exporting.serving_config import SERVING_DIR, serving_base_path, write_serving_config
 from training.models.network import fit_network
 from training.models.trees import train_trees
+from training.selection import exact_eval, keep_one
 
 log = logging.getLogger("training")
 
@@ -81,89 +80,12 @@ def make_strategy(kind: str):
     return tf.distribute.ParameterServerStrategy(resolver)
 
 
-# ---- evaluation ---------------------------------------------------------------------------------
-def exact_eval(model, files, info, batch_size: int, holdout=None) -> dict:
-    """Metrics over the whole eval split exactly once, on this process (no sharding).
-
-    Per-epoch validation under multi-worker training repeats data to keep workers in step;
-    the final figure in metrics.json must be exact, so batch prediction can reproduce it.
-    """
-    return scored_rows(model, files, info, batch_size, holdout)[0]
-
-
-def scored_rows(model, files, info, batch_size: int, holdout=None) -> tuple:
-    """(metrics, each row's loss: squared error, or 1 - correct; rows of a class never seen
-    in train are left out), over `files` (the `holdout` slice of them) in file order."""
-    ds = data_lib.make_dataset_fn(files, info, batch_size, training=False, scale_label=False,
-                                  holdout=holdout)()
-    predict = tf.function(lambda x: model(x, training=False), reduce_retracing=True)
-    sums, losses = EvalSums(), []
-    for features, label, weight in ds:
-        out = predict(features).numpy()
-        y, w = label.numpy(), weight.numpy()
-        if info.task == "regression":
-            pred = out[:, 0] if info.label_scaler is None else \
-                info.label_scaler.inverse(out[:, 0]).numpy()
-            sums.add_regression(pred, y[:, 0])
-            losses.append((pred.astype(np.float64) - y[:, 0]) ** 2)
-        else:
-            correct = np.argmax(out, -1) == y
-            sums.add_classification(correct, w)
-            losses.append(1.0 - correct[w > 0])
-    return sums.metrics(info.task), (np.concatenate(losses) if losses else np.zeros(0))
-
-
-def choose_family(network: str, losses: dict) -> tuple:
-    """(family kept, why) from each candidate's per-row losses on the same validation rows.
-    The network is kept only when its mean loss is lower than the trees' by more than one
-    standard error of the paired difference: on a slice of a few dozen rows a lower figure
-    is often noise, and then the trees (bounded by construction, cheaper) are kept."""
-    diff = losses[network] - losses["boosted_trees"]
-    n = len(diff)
-    se = float(diff.std(ddof=1) / np.sqrt(n)) if n > 1 else float("inf")
-    mean = float(diff.mean()) if n else 0.0
-    kept = network if mean < -se else "boosted_trees"
-    return kept, (f"validation slice of {n} rows: the network's mean loss minus the trees' "
-                  f"{mean:.4g} (standard error {se:.4g}); the network is kept only when "
-                  f"lower by more than one standard error")
-
-
 def train_and_evaluate(cfg: TrainConfig) -> dict:
     """Trains on `cfg.data_dir`, evaluates, exports; returns the metrics dict (chief). A
     damaged TFRecord shard is a TrainingError naming it."""
     with guards.naming_corrupt_shards(lambda: data_lib.split_files(cfg.data_dir, "train")
                                       + data_lib.split_files(cfg.data_dir, "eval")):
         return _train_and_evaluate(cfg)
-
-
-def _keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, eval_files,
-              batch: int) -> tuple:
-    """(family kept, its model, the info it serves with, its eval metrics, why). With two
-    candidates the validation slice decides (choose_family), each candidate's eval figure is
-    recorded, and kept trees are grown again on the whole train split before export."""
-    if len(runs) == 1:
-        chosen = next(iter(runs))
-        model, served = runs[chosen]
-        candidates[chosen]["eval"] = final = exact_eval(model, eval_files, served, batch)
-        return chosen, model, served, final, "--model"
-    losses = {}
-    for name, (model, served) in runs.items():
-        candidates[name]["validation"], losses[name] = scored_rows(
-            model, train_files, served, batch, holdout="only")
-        candidates[name]["eval"] = exact_eval(model, eval_files, served, batch)  # figures only
-    chosen, why = choose_family(next(n for n in runs if n != "boosted_trees"), losses)
-    log.info("--model auto: %s (%s; %s)", chosen, "; ".join(
-        f"{n} {candidates[n]['validation']}" for n in runs), why)
-    model, served = runs[chosen]
-    final = candidates[chosen]["eval"]
-    if chosen == "boosted_trees":
-        # Chosen on the slice; what is exported is grown on the whole train split, the slice
-        # included (seconds; a tenth more rows matters on small tables).
-        refit = train_trees(cfg, info, train_files, holdout=None)
-        model, served = refit.model, refit.info
-        candidates["boosted_trees"]["refit_rows"] = refit.rows
-        final = exact_eval(model, eval_files, served, batch)
-    return chosen, model, served, final, why
 
 
 def model_families(cfg: TrainConfig, info, kind: str) -> tuple:
@@ -174,7 +96,7 @@ def model_families(cfg: TrainConfig, info, kind: str) -> tuple:
         return ("network",)
     if cfg.model == "boosted_trees":
         return ("trees",)
-    if kind in ("multi_worker", "parameter_server"):
+    if cfg.model == "auto" and kind in ("multi_worker", "parameter_server"):
         log.info("--model auto under a %s cluster: the network (boosted_trees trains on one "
                  "process)", kind)
         return ("network",)
@@ -219,8 +141,8 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         candidates["boosted_trees"] = {"train_seconds": trees.seconds, "rows": trees.rows,
                                        "num_trees": trees.num_trees}
     batch = cfg.batch_size or 1024
-    chosen, model, served, final, why = _keep_one(cfg, info, runs, candidates, train_files,
-                                                  eval_files, batch)
+    chosen, model, served, final, why = keep_one(cfg, info, runs, candidates, train_files,
+                                                 eval_files, batch)
     try:  # the test split judges nothing here; training.tune shows it beside the best trial
         test = exact_eval(model, data_lib.split_files(cfg.data_dir, "test"), served, batch)
     except FileNotFoundError:

@@ -139,24 +139,53 @@ def test_auto_keeps_the_family_better_on_the_validation_slice(preprocessed, tmp_
                                               num_trees=60))
     model = m["model"]
     cands = model["candidates"]
-    assert set(cands) == {"wide_deep", "boosted_trees"}
+    assert set(cands) == {"wide_deep", "boosted_trees", "blend"}
     assert model["chosen_by"].startswith("validation slice of ")
     rmse = {n: c["validation"]["rmse"] for n, c in cands.items()}
-    if model["family"] == "wide_deep":  # kept only when clearly better there
-        assert rmse["wide_deep"] < rmse["boosted_trees"]
+    if model["family"] != "blend":  # one family is kept only when clearly better there
+        other = ({"wide_deep", "boosted_trees"} - {model["family"]}).pop()
+        assert rmse[model["family"]] < rmse[other] and "clearly lower" in model["chosen_by"]
     # The validation slice is the train split's holdout (about 1 in 10), never the eval split.
     train_rows = json.load(open(os.path.join(data_dir, "summary.json")))["splits"]["train"]
     holdout = cands["boosted_trees"]["validation"]["examples"]
     assert holdout == cands["wide_deep"]["validation"]["examples"]
     assert 0.05 * train_rows < holdout < 0.15 * train_rows
     assert cands["boosted_trees"]["rows"] == train_rows - holdout  # trees never saw it
-    if model["family"] == "boosted_trees":  # kept, then grown again on the whole train split
+    if model["family"] != "wide_deep":  # trees kept, then grown again on the whole train split
         assert cands["boosted_trees"]["refit_rows"] == train_rows
         assert m["eval"]["examples"] == cands["boosted_trees"]["eval"]["examples"]
     else:
         assert m["eval"] == cands["wide_deep"]["eval"]
     family = json.load(open(os.path.join(m["export_dir"], "assets.extra", "model.json")))
     assert family["family"] == model["family"]
+
+
+@pytest.mark.slow
+def test_blend_export_reproduces_the_trainers_eval_and_is_not_optimised(preprocessed, taxi_csv,
+                                                                       tmp_path):
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+    from training import train_and_evaluate
+    data_dir, _ = preprocessed
+    m = train_and_evaluate(small_train_config(data_dir, str(tmp_path / "job"), model="blend",
+                                              num_trees=60))
+    assert m["model"]["family"] == "blend" and m["model"]["chosen_by"] == "--model blend"
+    export = m["export_dir"]
+    assert json.load(open(os.path.join(export, "assets.extra", "model.json"))) == {
+        "family": "blend"}
+    eval_csv = _eval_csv(data_dir, taxi_csv[0], tmp_path / "eval.csv")
+    s = batch_predict.run(["--model_dir", export, "--input", eval_csv,
+                           "--output", str(tmp_path / "out"), "--evaluate_label", "fare_amount"])
+    assert s["metrics"]["examples"] == m["eval"]["examples"]
+    assert s["metrics"]["rmse"] == pytest.approx(m["eval"]["rmse"], rel=1e-4)
+    low, high = _train_label_range(data_dir)
+    preds = [p["prediction"] for p in read_jsonl(str(tmp_path / "out" / "predictions-*.jsonl"))]
+    assert preds and all(low <= p <= high for p in preds)
+    r = subprocess.run([sys.executable, "-m", "training.optimize", "--model_dir", export,
+                        "--mode", "frozen"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "blend export" in r.stderr and "Traceback" not in r.stderr
 
 
 @pytest.mark.slow
@@ -186,18 +215,65 @@ def test_an_input_far_outside_the_training_range_predicts_within_the_labels(trai
     assert p["far"] == pytest.approx(p["far_max"], rel=1e-6)
 
 
-def test_auto_keeps_the_network_only_when_clearly_better_on_the_same_rows():
-    from training.trainer import choose_family
+def test_auto_keeps_the_blend_unless_one_family_is_clearly_better_on_the_same_rows():
+    from training.selection import choose_family
     rng = np.random.default_rng(0)
-    trees = rng.normal(1.0, 0.5, 400) ** 2
-    clearly = trees - 0.2        # lower on every row: far past one standard error
-    noise = trees + rng.normal(-0.01, 0.5, 400)  # lower on average, within the noise
-    assert choose_family("wide_deep", {"wide_deep": clearly, "boosted_trees": trees})[0] == \
-        "wide_deep"
-    kept, why = choose_family("wide_deep", {"wide_deep": noise, "boosted_trees": trees})
-    assert kept == "boosted_trees" and "400 rows" in why
-    assert choose_family("dnn", {"dnn": trees + 0.1, "boosted_trees": trees})[0] == \
-        "boosted_trees"
+    loss = rng.normal(1.0, 0.5, 400) ** 2
+
+    def kept(net, trees, blend):
+        return choose_family({"wide_deep": net, "boosted_trees": trees, "blend": blend},
+                             "wide_deep")
+    noise = loss + rng.normal(-0.01, 0.5, 400)    # lower on average, within the noise
+    k, why = kept(loss, noise, (loss + noise) / 2)
+    assert k == "blend" and "400 rows" in why and "neither clearly lower" in why
+    # The network far worse on every row: averaging it in costs, the trees are kept ...
+    assert kept(loss + 1.0, loss, loss + 0.5)[0] == "boosted_trees"
+    assert kept(loss, loss + 1.0, loss + 0.5)[0] == "wide_deep"
+    # ... unless the blend is clearly lower than the better family too.
+    assert kept(loss + 1.0, loss, loss - 0.2)[0] == "blend"
+
+
+def test_auto_does_not_decide_on_a_slice_too_small_to_tell():
+    from training.selection import MIN_DECISION_ROWS, choose_family
+
+    def trees_lower(n):  # the trees lower by 0.5 on every row, give or take 0.01
+        trees = 0.5 + 0.01 * (np.arange(n) % 2)
+        return {"wide_deep": np.ones(n), "boosted_trees": trees, "blend": (trees + 1) / 2}
+    kept, why = choose_family(trees_lower(MIN_DECISION_ROWS - 1), "wide_deep")
+    assert kept == "blend" and "too few" in why
+    assert choose_family(trees_lower(MIN_DECISION_ROWS), "wide_deep")[0] == "boosted_trees"
+
+
+def test_blend_averages_predictions_on_the_label_scale_and_probabilities():
+    from training.models.blend import BlendModel
+    from training.target import LabelScaler
+    x = {"f": tf.constant([[0.0], [1.0]])}
+    scaler = LabelScaler(log=False, mean=10.0, std=2.0, low=0.0, high=100.0)
+
+    def model(fn):
+        return lambda f, training=False: fn(f["f"])
+    net = model(lambda v: v)                  # a scaled label: 10 and 12 on the label's scale
+    trees = model(lambda v: v * 0 + 20.0)     # the label's own scale
+    out = BlendModel(net, scaler, trees, regression=True)(x).numpy()
+    np.testing.assert_allclose(out[:, 0], [15.0, 16.0])
+    # The network's back-transform is bounded by the train labels before averaging.
+    far = BlendModel(model(lambda v: v * 0 + 1e6), scaler, trees, True)(x)
+    np.testing.assert_allclose(far.numpy()[:, 0], [60.0, 60.0])
+    # Classification: probabilities averaged; logits and log-probabilities in.
+    logits = model(lambda v: tf.constant([[0.0, 0.0], [10.0, -10.0]]))
+    logp = model(lambda v: tf.math.log(tf.constant([[0.9, 0.1], [0.5, 0.5]])))
+    probs = np.exp(BlendModel(logits, None, logp, regression=False)(x).numpy())
+    np.testing.assert_allclose(probs, [[0.7, 0.3], [0.75, 0.25]], atol=1e-4)
+    with pytest.raises(ValueError):
+        BlendModel(net, None, trees, True, network_weight=1.5)
+
+
+def test_trees_flags_are_checked_before_training(tmp_path):
+    from training.config import ConfigError, TrainConfig
+    for flag, bad in (("split_axis", "DIAGONAL"), ("growing_strategy", "WIDE"),
+                      ("categorical_algorithm", "ONE_HOT"), ("max_num_nodes", 0)):
+        with pytest.raises(ConfigError, match=flag):
+            TrainConfig(data_dir="d", job_dir=str(tmp_path), **{flag: bad})
 
 
 def test_early_stopping_is_off_when_the_holdout_slice_is_too_small_to_measure():

@@ -129,11 +129,21 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files, holdout: Optio
     columns, labels = read_columns(train_files, info, features, holdout)
     regression = info.task == "regression"
     columns[LABEL] = labels.astype(np.float32 if regression else np.int64)
+    # By default oblique splits grown best-first: YDF's benchmark_rank1 template but for its
+    # RANDOM category splits (compared in docs/performance.md). YDF refuses a setting of a
+    # strategy or split kind that is not used.
+    shape = {"growing_strategy": cfg.growing_strategy, "split_axis": cfg.split_axis,
+             "categorical_algorithm": cfg.categorical_algorithm}
+    if cfg.growing_strategy == "BEST_FIRST_GLOBAL":
+        shape["max_num_nodes"] = cfg.max_num_nodes
+    if cfg.split_axis == "SPARSE_OBLIQUE":
+        shape.update(sparse_oblique_normalization="MIN_MAX",
+                     sparse_oblique_num_projections_exponent=1.0)
     learner = ydf.GradientBoostedTreesLearner(
         label=LABEL, task=ydf.Task.REGRESSION if regression else ydf.Task.CLASSIFICATION,
         features=[ydf.Feature(n, getattr(ydf.Semantic, s)) for n, s in features.items()],
         num_trees=cfg.num_trees, max_depth=cfg.max_depth, shrinkage=cfg.shrinkage,
-        min_examples=cfg.min_examples, subsample=cfg.subsample, random_seed=cfg.seed,
+        min_examples=cfg.min_examples, subsample=cfg.subsample, random_seed=cfg.seed, **shape,
         # Categorical ids seen fewer times than this are grouped: small tables keep theirs.
         min_vocab_frequency=1 if len(labels) < 10_000 else 5)
     log.info("boosted_trees: %d rows, %d features (%d categorical), at most %d trees",

@@ -1,0 +1,137 @@
+"""`--model auto`: scoring the candidates on the same rows and keeping one.
+
+The candidates are the network, the boosted trees and their blend (training/models/blend.py),
+each scored row by row on the validation slice: a hashed 1-in-10 slice of the train split
+that neither family trained on (the eval split chooses nothing). "Clearly lower" below means
+a mean loss lower by more than one standard error of the paired difference on those rows.
+
+- The blend is kept by default: the average of two different models is rarely worse than
+  the better one and often better than both.
+- If one family is clearly lower than the other, averaging in the worse one would cost:
+  that family is kept, unless the blend is clearly lower than it.
+- A slice under MIN_DECISION_ROWS rows decides nothing (the blend is kept): a standard
+  error from a few rows is itself noise (a 5-row slice of a 150-row table once chose the
+  trees, whose error on the rows that followed was the largest of the three).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Dict, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from preprocessing.reference.evaluation import EvalSums
+from training import data as data_lib
+from training.config import TrainConfig
+from training.models.blend import BLEND, BlendModel
+from training.models.trees import train_trees
+
+log = logging.getLogger("training")
+
+TREES = "boosted_trees"
+MIN_DECISION_ROWS = 30   # a smaller validation slice keeps the blend
+
+
+def scored_rows(model, files, info, batch_size: int, holdout=None) -> tuple:
+    """(metrics, each row's loss: squared error, or 1 - correct; rows of a class never seen
+    in train are left out), over `files` (the `holdout` slice of them) in file order."""
+    ds = data_lib.make_dataset_fn(files, info, batch_size, training=False, scale_label=False,
+                                  holdout=holdout)()
+    predict = tf.function(lambda x: model(x, training=False), reduce_retracing=True)
+    sums, losses = EvalSums(), []
+    for features, label, weight in ds:
+        out = predict(features).numpy()
+        y, w = label.numpy(), weight.numpy()
+        if info.task == "regression":
+            pred = out[:, 0] if info.label_scaler is None else \
+                info.label_scaler.inverse(out[:, 0]).numpy()
+            sums.add_regression(pred, y[:, 0])
+            losses.append((pred.astype(np.float64) - y[:, 0]) ** 2)
+        else:
+            correct = np.argmax(out, -1) == y
+            sums.add_classification(correct, w)
+            losses.append(1.0 - correct[w > 0])
+    return sums.metrics(info.task), (np.concatenate(losses) if losses else np.zeros(0))
+
+
+def exact_eval(model, files, info, batch_size: int, holdout=None) -> dict:
+    """Metrics over the whole eval split exactly once, on this process (no sharding).
+
+    Per-epoch validation under multi-worker training repeats data to keep workers in step;
+    the final figure in metrics.json must be exact, so batch prediction can reproduce it.
+    """
+    return scored_rows(model, files, info, batch_size, holdout)[0]
+
+
+def clearly_lower(loss: np.ndarray, than: np.ndarray) -> Tuple[bool, str]:
+    """(whether `loss` has a mean lower than `than`'s by more than one standard error of
+    their paired difference, the figures)."""
+    diff = np.asarray(loss, np.float64) - np.asarray(than, np.float64)
+    n = len(diff)
+    se = float(diff.std(ddof=1) / np.sqrt(n)) if n > 1 else float("inf")
+    mean = float(diff.mean()) if n else 0.0
+    return mean < -se, f"{mean:.4g} (standard error {se:.4g})"
+
+
+def choose_family(losses: Dict[str, np.ndarray], network: str) -> Tuple[str, str]:
+    """(candidate kept, why) from the per-row losses of `network`, TREES and BLEND on the
+    same rows, by the rule of the module's docstring."""
+    n = len(losses[BLEND])
+    head = f"validation slice of {n} rows"
+    if n < MIN_DECISION_ROWS:
+        return BLEND, (f"{head}, under {MIN_DECISION_ROWS}: too few to tell the candidates "
+                       f"apart; the blend is kept")
+    trees_lower, trees_vs_net = clearly_lower(losses[TREES], losses[network])
+    net_lower, _ = clearly_lower(losses[network], losses[TREES])
+    better = TREES if trees_lower else network if net_lower else None
+    why = f"{head}: mean loss of the trees minus the network's {trees_vs_net}"
+    if better is None:
+        return BLEND, why + "; neither clearly lower: the blend is kept"
+    blend_lower, blend_vs = clearly_lower(losses[BLEND], losses[better])
+    why += f"; the blend minus {better} {blend_vs}"
+    if blend_lower:
+        return BLEND, why + f"; the blend is clearly lower than {better}: kept"
+    return better, why + f"; {better} is clearly lower than the other family: kept"
+
+
+def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, eval_files,
+             batch: int) -> tuple:
+    """(candidate kept, its model, the info it serves with, its eval metrics, why). With
+    both families trained their blend joins them, the validation slice decides
+    (choose_family), each candidate's eval figure is recorded, and kept trees (alone or in
+    the blend) are grown again on the whole train split before export."""
+    if len(runs) == 1:
+        chosen = next(iter(runs))
+        model, served = runs[chosen]
+        candidates[chosen]["eval"] = final = exact_eval(model, eval_files, served, batch)
+        return chosen, model, served, final, "--model"
+    network = next(n for n in runs if n != TREES)
+
+    def blend(trees_model):
+        net_model, net_info = runs[network]
+        return BlendModel(net_model, net_info.label_scaler, trees_model,
+                          info.task == "regression")
+    runs[BLEND] = (blend(runs[TREES][0]), runs[TREES][1])
+    candidates[BLEND] = {"network_weight": 0.5}
+    losses = {}
+    for name, (model, served) in runs.items():
+        candidates[name]["validation"], losses[name] = scored_rows(
+            model, train_files, served, batch, holdout="only")
+        candidates[name]["eval"] = exact_eval(model, eval_files, served, batch)  # figures only
+    chosen, why = (BLEND, "--model blend") if cfg.model == BLEND else \
+        choose_family(losses, network)
+    log.info("--model auto: %s (%s; %s)", chosen, "; ".join(
+        f"{n} {candidates[n]['validation']}" for n in runs), why)
+    model, served = runs[chosen]
+    final = candidates[chosen]["eval"]
+    if chosen in (TREES, BLEND):
+        # Chosen on the slice; the trees exported are grown on the whole train split, the
+        # slice included (seconds; a tenth more rows matters on small tables).
+        refit = train_trees(cfg, info, train_files, holdout=None)
+        model, served = refit.model, refit.info
+        if chosen == BLEND:
+            model = blend(refit.model)
+        candidates[TREES]["refit_rows"] = refit.rows
+        final = exact_eval(model, eval_files, served, batch)
+    return chosen, model, served, final, why
