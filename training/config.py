@@ -36,7 +36,7 @@ class TrainConfig:
     model: str = "auto"                      # auto: wide_deep, boosted_trees or their blend
     num_trees: int = 300                     # boosted_trees (docs/training.md)
     max_depth: int = 6
-    shrinkage: float = 0.1
+    shrinkage: float = 0.05
     min_examples: int = 5
     subsample: float = 1.0
     growing_strategy: str = "BEST_FIRST_GLOBAL"
@@ -155,10 +155,11 @@ class TrainConfig:
                "boosted_trees: gradient boosted trees (YDF) in the same export. Images "
                "always train the CNN. blend: the average of wide_deep and boosted_trees, "
                "without a choice.")
-        a("--num_trees", type=int, default=300, help="boosted_trees: the most trees (YDF "
-          "stops earlier when its own validation loss stops improving).")
+        a("--num_trees", type=int, default=300, help="boosted_trees: the trees grown (at "
+          "most, from 10,000 train rows: YDF then stops when the loss on its own 10%% "
+          "validation rows stops improving).")
         a("--max_depth", type=int, default=6, help="boosted_trees: the deepest a tree grows.")
-        a("--shrinkage", type=float, default=0.1, help="boosted_trees: the learning rate.")
+        a("--shrinkage", type=float, default=0.05, help="boosted_trees: the learning rate.")
         a("--min_examples", type=int, default=5, help="boosted_trees: rows a leaf holds at least.")
         a("--subsample", type=float, default=1.0,
           help="boosted_trees: the share of rows each tree is grown on.")

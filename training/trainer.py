@@ -139,7 +139,8 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         trees = train_trees(cfg, info, train_files, holdout="exclude" if runs else None)
         runs["boosted_trees"] = (trees.model, trees.info)
         candidates["boosted_trees"] = {"train_seconds": trees.seconds, "rows": trees.rows,
-                                       "num_trees": trees.num_trees}
+                                       "num_trees": trees.num_trees,
+                                       "early_stopping": trees.early_stopping}
     batch = cfg.batch_size or 1024
     chosen, model, served, final, why = keep_one(cfg, info, runs, candidates, train_files,
                                                  eval_files, batch)

@@ -44,6 +44,9 @@ def test_boosted_trees_export_keeps_the_network_contract(trained_trees):
     data_dir, job_dir, m = trained_trees
     export = m["export_dir"]
     assert m["model"]["family"] == "boosted_trees" and "history" not in m
+    # Under 10,000 train rows every tree is grown (no early stopping on a slice of them).
+    trees = m["model"]["candidates"]["boosted_trees"]
+    assert trees["early_stopping"] is False and trees["num_trees"] == 60
     assert json.load(open(os.path.join(export, "assets.extra", "model.json"))) == {
         "family": "boosted_trees"}
     for name in ("raw_schema.json", "golden.tfrecord", "train_statistics.json"):

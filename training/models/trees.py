@@ -35,6 +35,7 @@ MAX_ROWS = 5_000_000     # train rows read into memory for the trees (a bound, l
 READ_BATCH = 8192
 LABEL = "__label__"      # not a TensorFlow name any column can take (schema.tf_name)
 MIN_PROBABILITY = 1e-7   # logits are log-probabilities, floored so none is -inf
+EARLY_STOPPING_MIN_ROWS = 10_000   # fewer train rows: every tree is grown, on every row
 
 
 def feature_semantics(info: FeatureInfo) -> Dict[str, str]:
@@ -112,6 +113,7 @@ class TreesRun:
     rows: int
     num_trees: int
     features: Dict[str, str]
+    early_stopping: bool
 
 
 def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files, holdout: Optional[str]) -> TreesRun:
@@ -139,6 +141,12 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files, holdout: Optio
     if cfg.split_axis == "SPARSE_OBLIQUE":
         shape.update(sparse_oblique_normalization="MIN_MAX",
                      sparse_oblique_num_projections_exponent=1.0)
+    # YDF's early stopping holds out 10% of the rows and stops on their loss: on a small
+    # table that is a few dozen rows taken from training to decide by noise (the network's
+    # rule, training/defaults.py, is the same).
+    early_stopping = len(labels) >= EARLY_STOPPING_MIN_ROWS
+    if not early_stopping:
+        shape.update(validation_ratio=0.0, early_stopping="NONE")
     learner = ydf.GradientBoostedTreesLearner(
         label=LABEL, task=ydf.Task.REGRESSION if regression else ydf.Task.CLASSIFICATION,
         features=[ydf.Feature(n, getattr(ydf.Semantic, s)) for n, s in features.items()],
@@ -146,9 +154,10 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files, holdout: Optio
         min_examples=cfg.min_examples, subsample=cfg.subsample, random_seed=cfg.seed, **shape,
         # Categorical ids seen fewer times than this are grouped: small tables keep theirs.
         min_vocab_frequency=1 if len(labels) < 10_000 else 5)
-    log.info("boosted_trees: %d rows, %d features (%d categorical), at most %d trees",
-             len(labels), len(features),
-             sum(s == "CATEGORICAL" for s in features.values()), cfg.num_trees)
+    log.info("boosted_trees: %d rows, %d features (%d categorical), %s %d trees",
+             len(labels), len(features), sum(s == "CATEGORICAL" for s in features.values()),
+             "at most" if early_stopping else f"(under {EARLY_STOPPING_MIN_ROWS} rows: no "
+             "early stopping)", cfg.num_trees)
     forest = learner.train(columns, verbose=0)
     seconds = time.time() - started
     model = TreesModel(forest.to_tensorflow_function(), info, features,
@@ -158,4 +167,5 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files, holdout: Optio
         served = dataclasses.replace(info, label_scaler=LabelScaler.bounds_only(labels))
     log.info("boosted_trees: %d trees in %.1f s", forest.num_trees(), seconds)
     return TreesRun(model=model, info=served, seconds=round(seconds, 2), rows=len(labels),
-                    num_trees=forest.num_trees(), features=features)
+                    num_trees=forest.num_trees(), features=features,
+                    early_stopping=early_stopping)
