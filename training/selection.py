@@ -1,9 +1,10 @@
 """`--model auto`: scoring the candidates on the same rows and keeping one.
 
 The candidates are the network, the boosted trees and their blend (training/models/blend.py),
-each scored row by row on the validation slice: a hashed 1-in-10 slice of the train split
-that neither family trained on (the eval split chooses nothing). "Clearly lower" below means
-a mean loss lower by more than one standard error of the paired difference on those rows.
+each scored row by row (row_losses) on the validation slice: a hashed 1-in-10 slice of the
+train split that neither family trained on (the eval split chooses nothing). "Clearly lower"
+below means a mean loss lower by more than one standard error of the paired difference on
+those rows.
 
 - The blend is kept by default: the average of two different models is rarely worse than
   the better one and often better than both.
@@ -16,7 +17,7 @@ a mean loss lower by more than one standard error of the paired difference on th
 from __future__ import annotations
 
 import logging
-from typing import Dict, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -34,8 +35,8 @@ MIN_DECISION_ROWS = 30   # a smaller validation slice keeps the blend
 
 
 def scored_rows(model, files, info, batch_size: int, holdout=None) -> tuple:
-    """(metrics, each row's loss: squared error, or 1 - correct; rows of a class never seen
-    in train are left out), over `files` (the `holdout` slice of them) in file order."""
+    """(metrics, each row's loss (row_losses); rows of a class never seen in train are left
+    out), over `files` (the `holdout` slice of them) in file order."""
     ds = data_lib.make_dataset_fn(files, info, batch_size, training=False, scale_label=False,
                                   holdout=holdout)()
     predict = tf.function(lambda x: model(x, training=False), reduce_retracing=True)
@@ -47,12 +48,27 @@ def scored_rows(model, files, info, batch_size: int, holdout=None) -> tuple:
             pred = out[:, 0] if info.label_scaler is None else \
                 info.label_scaler.inverse(out[:, 0]).numpy()
             sums.add_regression(pred, y[:, 0])
-            losses.append((pred.astype(np.float64) - y[:, 0]) ** 2)
+            losses.append(row_losses(pred, y[:, 0]))
         else:
-            correct = np.argmax(out, -1) == y
-            sums.add_classification(correct, w)
-            losses.append(1.0 - correct[w > 0])
+            sums.add_classification(np.argmax(out, -1) == y, w)
+            losses.append(row_losses(out, y, w))
     return sums.metrics(info.task), (np.concatenate(losses) if losses else np.zeros(0))
+
+
+def row_losses(out: np.ndarray, y: np.ndarray, weight: Optional[np.ndarray] = None):
+    """Per-row losses: regression (`weight` None) the squared error of the predictions
+    `out`; classification the Brier score of the probabilities from `out` (logits or
+    log-probabilities) for the rows of weight > 0. A 0/1 loss on a slice of a few hundred
+    rows rarely tells two classifiers apart; probabilities do, and bounded, so one row
+    cannot decide."""
+    if weight is None:
+        return (np.asarray(out, np.float64) - y) ** 2
+    logits = np.asarray(out, np.float64)
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    seen = weight > 0
+    onehot = np.eye(logits.shape[-1])[np.where(seen, y, 0).astype(int)]
+    return ((probs - onehot) ** 2).sum(-1)[seen]
 
 
 def exact_eval(model, files, info, batch_size: int, holdout=None) -> dict:
@@ -96,11 +112,13 @@ def choose_family(losses: Dict[str, np.ndarray], network: str) -> Tuple[str, str
 
 
 def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, eval_files,
-             batch: int) -> tuple:
+             batch: int, refit_network: Optional[Callable[[], object]] = None) -> tuple:
     """(candidate kept, its model, the info it serves with, its eval metrics, why). With
     both families trained their blend joins them, the validation slice decides
-    (choose_family), each candidate's eval figure is recorded, and kept trees (alone or in
-    the blend) are grown again on the whole train split before export."""
+    (choose_family), each candidate's eval figure is recorded, and the families kept
+    (alone or in the blend) are trained again on the whole train split before export: the
+    trees always, the network when `refit_network` is given (no early stopping used the
+    slice)."""
     if len(runs) == 1:
         chosen = next(iter(runs))
         model, served = runs[chosen]
@@ -123,15 +141,17 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
         choose_family(losses, network)
     log.info("--model auto: %s (%s; %s)", chosen, "; ".join(
         f"{n} {candidates[n]['validation']}" for n in runs), why)
-    model, served = runs[chosen]
-    final = candidates[chosen]["eval"]
-    if chosen in (TREES, BLEND):
+    if chosen != TREES and refit_network is not None:
+        runs[network] = (refit_network(), runs[network][1])
+        candidates[network]["refit_rows"] = info.split_rows.get("train")
+    if chosen != network:
         # Chosen on the slice; the trees exported are grown on the whole train split, the
         # slice included (seconds; a tenth more rows matters on small tables).
         refit = train_trees(cfg, info, train_files, holdout=None)
-        model, served = refit.model, refit.info
-        if chosen == BLEND:
-            model = blend(refit.model)
+        runs[TREES] = (refit.model, refit.info)
+        runs[BLEND] = (blend(refit.model), refit.info)
         candidates[TREES]["refit_rows"] = refit.rows
-        final = exact_eval(model, eval_files, served, batch)
-    return chosen, model, served, final, why
+    model, served = runs[chosen]
+    if chosen == network and refit_network is None:  # nothing was trained again
+        return chosen, model, served, candidates[chosen]["eval"], why
+    return chosen, model, served, exact_eval(model, eval_files, served, batch), why

@@ -23,7 +23,7 @@ from training import defaults, guards, hypertune_report, report
 from training.config import NETWORKS, TrainConfig
 from training.exporting.export import export_model, next_version_dir
 from training.exporting.serving_config import SERVING_DIR, serving_base_path, write_serving_config
-from training.models.network import fit_network
+from training.models.network import fit_network, refit_network
 from training.models.trees import train_trees
 from training.selection import exact_eval, keep_one
 
@@ -142,8 +142,14 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
                                        "num_trees": trees.num_trees,
                                        "early_stopping": trees.early_stopping}
     batch = cfg.batch_size or 1024
+    refit = None
+    if "network" in families and "trees" in families and kind == "single" and not net.patience:
+        # The validation slice chose a family and nothing else: the network kept is trained
+        # again with it (a multi-worker fit would need the whole cluster again).
+        def refit():
+            return refit_network(net, info, strategy, kind, train_files)
     chosen, model, served, final, why = keep_one(cfg, info, runs, candidates, train_files,
-                                                 eval_files, batch)
+                                                 eval_files, batch, refit)
     try:  # the test split judges nothing here; training.tune shows it beside the best trial
         test = exact_eval(model, data_lib.split_files(cfg.data_dir, "test"), served, batch)
     except FileNotFoundError:

@@ -154,11 +154,14 @@ def test_auto_keeps_the_family_better_on_the_validation_slice(preprocessed, tmp_
     assert holdout == cands["wide_deep"]["validation"]["examples"]
     assert 0.05 * train_rows < holdout < 0.15 * train_rows
     assert cands["boosted_trees"]["rows"] == train_rows - holdout  # trees never saw it
-    if model["family"] != "wide_deep":  # trees kept, then grown again on the whole train split
+    # The families kept (alone or in the blend) are trained again on the whole train split
+    # (the network too: no early stopping used the slice), and the eval figure is theirs.
+    if model["family"] != "wide_deep":
         assert cands["boosted_trees"]["refit_rows"] == train_rows
-        assert m["eval"]["examples"] == cands["boosted_trees"]["eval"]["examples"]
-    else:
-        assert m["eval"] == cands["wide_deep"]["eval"]
+    if model["family"] != "boosted_trees":
+        assert cands["wide_deep"]["refit_rows"] == train_rows
+    assert m["eval"]["examples"] == cands[model["family"]]["eval"]["examples"]
+    assert m["eval"] != cands[model["family"]]["eval"]
     family = json.load(open(os.path.join(m["export_dir"], "assets.extra", "model.json")))
     assert family["family"] == model["family"]
 
@@ -234,6 +237,17 @@ def test_auto_keeps_the_blend_unless_one_family_is_clearly_better_on_the_same_ro
     assert kept(loss, loss + 1.0, loss + 0.5)[0] == "wide_deep"
     # ... unless the blend is clearly lower than the better family too.
     assert kept(loss + 1.0, loss, loss - 0.2)[0] == "blend"
+
+
+def test_classifiers_are_compared_by_the_brier_score_of_their_probabilities():
+    from training.selection import row_losses
+    y, w = np.array([0, 1, 1]), np.array([1.0, 1.0, 0.0])   # the last class unseen in train
+    sure = np.log(np.array([[0.9, 0.1], [0.2, 0.8], [0.5, 0.5]]))
+    np.testing.assert_allclose(row_losses(sure, y, w), [0.02, 0.08])
+    # Both right, but the one less sure loses more: a 0/1 loss could not tell them apart.
+    unsure = np.log(np.array([[0.6, 0.4], [0.4, 0.6], [0.5, 0.5]])) + 3.0  # logits shift
+    assert (row_losses(unsure, y, w) > row_losses(sure, y, w)).all()
+    np.testing.assert_allclose(row_losses(np.array([2.0, 5.0]), np.array([1.0, 1.0])), [1, 16])
 
 
 def test_auto_does_not_decide_on_a_slice_too_small_to_tell():
