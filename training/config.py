@@ -60,6 +60,7 @@ class TrainConfig:
     keep_checkpoints: int = 3                # per-epoch weight checkpoints kept (the last N)
     distribution: str = "auto"
     seed: int = 42
+    deterministic: Optional[bool] = None     # None: on under 10,000 train rows, one process
     model_dir: Optional[str] = None          # export base (default job_dir/export)
     checkpoint_dir: Optional[str] = None     # default job_dir/checkpoints
     tensorboard_dir: Optional[str] = None    # default job_dir/logs
@@ -214,6 +215,9 @@ class TrainConfig:
                "trial, python -m training.tune): per epoch on the validation slice, then on "
                "the eval split. Default: rmse (regression) or accuracy (classification).")
         a("--seed", type=int, default=42)
+        a("--deterministic", action=argparse.BooleanOptionalAction, default=None,
+          help="TensorFlow's deterministic ops: the same data, flags and seed give the same "
+               "network. Default: on for a train split under 10,000 rows on one process.")
         a("--verbose", type=int, default=2, choices=[0, 1, 2])
 
     @classmethod

@@ -10,6 +10,7 @@ Only the chief writes the export, metrics.json and the curves PNG.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -80,11 +81,26 @@ def make_strategy(kind: str):
     return tf.distribute.ParameterServerStrategy(resolver)
 
 
+@contextlib.contextmanager
+def restored_op_determinism():
+    """TensorFlow's op determinism as it was before, after the run: a process that trains
+    twice (tests, a notebook) gets each run's own setting. TensorFlow's public API can only
+    turn it on; its config module can turn it off."""
+    from tensorflow.python.framework import config as tf_runtime_config
+    before = tf_runtime_config.is_op_determinism_enabled()
+    try:
+        yield
+    finally:
+        if not before and tf_runtime_config.is_op_determinism_enabled():
+            tf_runtime_config.disable_op_determinism()
+
+
 def train_and_evaluate(cfg: TrainConfig) -> dict:
     """Trains on `cfg.data_dir`, evaluates, exports; returns the metrics dict (chief). A
     damaged TFRecord shard is a TrainingError naming it."""
     with guards.naming_corrupt_shards(lambda: data_lib.split_files(cfg.data_dir, "train")
-                                      + data_lib.split_files(cfg.data_dir, "eval")):
+                                      + data_lib.split_files(cfg.data_dir, "eval")), \
+            restored_op_determinism():
         return _train_and_evaluate(cfg)
 
 
@@ -120,6 +136,11 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
             (info.task == "classification"):
         raise guards.TrainingError(f"--hypertune_metric {cfg.hypertune_metric} is not a "
                                    f"figure of a {info.task} model")
+    deterministic = defaults.determinism(cfg.deterministic, kind,
+                                         info.split_rows.get("train") or 0)
+    log.info("deterministic=%s (%s)", *deterministic)
+    if deterministic[0]:
+        tf.config.experimental.enable_op_determinism()
     train_files = data_lib.split_files(cfg.data_dir, "train")
     eval_files = data_lib.split_files(cfg.data_dir, "eval")
     families = model_families(cfg, info, kind)
@@ -163,6 +184,7 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
                   "chosen_by": why, "candidates": candidates},
         "export_dir": export_dir, "config": cfg.to_dict(),
         "label_scaling": served.label_scaler.to_dict() if served.label_scaler else None,
+        "deterministic": {"value": deterministic[0], "why": deterministic[1]},
         "serving_config": write_serving_config(
             os.path.join(cfg.job_dir, SERVING_DIR), cfg.serving_model_name,
             cfg.serving_base_path or serving_base_path(cfg.model_dir)),

@@ -517,3 +517,34 @@ def test_mixed_precision_computes_in_float16_with_float32_outputs(preprocessed, 
                                         hidden_units=[8], mixed_precision=True, verbose=0))
         assert m["precision"] == "float32"
         assert "--mixed_precision needs a GPU" in caplog.text
+
+
+@pytest.mark.slow
+def test_small_data_trains_the_same_network_twice_and_restores_the_process_setting(
+        preprocessed, tmp_path):
+    """Under 10,000 train rows on one process TensorFlow's deterministic ops are on: the same
+    data, flags and seed give the same weights (the run before differed between runs: tf.data
+    reads in parallel in the order they finish). The process's setting is back afterwards."""
+    from tensorflow.python.framework import config as tf_runtime_config
+
+    from training import train_and_evaluate
+    runs = [train_and_evaluate(_cfg(preprocessed[0], str(tmp_path / f"job{i}"), epochs=2))
+            for i in range(2)]
+    assert runs[0]["deterministic"]["value"] is True
+    assert "on one process" in runs[0]["deterministic"]["why"]
+    assert runs[0]["eval"] == runs[1]["eval"]
+    assert runs[0]["history"]["loss"] == runs[1]["history"]["loss"]
+    assert not tf_runtime_config.is_op_determinism_enabled()
+    off = train_and_evaluate(_cfg(preprocessed[0], str(tmp_path / "job_off"), epochs=2,
+                                  deterministic=False))
+    assert off["deterministic"] == {"value": False, "why": "--no-deterministic"}
+
+
+def test_determinism_is_on_for_small_data_on_one_process_unless_a_flag_says():
+    from training import defaults
+    small, large = defaults.DETERMINISTIC_MAX_ROWS - 1, defaults.DETERMINISTIC_MAX_ROWS
+    assert defaults.determinism(None, "single", small)[0] is True
+    assert defaults.determinism(None, "single", large)[0] is False
+    assert defaults.determinism(None, "multi_worker", small)[0] is False
+    assert defaults.determinism(True, "single", large) == (True, "--deterministic")
+    assert defaults.determinism(False, "single", small) == (False, "--no-deterministic")
