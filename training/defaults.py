@@ -29,11 +29,13 @@ EARLY_STOPPING_PATIENCE = 10  # epochs, tabular data (validation: a slice of the
 # restored epoch 2 of a small binary table: a near-linear model), so training runs its
 # scheduled epochs (cosine decay on small data) instead.
 EARLY_STOPPING_MIN_ROWS = 1000
-# Under this many train rows on one process, TensorFlow's deterministic ops are on: the same
-# data, flags and seed give the same network (its training time unchanged on small data, see
-# docs/training.md). Parallel reads in whatever order they finish made a 263-row table's
-# network differ by 8% RMSE between two runs.
-DETERMINISTIC_MAX_ROWS = 10_000
+# A small train split: under this many rows (a holdout slice under EARLY_STOPPING_MIN_ROWS)
+# neither family stops early (the trees' own 10% validation rows would be a few dozen too),
+# the trees keep rare categories, and on one process TensorFlow's deterministic ops are on:
+# the same data, flags and seed give the same network (its training time unchanged on small
+# data, see docs/training.md; parallel reads in whatever order they finish made a 263-row
+# table's network differ by 8% RMSE between two runs).
+SMALL_TRAIN_ROWS = 10_000
 
 
 def choose(train_rows: int, batch_size: Optional[int], epochs: Optional[int],
@@ -112,13 +114,13 @@ def _last(history: dict, keys) -> Optional[float]:
 
 def determinism(flag: Optional[bool], kind: str, train_rows: int) -> Tuple[bool, str]:
     """(TensorFlow's deterministic ops on, why): --[no-]deterministic, else on for a train
-    split under DETERMINISTIC_MAX_ROWS on one process."""
+    split under SMALL_TRAIN_ROWS on one process."""
     if flag is not None:
         return flag, "--deterministic" if flag else "--no-deterministic"
     if kind != "single":
         return False, f"a {kind} run: workers finish in their own order"
-    if train_rows >= DETERMINISTIC_MAX_ROWS:
-        return False, (f"{train_rows} train rows (>= {DETERMINISTIC_MAX_ROWS}): parallel reads "
+    if train_rows >= SMALL_TRAIN_ROWS:
+        return False, (f"{train_rows} train rows (>= {SMALL_TRAIN_ROWS}): parallel reads "
                        "in the order they finish")
-    return True, (f"{train_rows} train rows (< {DETERMINISTIC_MAX_ROWS}) on one process: the "
+    return True, (f"{train_rows} train rows (< {SMALL_TRAIN_ROWS}) on one process: the "
                   "same data, flags and seed give the same model")

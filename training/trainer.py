@@ -11,6 +11,7 @@ Only the chief writes the export, metrics.json and the curves PNG.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -167,8 +168,7 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
     if "network" in families and "trees" in families and kind == "single" and not net.patience:
         # The validation slice chose a family and nothing else: the network kept is trained
         # again with it (a multi-worker fit would need the whole cluster again).
-        def refit():
-            return refit_network(net, info, strategy, kind, train_files)
+        refit = functools.partial(refit_network, net, info, strategy, kind, train_files)
     chosen, model, served, final, why = keep_one(cfg, info, runs, candidates, train_files,
                                                  eval_files, batch, refit)
     try:  # the test split judges nothing here; training.tune shows it beside the best trial

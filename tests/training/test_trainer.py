@@ -539,7 +539,7 @@ def test_small_data_trains_the_same_network_twice_and_restores_the_process_setti
 
 def test_determinism_is_on_for_small_data_on_one_process_unless_a_flag_says():
     from training import defaults
-    small, large = defaults.DETERMINISTIC_MAX_ROWS - 1, defaults.DETERMINISTIC_MAX_ROWS
+    small, large = defaults.SMALL_TRAIN_ROWS - 1, defaults.SMALL_TRAIN_ROWS
     assert defaults.determinism(None, "single", small)[0] is True
     assert defaults.determinism(None, "single", large)[0] is False
     assert defaults.determinism(None, "multi_worker", small)[0] is False

@@ -62,15 +62,21 @@ def _schedule(cfg: TrainConfig, info, train_rows: int):
     return cfg, chosen, steps_per_epoch, epochs
 
 
+def _train_fn(cfg: TrainConfig, info, train_files, holdout: Optional[str]):
+    """The training data's dataset_fn: shuffled, repeated, batched (`holdout` as in
+    data_lib.make_dataset_fn)."""
+    return data_lib.make_dataset_fn(train_files, info, cfg.batch_size, training=True,
+                                    shuffle_buffer=cfg.shuffle_buffer, cache=cfg.cache,
+                                    seed=cfg.seed, holdout=holdout)
+
+
 def _input_fns(cfg: TrainConfig, info, train_files, eval_files, train_rows: int,
                eval_rows: int):
     """(train_fn, validation_fn, validation steps, holdout). Tabular models validate (and
     stop early) on a hashed slice of the train split, so the eval split measures a model it
     never chose; image models validate on the eval split."""
     holdout = None if info.image else "exclude"
-    train_fn = data_lib.make_dataset_fn(train_files, info, cfg.batch_size, training=True,
-                                        shuffle_buffer=cfg.shuffle_buffer, cache=cfg.cache,
-                                        seed=cfg.seed, holdout=holdout)
+    train_fn = _train_fn(cfg, info, train_files, holdout)
     if holdout:
         val_rows = max(1, train_rows // data_lib.HOLDOUT_BUCKETS)
         val_fn = data_lib.make_dataset_fn(train_files, info, cfg.batch_size, training=False,
@@ -200,9 +206,7 @@ def refit_network(run: NetworkRun, info, strategy, kind: str, train_files) -> ke
     cfg = run.cfg
     epochs = len(run.history.get("loss", [])) or cfg.epochs
     keras.utils.set_random_seed(cfg.seed)
-    train_fn = data_lib.make_dataset_fn(train_files, info, cfg.batch_size, training=True,
-                                        shuffle_buffer=cfg.shuffle_buffer, cache=cfg.cache,
-                                        seed=cfg.seed, holdout=None)
+    train_fn = _train_fn(cfg, info, train_files, holdout=None)
     total = epochs * run.steps_per_epoch
     model, _, _ = _build_compiled(cfg, info, strategy, kind, total)
     started = time.time()

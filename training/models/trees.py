@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from training import data as data_lib
+from training import defaults
 from training.config import TrainConfig
 from training.data import FeatureInfo
 from training.guards import TrainingError
@@ -35,7 +36,6 @@ MAX_ROWS = 5_000_000     # train rows read into memory for the trees (a bound, l
 READ_BATCH = 8192
 LABEL = "__label__"      # not a TensorFlow name any column can take (schema.tf_name)
 MIN_PROBABILITY = 1e-7   # logits are log-probabilities, floored so none is -inf
-EARLY_STOPPING_MIN_ROWS = 10_000   # fewer train rows: every tree is grown, on every row
 
 
 def feature_semantics(info: FeatureInfo) -> Dict[str, str]:
@@ -142,9 +142,9 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files, holdout: Optio
         shape.update(sparse_oblique_normalization="MIN_MAX",
                      sparse_oblique_num_projections_exponent=1.0)
     # YDF's early stopping holds out 10% of the rows and stops on their loss: on a small
-    # table that is a few dozen rows taken from training to decide by noise (the network's
-    # rule, training/defaults.py, is the same).
-    early_stopping = len(labels) >= EARLY_STOPPING_MIN_ROWS
+    # table that is a few dozen rows taken from training to decide by noise.
+    small = len(labels) < defaults.SMALL_TRAIN_ROWS
+    early_stopping = not small
     if not early_stopping:
         shape.update(validation_ratio=0.0, early_stopping="NONE")
     learner = ydf.GradientBoostedTreesLearner(
@@ -153,10 +153,10 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files, holdout: Optio
         num_trees=cfg.num_trees, max_depth=cfg.max_depth, shrinkage=cfg.shrinkage,
         min_examples=cfg.min_examples, subsample=cfg.subsample, random_seed=cfg.seed, **shape,
         # Categorical ids seen fewer times than this are grouped: small tables keep theirs.
-        min_vocab_frequency=1 if len(labels) < 10_000 else 5)
+        min_vocab_frequency=1 if small else 5)
     log.info("boosted_trees: %d rows, %d features (%d categorical), %s %d trees",
              len(labels), len(features), sum(s == "CATEGORICAL" for s in features.values()),
-             "at most" if early_stopping else f"(under {EARLY_STOPPING_MIN_ROWS} rows: no "
+             "at most" if early_stopping else f"(under {defaults.SMALL_TRAIN_ROWS} rows: no "
              "early stopping)", cfg.num_trees)
     forest = learner.train(columns, verbose=0)
     seconds = time.time() - started
