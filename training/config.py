@@ -17,6 +17,7 @@ BACKBONES = ("small_cnn", "mobilenet_v2", "resnet50", "efficientnet_b0")
 GROWING_STRATEGIES = ("BEST_FIRST_GLOBAL", "LOCAL")    # YDF's names
 SPLIT_AXES = ("SPARSE_OBLIQUE", "AXIS_ALIGNED")
 CATEGORICAL_ALGORITHMS = ("CART", "RANDOM")
+MAX_CHOICE_FOLDS = 10
 
 
 class ConfigError(ValueError):
@@ -56,6 +57,7 @@ class TrainConfig:
     backbone: str = "small_cnn"              # image data: see model.build_cnn
     eval_steps: Optional[int] = None         # default: the whole eval split
     early_stopping_patience: Optional[int] = None  # None: 10 for tabular data, 0 (off) images
+    choice_folds: Optional[int] = None       # None: 4 under 10,000 train rows, one process
     checkpoint_steps: int = 200              # BackupAndRestore frequency
     keep_checkpoints: int = 3                # per-epoch weight checkpoints kept (the last N)
     distribution: str = "auto"
@@ -130,6 +132,12 @@ class TrainConfig:
             raise ConfigError(f"--serving_base_path (or --model_dir): {e}") from None
         if self.hypertune_metric not in (None,) + TUNING_METRICS:
             raise ConfigError(f"--hypertune_metric must be one of {TUNING_METRICS}")
+        if self.choice_folds is not None:
+            if not 1 <= self.choice_folds <= MAX_CHOICE_FOLDS:
+                raise ConfigError(f"--choice_folds must be in [1, {MAX_CHOICE_FOLDS}]")
+            if self.choice_folds > 1 and self.early_stopping_patience:
+                raise ConfigError("--choice_folds above 1 trains every fold's network on the "
+                                  "same schedule: it needs --early_stopping_patience 0")
         if self.distribution not in DISTRIBUTIONS:
             raise ConfigError(f"--distribution must be one of {DISTRIBUTIONS}")
 
@@ -199,6 +207,12 @@ class TrainConfig:
           help="Epochs without a better holdout loss before training stops (the best weights "
                "are kept). Default: 10 for tabular data, whose validation data is a hashed "
                "1-in-10 slice of the train split; off for images. 0 turns it off.")
+        a("--choice_folds", type=int,
+          help="--model auto: the folds of the train split the candidates are scored on, "
+               "each held out in turn from a network and trees trained on the rest (every "
+               "row scored once); 1: one hashed 1-in-10 slice. Default: 4 for a train split "
+               "under 10,000 rows on one process (each family then trains 4 more times: "
+               "3 folds and the refit on all rows), else 1.")
         a("--checkpoint_steps", type=int, default=200, help="Backup (resume) frequency in steps.")
         a("--keep_checkpoints", type=int, default=3,
           help="Per-epoch weight checkpoints to keep (older ones are deleted).")

@@ -197,14 +197,40 @@ def split_files(data_dir: str, split: str) -> List[str]:
 HOLDOUT_BUCKETS = 10  # 1 in 10 train records (by a hash of its bytes) is the holdout
 
 
+@dataclass(frozen=True)
+class Holdout:
+    """Fold `fold` of `folds` of the train split, by a hash of each record's bytes: `only`
+    its records, or (only=False) every record but them. The default fold is the validation
+    slice, 1 record in HOLDOUT_BUCKETS."""
+    only: bool
+    fold: int = 0
+    folds: int = HOLDOUT_BUCKETS
+
+    def __post_init__(self):
+        if not 0 <= self.fold < self.folds:
+            raise ValueError(f"fold {self.fold} of {self.folds}")
+
+    def other(self) -> "Holdout":
+        """The rest of the train split: the records this one leaves out."""
+        return Holdout(not self.only, self.fold, self.folds)
+
+
+def choice_fold(fold: int, choice_folds: int) -> Holdout:
+    """The records of validation fold `fold` when the model choice is cross-fitted over
+    `choice_folds` folds of the train split (each record in one); 1: the validation slice
+    alone (1 in HOLDOUT_BUCKETS records)."""
+    return Holdout(True) if choice_folds == 1 else Holdout(True, fold, choice_folds)
+
+
 def make_dataset_fn(files: List[str], info: FeatureInfo, global_batch_size: int,
                     training: bool, shuffle_buffer: int = 50_000, cache: bool = False,
                     seed: int = 42, repeat: Optional[bool] = None,
-                    holdout: Optional[str] = None, scale_label: bool = True):
+                    holdout: Optional[Holdout] = None, scale_label: bool = True):
     """Returns dataset_fn(input_context=None) -> dataset of (features, label, weight);
-    regression labels as info.label_scaler maps them. `holdout`: "exclude" or "only" the
-    records a hash of their bytes puts in the holdout slice (early stopping's validation
-    data, never the eval split); None: all. `scale_label=False`: labels as stored."""
+    regression labels as info.label_scaler maps them. `holdout`: the records of a hashed
+    fold of the train split only, or all but them (early stopping's and the model choice's
+    validation data, never the eval split); None: all. `scale_label=False`: labels as
+    stored."""
     repeat = training if repeat is None else repeat
     scaler = info.label_scaler if scale_label else None
     spec = {k: info.feature_spec[k] for k in info.input_names + [info.label]}
@@ -244,10 +270,10 @@ def make_dataset_fn(files: List[str], info: FeatureInfo, global_batch_size: int,
             deterministic=not training)
         if shard_records:
             ds = ds.shard(pipelines, pipeline_id)
-        if holdout:
-            only = holdout == "only"
+        if holdout is not None:
             ds = ds.filter(lambda r: tf.equal(
-                tf.strings.to_hash_bucket_fast(r, HOLDOUT_BUCKETS) == 0, only))
+                tf.strings.to_hash_bucket_fast(r, holdout.folds) == holdout.fold,
+                holdout.only))
         if training and cache:
             # Parse minibatches once, cache them parsed, then shuffle minibatches and
             # rebatch: after the first epoch no per-record work is left at all (on a few

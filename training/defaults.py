@@ -36,6 +36,7 @@ EARLY_STOPPING_MIN_ROWS = 1000
 # data, see docs/training.md; parallel reads in whatever order they finish made a 263-row
 # table's network differ by 8% RMSE between two runs).
 SMALL_TRAIN_ROWS = 10_000
+CHOICE_FOLDS = 4  # `--model auto` on a small train split: the folds scored (choice_folds)
 
 
 def choose(train_rows: int, batch_size: Optional[int], epochs: Optional[int],
@@ -67,14 +68,18 @@ def choose(train_rows: int, batch_size: Optional[int], epochs: Optional[int],
     return batch_size, epochs, lr_schedule, why
 
 
-def early_stopping(patience: Optional[int], image: bool, holdout_rows: int) -> Tuple[int, str]:
+def early_stopping(patience: Optional[int], image: bool, holdout_rows: int,
+                   cross_fitted: bool = False) -> Tuple[int, str]:
     """(patience, why): the flag when given; else off for images (validated on the eval split,
-    trained on a schedule) and for a holdout slice too small to measure, else
+    trained on a schedule), for a cross-fitted model choice (every fold's network trains the
+    same schedule) and for a holdout slice too small to measure, else
     EARLY_STOPPING_PATIENCE."""
     if patience is not None:
         return patience, "--early_stopping_patience"
     if image:
         return 0, "auto: off for images"
+    if cross_fitted:
+        return 0, "auto: off, the model choice is cross-fitted (--choice_folds)"
     if holdout_rows < EARLY_STOPPING_MIN_ROWS:
         return 0, (f"auto: off, the holdout slice ({holdout_rows} rows) is under "
                    f"{EARLY_STOPPING_MIN_ROWS} rows: too small to choose an epoch")
@@ -124,3 +129,26 @@ def determinism(flag: Optional[bool], kind: str, train_rows: int) -> Tuple[bool,
                        "in the order they finish")
     return True, (f"{train_rows} train rows (< {SMALL_TRAIN_ROWS}) on one process: the "
                   "same data, flags and seed give the same model")
+
+
+def choice_folds(flag: Optional[int], kind: str, train_rows: int, both_families: bool,
+                 patience: Optional[int]) -> Tuple[int, str]:
+    """(folds, why): how many folds of the train split `--model auto` scores the candidates
+    on. Each fold is held out in turn from a network and trees trained on the rest, so every
+    train row is scored once by models that never saw it; 1 is the 1-in-10 validation slice.
+    On a small table one slice is a few dozen rows (or a few hundred of a heavy-tailed
+    label) and chose by noise; cross-fitting costs CHOICE_FOLDS - 1 more trainings of each
+    family (each on the small table, no early stopping)."""
+    if not both_families:
+        return 1, "one family: nothing to choose"
+    if kind != "single":
+        return 1, f"a {kind} run: the network trains once"
+    if flag is not None:
+        return flag, "--choice_folds"
+    if patience:
+        return 1, "--early_stopping_patience: the network stops on the validation slice"
+    if train_rows >= SMALL_TRAIN_ROWS:
+        return 1, (f"{train_rows} train rows (>= {SMALL_TRAIN_ROWS}): the 1-in-10 slice "
+                   f"has enough rows")
+    return CHOICE_FOLDS, (f"auto: {train_rows} train rows (< {SMALL_TRAIN_ROWS}): every row "
+                          f"scored once, {CHOICE_FOLDS} folds")

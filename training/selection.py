@@ -1,22 +1,25 @@
 """`--model auto`: scoring the candidates on the same rows and keeping one.
 
 The candidates are the network, the boosted trees and their blend (training/models/blend.py),
-each scored row by row (row_losses) on the validation slice: a hashed 1-in-10 slice of the
-train split that neither family trained on (the eval split chooses nothing). "Clearly lower"
-below means a mean loss lower by more than one standard error of the paired difference on
-those rows.
+each scored row by row (row_losses) on train rows that neither family trained on (the eval
+split chooses nothing): a hashed 1-in-10 validation slice of the train split, or, on a small
+table (training/defaults.py choice_folds), every train row: the split is cut into folds
+and each fold is scored by a network and trees trained on the other folds (cross-fitting).
+"Clearly lower" below means a mean loss lower by more than one standard error of the
+paired difference on those rows.
 
 - The blend is kept by default: the average of two different models is rarely worse than
   the better one and often better than both.
 - If one family is clearly lower than the other, averaging in the worse one would cost:
   that family is kept, unless the blend is clearly lower than it.
-- A slice under MIN_DECISION_ROWS rows decides nothing (the blend is kept): a standard
-  error from a few rows is itself noise (a 5-row slice of a 150-row table once chose the
-  trees, whose error on the rows that followed was the largest of the three).
+- Under MIN_DECISION_ROWS rows nothing is decided (the blend is kept): a standard error
+  from a few rows is itself noise (a 5-row slice of a 150-row table once chose the trees,
+  whose error on the rows that followed was the largest of the three).
 """
 from __future__ import annotations
 
 import logging
+import time
 from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
@@ -34,9 +37,15 @@ TREES = "boosted_trees"
 MIN_DECISION_ROWS = 30   # a smaller validation slice keeps the blend
 
 
-def scored_rows(model, files, info, batch_size: int, holdout=None) -> tuple:
+def scored_rows(model, files, info, batch_size: int,
+                holdout: Optional[data_lib.Holdout] = None) -> tuple:
     """(metrics, each row's loss (row_losses); rows of a class never seen in train are left
-    out), over `files` (the `holdout` slice of them) in file order."""
+    out), over `files` (the `holdout` fold of them) in file order."""
+    sums, losses = _scored(model, files, info, batch_size, holdout)
+    return sums.metrics(info.task), losses
+
+
+def _scored(model, files, info, batch_size: int, holdout) -> Tuple[EvalSums, np.ndarray]:
     ds = data_lib.make_dataset_fn(files, info, batch_size, training=False, scale_label=False,
                                   holdout=holdout)()
     predict = tf.function(lambda x: model(x, training=False), reduce_retracing=True)
@@ -52,7 +61,7 @@ def scored_rows(model, files, info, batch_size: int, holdout=None) -> tuple:
         else:
             sums.add_classification(np.argmax(out, -1) == y, w)
             losses.append(row_losses(out, y, w))
-    return sums.metrics(info.task), (np.concatenate(losses) if losses else np.zeros(0))
+    return sums, (np.concatenate(losses) if losses else np.zeros(0))
 
 
 def row_losses(out: np.ndarray, y: np.ndarray, weight: Optional[np.ndarray] = None):
@@ -90,11 +99,12 @@ def clearly_lower(loss: np.ndarray, than: np.ndarray) -> Tuple[bool, str]:
     return mean < -se, f"{mean:.4g} (standard error {se:.4g})"
 
 
-def choose_family(losses: Dict[str, np.ndarray], network: str) -> Tuple[str, str]:
+def choose_family(losses: Dict[str, np.ndarray], network: str,
+                  rows: str = "validation slice") -> Tuple[str, str]:
     """(candidate kept, why) from the per-row losses of `network`, TREES and BLEND on the
-    same rows, by the rule of the module's docstring."""
+    same rows (`rows` says which), by the rule of the module's docstring."""
     n = len(losses[BLEND])
-    head = f"validation slice of {n} rows"
+    head = f"{rows} of {n} rows"
     if n < MIN_DECISION_ROWS:
         return BLEND, (f"{head}, under {MIN_DECISION_ROWS}: too few to tell the candidates "
                        f"apart; the blend is kept")
@@ -111,45 +121,78 @@ def choose_family(losses: Dict[str, np.ndarray], network: str) -> Tuple[str, str
     return better, why + f"; {better} is clearly lower than the other family: kept"
 
 
+def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: int,
+                      folds: int, blend: Callable,
+                      refit_network: Optional[Callable[..., object]]) -> tuple:
+    """({candidate: EvalSums}, {candidate: per-row losses}) of the candidates in `runs` on
+    validation fold 0 of `folds` (the rows they were trained without), then of each further
+    fold by a network (`refit_network`) and trees trained without that fold, and their
+    blend (`blend(network, trees)`): the same rows, in the same order, for every
+    candidate."""
+    sums: Dict[str, EvalSums] = {n: EvalSums() for n in runs}
+    losses: Dict[str, list] = {n: [] for n in runs}
+
+    def score(fold_runs, holdout):
+        for name, (model, served) in fold_runs.items():
+            s, rows = _scored(model, train_files, served, batch, holdout)
+            sums[name] = sums[name].merge(s)
+            losses[name].append(rows)
+    score(runs, data_lib.choice_fold(0, folds))
+    network = next(n for n in runs if n not in (TREES, BLEND))
+    for fold in range(1, folds):
+        started, holdout = time.time(), data_lib.choice_fold(fold, folds)
+        net_model = refit_network(holdout=holdout.other())
+        trees = train_trees(cfg, info, train_files, holdout=holdout.other())
+        score({network: (net_model, runs[network][1]), TREES: (trees.model, trees.info),
+               BLEND: (blend(net_model, trees.model), trees.info)}, holdout)
+        log.info("--model auto: fold %d of %d trained and scored in %.1f s", fold + 1, folds,
+                 time.time() - started)
+    return sums, {n: np.concatenate(v) for n, v in losses.items()}
+
+
 def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, eval_files,
-             batch: int, refit_network: Optional[Callable[[], object]] = None) -> tuple:
+             batch: int, refit_network: Optional[Callable[..., object]] = None,
+             folds: int = 1) -> tuple:
     """(candidate kept, its model, the info it serves with, its eval metrics, why). With
-    both families trained their blend joins them, the validation slice decides
-    (choose_family), each candidate's eval figure is recorded, and the families kept
-    (alone or in the blend) are trained again on the whole train split before export: the
-    trees always, the network when `refit_network` is given (no early stopping used the
-    slice)."""
+    both families trained their blend joins them, the validation rows decide
+    (choose_family: the slice, or all train rows over `folds` cross-fitted folds), each
+    candidate's eval figure is recorded, and the families kept (alone or in the blend) are
+    trained again on the whole train split before export: the trees always, the network
+    when `refit_network` is given (no early stopping used the slice)."""
     if len(runs) == 1:
         chosen = next(iter(runs))
         model, served = runs[chosen]
         candidates[chosen]["eval"] = final = exact_eval(model, eval_files, served, batch)
         return chosen, model, served, final, "--model"
+    if folds > 1 and refit_network is None:
+        raise ValueError("cross-fitted folds need the network trained again")
     network = next(n for n in runs if n != TREES)
+    net_info = runs[network][1]
 
-    def blend(trees_model):
-        net_model, net_info = runs[network]
+    def blend(net_model, trees_model):
         return BlendModel(net_model, net_info.label_scaler, trees_model,
                           info.task == "regression")
-    runs[BLEND] = (blend(runs[TREES][0]), runs[TREES][1])
+    runs[BLEND] = (blend(runs[network][0], runs[TREES][0]), runs[TREES][1])
     candidates[BLEND] = {"network_weight": 0.5}
-    losses = {}
+    sums, losses = validation_losses(cfg, info, runs, train_files, batch, folds, blend,
+                                     refit_network)
     for name, (model, served) in runs.items():
-        candidates[name]["validation"], losses[name] = scored_rows(
-            model, train_files, served, batch, holdout="only")
+        candidates[name]["validation"] = sums[name].metrics(info.task)
         candidates[name]["eval"] = exact_eval(model, eval_files, served, batch)  # figures only
+    rows = "validation slice" if folds == 1 else f"{folds} cross-fitted folds"
     chosen, why = (BLEND, "--model blend") if cfg.model == BLEND else \
-        choose_family(losses, network)
+        choose_family(losses, network, rows)
     log.info("--model auto: %s (%s; %s)", chosen, "; ".join(
         f"{n} {candidates[n]['validation']}" for n in runs), why)
     if chosen != TREES and refit_network is not None:
-        runs[network] = (refit_network(), runs[network][1])
+        runs[network] = (refit_network(), net_info)
         candidates[network]["refit_rows"] = info.split_rows.get("train")
     if chosen != network:
         # Chosen on the slice; the trees exported are grown on the whole train split, the
         # slice included (seconds; a tenth more rows matters on small tables).
         refit = train_trees(cfg, info, train_files, holdout=None)
         runs[TREES] = (refit.model, refit.info)
-        runs[BLEND] = (blend(refit.model), refit.info)
+        runs[BLEND] = (blend(runs[network][0], refit.model), refit.info)
         candidates[TREES]["refit_rows"] = refit.rows
     model, served = runs[chosen]
     if chosen == network and refit_network is None:  # nothing was trained again

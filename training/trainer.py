@@ -145,10 +145,15 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
     train_files = data_lib.split_files(cfg.data_dir, "train")
     eval_files = data_lib.split_files(cfg.data_dir, "eval")
     families = model_families(cfg, info, kind)
+    folds = defaults.choice_folds(cfg.choice_folds, kind, info.split_rows.get("train") or 0,
+                                  len(families) == 2 and cfg.model == "auto",
+                                  cfg.early_stopping_patience)
+    log.info("choice_folds=%s (%s)", *folds)
     candidates, runs = {}, {}  # each family trained: (model, info it serves with), figures
     if "network" in families:
         scratch = None if chief else tempfile.mkdtemp(prefix="worker_scratch_")
-        net = fit_network(cfg, info, kind, strategy, chief, train_files, eval_files, scratch)
+        net = fit_network(cfg, info, kind, strategy, chief, train_files, eval_files, scratch,
+                          folds[0])
         cfg = net.cfg
         if not chief:  # the collective save needs every worker; the chief's is the export
             export_model(net.model, cfg.data_dir, info,
@@ -158,7 +163,8 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         runs[net.model.name] = (net.model, info)
         candidates[net.model.name] = {"train_seconds": round(net.seconds, 2)}
     if "trees" in families:
-        trees = train_trees(cfg, info, train_files, holdout="exclude" if runs else None)
+        trees = train_trees(cfg, info, train_files,
+                            holdout=data_lib.choice_fold(0, folds[0]).other() if runs else None)
         runs["boosted_trees"] = (trees.model, trees.info)
         candidates["boosted_trees"] = {"train_seconds": trees.seconds, "rows": trees.rows,
                                        "num_trees": trees.num_trees,
@@ -170,7 +176,7 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         # again with it (a multi-worker fit would need the whole cluster again).
         refit = functools.partial(refit_network, net, info, strategy, kind, train_files)
     chosen, model, served, final, why = keep_one(cfg, info, runs, candidates, train_files,
-                                                 eval_files, batch, refit)
+                                                 eval_files, batch, refit, folds[0])
     try:  # the test split judges nothing here; training.tune shows it beside the best trial
         test = exact_eval(model, data_lib.split_files(cfg.data_dir, "test"), served, batch)
     except FileNotFoundError:
@@ -181,7 +187,8 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         "task": info.task, "label": info.label, "distribution": kind,
         "replicas": strategy.num_replicas_in_sync, "eval": final, "test": test,
         "model": {"family": chosen, "requested": cfg.model_module or cfg.model,
-                  "chosen_by": why, "candidates": candidates},
+                  "chosen_by": why, "candidates": candidates,
+                  "choice_folds": {"value": folds[0], "why": folds[1]}},
         "export_dir": export_dir, "config": cfg.to_dict(),
         "label_scaling": served.label_scaler.to_dict() if served.label_scaler else None,
         "deterministic": {"value": deterministic[0], "why": deterministic[1]},

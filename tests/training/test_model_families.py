@@ -143,17 +143,20 @@ def test_auto_keeps_the_family_better_on_the_validation_slice(preprocessed, tmp_
     model = m["model"]
     cands = model["candidates"]
     assert set(cands) == {"wide_deep", "boosted_trees", "blend"}
-    assert model["chosen_by"].startswith("validation slice of ")
+    # A small train split: the choice is cross-fitted over 4 folds, every train row scored
+    # once by a network and trees trained without it, never a row of the eval split.
+    folds = defaults.CHOICE_FOLDS
+    assert model["choice_folds"]["value"] == folds
+    assert model["chosen_by"].startswith(f"{folds} cross-fitted folds of ")
     rmse = {n: c["validation"]["rmse"] for n, c in cands.items()}
     if model["family"] != "blend":  # one family is kept only when clearly better there
         other = ({"wide_deep", "boosted_trees"} - {model["family"]}).pop()
         assert rmse[model["family"]] < rmse[other] and "clearly lower" in model["chosen_by"]
-    # The validation slice is the train split's holdout (about 1 in 10), never the eval split.
     train_rows = json.load(open(os.path.join(data_dir, "summary.json")))["splits"]["train"]
-    holdout = cands["boosted_trees"]["validation"]["examples"]
-    assert holdout == cands["wide_deep"]["validation"]["examples"]
-    assert 0.05 * train_rows < holdout < 0.15 * train_rows
-    assert cands["boosted_trees"]["rows"] == train_rows - holdout  # trees never saw it
+    scored = {c["validation"]["examples"] for c in cands.values()}
+    assert scored == {train_rows}
+    # The first fold's trees were grown without about a quarter of the rows.
+    assert 0.65 * train_rows < cands["boosted_trees"]["rows"] < 0.85 * train_rows
     # The families kept (alone or in the blend) are trained again on the whole train split
     # (the network too: no early stopping used the slice), and the eval figure is theirs.
     if model["family"] != "wide_deep":
@@ -291,6 +294,58 @@ def test_trees_flags_are_checked_before_training(tmp_path):
                       ("categorical_algorithm", "ONE_HOT"), ("max_num_nodes", 0)):
         with pytest.raises(ConfigError, match=flag):
             TrainConfig(data_dir="d", job_dir=str(tmp_path), **{flag: bad})
+
+
+def test_the_choice_is_cross_fitted_on_a_small_train_split_on_one_process():
+    def folds(flag=None, kind="single", rows=2_000, both=True, patience=None):
+        return defaults.choice_folds(flag, kind, rows, both, patience)[0]
+    assert folds() == defaults.CHOICE_FOLDS
+    assert folds(rows=defaults.SMALL_TRAIN_ROWS) == 1        # the slice has 1,000 rows
+    assert folds(kind="multi_worker") == folds(kind="multi_worker", flag=4) == 1
+    assert folds(both=False) == 1                              # one family: no choice
+    assert folds(patience=5) == 1                              # stops on the slice
+    assert folds(flag=1) == 1 and folds(flag=6, rows=50_000) == 6
+    # Every fold's network runs the same schedule: no early stopping on one fold.
+    assert defaults.early_stopping(None, False, 5_000, cross_fitted=True)[0] == 0
+    assert defaults.early_stopping(3, False, 5_000, cross_fitted=True)[0] == 3
+
+
+def test_choice_folds_are_checked_before_training(tmp_path):
+    from training.config import ConfigError, TrainConfig
+    for bad in (0, 11):
+        with pytest.raises(ConfigError, match="--choice_folds must be in"):
+            TrainConfig(data_dir="d", job_dir=str(tmp_path), choice_folds=bad)
+    with pytest.raises(ConfigError, match="--early_stopping_patience 0"):
+        TrainConfig(data_dir="d", job_dir=str(tmp_path), choice_folds=4,
+                    early_stopping_patience=5)
+
+
+def test_the_choice_folds_partition_the_train_split(tmp_path):
+    """Each record is in one validation fold; a fold's complement is the rest; one fold of
+    the default is the 1-in-10 slice."""
+    from training.data import FeatureInfo, Holdout, choice_fold, make_dataset_fn
+    path = str(tmp_path / "train.tfrecord.gz")
+    with tf.io.TFRecordWriter(path, options="GZIP") as w:
+        for i in range(1_000):
+            w.write(tf.train.Example(features=tf.train.Features(feature={
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[float(i)])),
+                "y": tf.train.Feature(float_list=tf.train.FloatList(value=[float(i)]))}))
+                .SerializeToString())
+    spec = {k: tf.io.FixedLenFeature([], tf.float32) for k in ("x", "y")}
+    info = FeatureInfo(label="y", task="regression", numeric=["x"], categorical={},
+                       feature_spec=spec)
+
+    def rows(holdout):
+        ds = make_dataset_fn([path], info, 64, training=False, holdout=holdout)()
+        return [int(v) for f, _, _ in ds for v in f["x"].numpy()]
+    folds = [rows(choice_fold(k, 4)) for k in range(4)]
+    assert sorted(sum(folds, [])) == list(range(1_000))
+    assert all(150 < len(f) < 350 for f in folds)
+    assert sorted(rows(choice_fold(1, 4).other()) + folds[1]) == list(range(1_000))
+    one = rows(choice_fold(0, 1))
+    assert one == rows(Holdout(True, 0, HOLDOUT_BUCKETS)) and 50 < len(one) < 150
+    with pytest.raises(ValueError):
+        Holdout(True, 4, 4)
 
 
 def test_early_stopping_is_off_when_the_holdout_slice_is_too_small_to_measure():

@@ -62,7 +62,7 @@ def _schedule(cfg: TrainConfig, info, train_rows: int):
     return cfg, chosen, steps_per_epoch, epochs
 
 
-def _train_fn(cfg: TrainConfig, info, train_files, holdout: Optional[str]):
+def _train_fn(cfg: TrainConfig, info, train_files, holdout: Optional[data_lib.Holdout]):
     """The training data's dataset_fn: shuffled, repeated, batched (`holdout` as in
     data_lib.make_dataset_fn)."""
     return data_lib.make_dataset_fn(train_files, info, cfg.batch_size, training=True,
@@ -71,16 +71,16 @@ def _train_fn(cfg: TrainConfig, info, train_files, holdout: Optional[str]):
 
 
 def _input_fns(cfg: TrainConfig, info, train_files, eval_files, train_rows: int,
-               eval_rows: int):
-    """(train_fn, validation_fn, validation steps, holdout). Tabular models validate (and
-    stop early) on a hashed slice of the train split, so the eval split measures a model it
-    never chose; image models validate on the eval split."""
-    holdout = None if info.image else "exclude"
+               eval_rows: int, holdout: data_lib.Holdout):
+    """(train_fn, validation_fn, validation steps, holdout used). Tabular models validate
+    (and stop early) on `holdout`, a hashed fold of the train split, so the eval split
+    measures a model it never chose; image models validate on the eval split."""
+    holdout = None if info.image else holdout
     train_fn = _train_fn(cfg, info, train_files, holdout)
     if holdout:
-        val_rows = max(1, train_rows // data_lib.HOLDOUT_BUCKETS)
+        val_rows = max(1, train_rows // holdout.folds)
         val_fn = data_lib.make_dataset_fn(train_files, info, cfg.batch_size, training=False,
-                                          repeat=True, holdout="only")
+                                          repeat=True, holdout=holdout.other())
     else:
         val_rows = eval_rows
         val_fn = data_lib.make_dataset_fn(eval_files, info, cfg.batch_size, training=False,
@@ -137,7 +137,7 @@ class NetworkRun:
     mixed: bool
     jit: bool
     patience: int
-    holdout: Optional[str]
+    holdout: Optional[data_lib.Holdout]
 
     def metrics(self) -> dict:
         steps_done = int(self.model.optimizer.iterations.numpy())
@@ -151,23 +151,27 @@ class NetworkRun:
                                          / max(self.seconds, 1e-9), 1),
             "defaults": self.chosen,
             "precision": "mixed_float16" if self.mixed else "float32", "jit_compile": self.jit,
-            "validation": "train holdout (1 in 10 records)" if self.holdout else "eval split",
+            "validation": f"train holdout (1 in {self.holdout.folds} records)"
+                          if self.holdout else "eval split",
             "early_stopping_patience": self.patience,
         }
 
 
 def fit_network(cfg: TrainConfig, info, kind: str, strategy, chief: bool, train_files,
-                eval_files, scratch: Optional[str]) -> NetworkRun:
-    """Fits the network; non-chief workers write their share of (collective) saves under
-    `scratch`."""
+                eval_files, scratch: Optional[str], choice_folds: int = 1) -> NetworkRun:
+    """Fits the network on the train split less its validation slice (tables: fold 0 of
+    `choice_folds` when the model choice is cross-fitted); non-chief workers write their
+    share of (collective) saves under `scratch`."""
     train_rows = info.split_rows.get("train") or 10_000
     cfg, chosen, steps_per_epoch, epochs = _schedule(cfg, info, train_rows)
     log.info("distribution=%s replicas=%d chief=%s task=%s epochs=%d steps/epoch=%d",
              kind, strategy.num_replicas_in_sync, chief, info.task, epochs, steps_per_epoch)
     train_fn, val_fn, val_steps, holdout = _input_fns(
-        cfg, info, train_files, eval_files, train_rows, info.split_rows.get("eval") or 1_000)
+        cfg, info, train_files, eval_files, train_rows, info.split_rows.get("eval") or 1_000,
+        data_lib.choice_fold(0, choice_folds).other())
     patience, why = defaults.early_stopping(cfg.early_stopping_patience, bool(info.image),
-                                            train_rows // data_lib.HOLDOUT_BUCKETS)
+                                            train_rows // data_lib.HOLDOUT_BUCKETS,
+                                            cross_fitted=choice_folds > 1)
     chosen.setdefault("early_stopping_patience", {"value": patience, "why": why})
     log.info("early_stopping_patience=%s (%s)", patience, why)
     model, mixed, jit = _build_compiled(cfg, info, strategy, kind, epochs * steps_per_epoch)
@@ -199,20 +203,24 @@ def fit_network(cfg: TrainConfig, info, kind: str, strategy, chief: bool, train_
                       holdout=holdout)
 
 
-def refit_network(run: NetworkRun, info, strategy, kind: str, train_files) -> keras.Model:
+def refit_network(run: NetworkRun, info, strategy, kind: str, train_files,
+                  holdout: Optional[data_lib.Holdout] = None) -> keras.Model:
     """The network trained again the same way (seed, batch size, steps, schedule) on the
-    whole train split, its validation slice included. Called only where that slice chose
-    nothing but the family (no early stopping): on a small table it is a tenth more rows."""
+    whole train split, its validation slice included (or less another fold: `holdout`).
+    Called only where that slice chose nothing but the family (no early stopping): on a
+    small table it is a tenth more rows."""
     cfg = run.cfg
     epochs = len(run.history.get("loss", [])) or cfg.epochs
     keras.utils.set_random_seed(cfg.seed)
-    train_fn = _train_fn(cfg, info, train_files, holdout=None)
+    train_fn = _train_fn(cfg, info, train_files, holdout=holdout)
     total = epochs * run.steps_per_epoch
     model, _, _ = _build_compiled(cfg, info, strategy, kind, total)
     started = time.time()
     model.fit(train_fn(), epochs=epochs, steps_per_epoch=run.steps_per_epoch, verbose=0,
               callbacks=[StepProgressLogger(total),
                          guards.StopOnNonFinite(lambda: "an extreme label or feature")])
-    log.info("network refit on the whole train split: %d steps in %.1f s", total,
+    log.info("network trained again on %s: %d steps in %.1f s",
+             "the whole train split" if holdout is None else
+             f"the train split less fold {holdout.fold} of {holdout.folds}", total,
              time.time() - started)
     return model

@@ -56,7 +56,7 @@ def feature_semantics(info: FeatureInfo) -> Dict[str, str]:
     return out
 
 
-def read_columns(files, info: FeatureInfo, features, holdout: Optional[str],
+def read_columns(files, info: FeatureInfo, features, holdout: Optional[data_lib.Holdout],
                  limit: int = MAX_ROWS) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
     """(feature columns, labels as stored) of up to `limit` records; rows whose class was
     never seen in train (weight 0) are left out."""
@@ -116,9 +116,10 @@ class TreesRun:
     early_stopping: bool
 
 
-def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files, holdout: Optional[str]) -> TreesRun:
-    """Trains gradient boosted trees on the train split (less the holdout slice when
-    `holdout` is "exclude")."""
+def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
+                holdout: Optional[data_lib.Holdout]) -> TreesRun:
+    """Trains gradient boosted trees on the train split (less a fold when `holdout` excludes
+    one)."""
     import ydf  # noqa: F401  (YDF's learners)
     import ydf_tf  # noqa: F401  (registers the inference ops the export needs)
 
