@@ -188,8 +188,8 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
         runs[network] = (refit_network(), net_info)
         candidates[network]["refit_rows"] = info.split_rows.get("train")
     if chosen != network:
-        # Chosen on the slice; the trees exported are grown on the whole train split, the
-        # slice included (seconds; a tenth more rows matters on small tables).
+        # Chosen on held-out rows; the trees exported are grown on the whole train split,
+        # those rows included (seconds; a tenth more rows matters on small tables).
         refit = train_trees(cfg, info, train_files, holdout=None)
         runs[TREES] = (refit.model, refit.info)
         runs[BLEND] = (blend(runs[network][0], refit.model), refit.info)
