@@ -194,12 +194,34 @@ def split_files(data_dir: str, split: str) -> List[str]:
     return files
 
 
-HOLDOUT_BUCKETS = 10  # 1 in 10 train records (by a hash of its bytes) is the holdout
+HOLDOUT_BUCKETS = 10  # 1 in 10 train records (by a hash of its values) is the holdout
+
+
+HOLDOUT_READ_BATCH = 1024  # records parsed together to find their fold
+
+
+def row_contents(records, spec: dict):
+    """Each serialized tf.Example's values, features in name order, as one string: what a
+    record's fold is hashed from. Not its bytes: the encoder writes the features of a
+    tf.Example in an order that differs between runs (a protobuf map), so the same CSV
+    preprocessed twice would put other rows in each fold. Floats by their bits; identical
+    rows share a fold (a duplicate cannot be on both sides of a validation)."""
+    parsed = tf.io.parse_example(records, spec)
+    parts = []
+    for name in sorted(parsed):
+        v = parsed[name]
+        v = tf.reshape(v, [tf.shape(v)[0], -1])
+        if v.dtype.is_floating:
+            v = tf.bitcast(tf.cast(v, tf.float32), tf.int32)
+        if v.dtype != tf.string:
+            v = tf.strings.as_string(v)
+        parts.append(tf.strings.reduce_join(v, axis=1, separator=","))
+    return tf.strings.join(parts, separator="|")
 
 
 @dataclass(frozen=True)
 class Holdout:
-    """Fold `fold` of `folds` of the train split, by a hash of each record's bytes: `only`
+    """Fold `fold` of `folds` of the train split, by a hash of each record's values: `only`
     its records, or (only=False) every record but them. The default fold is the validation
     slice, 1 record in HOLDOUT_BUCKETS."""
     only: bool
@@ -271,9 +293,12 @@ def make_dataset_fn(files: List[str], info: FeatureInfo, global_batch_size: int,
         if shard_records:
             ds = ds.shard(pipelines, pipeline_id)
         if holdout is not None:
-            ds = ds.filter(lambda r: tf.equal(
-                tf.strings.to_hash_bucket_fast(r, holdout.folds) == holdout.fold,
-                holdout.only))
+            ds = ds.batch(HOLDOUT_READ_BATCH).map(
+                lambda records: tf.boolean_mask(records, tf.equal(
+                    tf.strings.to_hash_bucket_fast(row_contents(records, spec),
+                                                   holdout.folds) == holdout.fold,
+                    holdout.only)),
+                num_parallel_calls=AUTOTUNE, deterministic=True).unbatch()
         if training and cache:
             # Parse minibatches once, cache them parsed, then shuffle minibatches and
             # rebatch: after the first epoch no per-record work is left at all (on a few

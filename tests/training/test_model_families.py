@@ -348,6 +348,27 @@ def test_the_choice_folds_partition_the_train_split(tmp_path):
         Holdout(True, 4, 4)
 
 
+def test_a_records_fold_follows_its_values_not_its_bytes():
+    """The encoder writes a tf.Example's features in an order that differs between runs; the
+    same row serialized in two orders is in the same fold (the same CSV preprocessed twice
+    gives the same validation rows)."""
+    from training.data import row_contents
+
+    def feature(name, value):  # an Example of one feature; concatenated Examples merge
+        return tf.train.Example(features=tf.train.Features(feature={name: tf.train.Feature(
+            float_list=tf.train.FloatList(value=[value]))})).SerializeToString()
+    spec = {k: tf.io.FixedLenFeature([], tf.float32) for k in ("x", "y")}
+    xy = [feature("x", float(i)) + feature("y", 2.0 * i) for i in range(50)]
+    yx = [feature("y", 2.0 * i) + feature("x", float(i)) for i in range(50)]
+    assert xy[1] != yx[1]
+    fold = [tf.strings.to_hash_bucket_fast(row_contents(tf.constant(r), spec), 4).numpy()
+            for r in (xy, yx)]
+    assert (fold[0] == fold[1]).all() and len(set(fold[0])) == 4
+    # A different value is a different row.
+    other = row_contents(tf.constant([feature("x", 1.0) + feature("y", 3.0)]), spec)
+    assert other.numpy()[0] != row_contents(tf.constant(xy[1:2]), spec).numpy()[0]
+
+
 def test_early_stopping_is_off_when_the_holdout_slice_is_too_small_to_measure():
     small = (defaults.EARLY_STOPPING_MIN_ROWS - 1)
     assert defaults.early_stopping(None, False, small)[0] == 0
@@ -371,3 +392,39 @@ def test_trees_read_numbers_and_categories_and_skip_a_numbers_bucket():
                        raw_schema=schema)
     assert feature_semantics(info) == {"x": "NUMERICAL", "c": "CATEGORICAL",
                                        "t_hour": "NUMERICAL"}
+
+
+@pytest.mark.slow
+def test_the_same_csv_preprocessed_twice_gives_the_same_validation_rows(taxi_csv, tmp_path):
+    """Two preprocess processes write the same rows as different tf.Example bytes (feature
+    order); the validation fold is made of the same rows both times, so the same command
+    trains the same model."""
+    import subprocess
+    import sys
+
+    from preprocessing import TAXI_SPEC
+    from tests.helpers import ROOT
+    from training.data import choice_fold, make_dataset_fn
+    outs = []
+    for run in ("a", "b"):
+        out = str(tmp_path / run)
+        subprocess.run([sys.executable, "-m", "beam_jobs.preprocess", "--input", taxi_csv[0],
+                        "--output", out, "--schema_spec", TAXI_SPEC, "--num_shards", "1"],
+                       cwd=ROOT, check=True, capture_output=True, timeout=300)
+        outs.append(out)
+    raw = [sorted(r.numpy() for r in tf.data.TFRecordDataset(split_files(o, "train"),
+                                                               compression_type="GZIP"))
+           for o in outs]
+    assert raw[0] != raw[1]  # the bytes differ (a protobuf map's order, per process)
+
+    def fold_rows(data_dir):
+        info = load_feature_info(data_dir)
+        ds = make_dataset_fn(split_files(data_dir, "train"), info, 512, training=False,
+                             holdout=choice_fold(1, defaults.CHOICE_FOLDS), scale_label=False)()
+        rows = []
+        for f, y, _ in ds:
+            cols = [f[n].numpy().reshape(-1) for n in info.numeric] + [y.numpy().reshape(-1)]
+            rows += [tuple(float(c[i]) for c in cols) for i in range(len(cols[-1]))]
+        return sorted(rows)
+    first = fold_rows(outs[0])
+    assert first and first == fold_rows(outs[1])
