@@ -388,11 +388,12 @@ def test_only_the_last_checkpoints_are_kept(tmp_path):
 def test_default_flags_on_a_small_dataset_take_enough_steps_and_learn(preprocessed, tmp_path):
     """No batch size, epochs or schedule given on ~2,300 train rows: the trainer chooses batch
     32, at least 1,000 optimizer steps and a cosine decay, records why in metrics.json, and
-    learns (the old batch-512 defaults gave 5 steps per epoch)."""
+    learns (the old batch-512 defaults gave 5 steps per epoch). The network alone: `auto`
+    would train it five times (test_model_families covers that)."""
     from training import train_and_evaluate
     from training.config import TrainConfig
     m = train_and_evaluate(TrainConfig(data_dir=preprocessed[0], job_dir=str(tmp_path / "job"),
-                                       hidden_units=[32, 16], verbose=0))
+                                       hidden_units=[32, 16], verbose=0, model="wide_deep"))
     d = m["defaults"]
     assert (d["batch_size"]["value"], d["lr_schedule"]["value"]) == (32, "cosine")
     rows = json.load(open(os.path.join(preprocessed[0], "summary.json")))["splits"]["train"]
