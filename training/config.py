@@ -49,6 +49,7 @@ class TrainConfig:
     hidden_units: List[int] = field(default_factory=lambda: [128, 64, 32])
     embedding_dim: int = 8
     dropout: float = 0.0
+    hide_missing: float = 0.1                # network: present imputed values hidden (rate)
     shuffle_buffer: int = 50_000
     cache: bool = False
     augment: bool = False                    # image data: random flips/rotations/contrast
@@ -105,6 +106,8 @@ class TrainConfig:
             raise ConfigError("--hidden_units must be positive integers")
         if not 0 <= self.dropout < 1:
             raise ConfigError("--dropout must be in [0, 1)")
+        if not 0 <= self.hide_missing < 1:
+            raise ConfigError("--hide_missing must be in [0, 1)")
         if self.learning_rate <= 0:
             raise ConfigError("--learning_rate must be > 0")
         if not 0 < self.shrinkage <= 1:
@@ -190,6 +193,11 @@ class TrainConfig:
         a("--hidden_units", default="128,64,32", help="Comma-separated layer sizes.")
         a("--embedding_dim", type=int, default=8)
         a("--dropout", type=float, default=0.0)
+        a("--hide_missing", type=float, default=0.1,
+          help="The network, tables: each present value of a column with missing values is "
+               "hidden (stored as missing: imputed mean, flag set) with this probability "
+               "while training, so missing does not come to mean what it meant for the rows "
+               "that had it (small entities, say). 0 turns it off; serving is unchanged.")
         a("--shuffle_buffer", type=int, default=50_000)
         a("--cache", action="store_true", help="Cache the parsed training data in memory "
           "(after the first epoch input costs ~nothing; use when the train split fits in RAM).")

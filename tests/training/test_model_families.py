@@ -318,6 +318,9 @@ def test_choice_folds_are_checked_before_training(tmp_path):
     with pytest.raises(ConfigError, match="--early_stopping_patience 0"):
         TrainConfig(data_dir="d", job_dir=str(tmp_path), choice_folds=4,
                     early_stopping_patience=5)
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ConfigError, match="--hide_missing must be in"):
+            TrainConfig(data_dir="d", job_dir=str(tmp_path), hide_missing=bad)
 
 
 def test_the_choice_folds_partition_the_train_split(tmp_path):
@@ -429,3 +432,70 @@ def test_the_same_csv_preprocessed_twice_gives_the_same_validation_rows(taxi_csv
         return sorted(rows)
     first = fold_rows(outs[0])
     assert first and first == fold_rows(outs[1])
+
+
+def _missing_table():
+    """A FeatureInfo of one imputed numeric column `v` (z-score, bucket, flag) and a size
+    `s`, and a dataset_fn of 4 batches of 1,000 rows: `v` missing in every 4th row."""
+    from preprocessing.contract.schema import ColumnSpec, Schema
+    from training.data import FeatureInfo
+    schema = Schema(columns=(ColumnSpec("v", "float", "numeric", default="mean", num_buckets=4),
+                             ColumnSpec("s", "float", "zscore"), ColumnSpec("y", "float")),
+                    label="y", task="regression")
+    info = FeatureInfo(label="y", task="regression", numeric=["v", "s"],
+                       categorical={"v_bucket": 4, "v_missing": 2}, feature_spec={},
+                       raw_schema=schema)
+    n = 1_000
+    missing = (np.arange(n) % 4 == 0).astype(np.int64)
+    batch = ({"v": np.where(missing, 0.0, 1.5).astype(np.float32),
+              "v_bucket": np.where(missing, 2, 3).astype(np.int64), "v_missing": missing,
+              "s": np.linspace(-1, 1, n).astype(np.float32)},
+             np.arange(n, dtype=np.float32), np.ones(n, np.float32))
+    return info, lambda ctx=None: tf.data.Dataset.from_tensors(batch).repeat(4)
+
+
+def test_the_network_trains_with_present_imputed_values_hidden_as_missing():
+    from training.models.missingness import imputed_groups, with_hidden_values
+    info, dataset_fn = _missing_table()
+    assert imputed_groups(info) == {"v_missing": ["v", "v_bucket"]}
+    stored = {"v_missing": {"v": np.float32(0.0), "v_bucket": np.int64(2)}}
+    hidden = with_hidden_values(dataset_fn, stored, 0.2, seed=7)
+    batches = list(hidden())
+    assert len(batches) == 4
+    for (f, y, _), (f0, y0, _) in zip(batches, dataset_fn()):
+        flag, was = f["v_missing"].numpy(), f0["v_missing"].numpy()
+        now_hidden = (flag == 1) & (was == 0)
+        assert 0.15 < now_hidden.sum() / (was == 0).sum() < 0.25    # the rate, of present rows
+        assert (flag[was == 1] == 1).all()                          # missing stays missing
+        np.testing.assert_array_equal(f["v"].numpy()[now_hidden], 0.0)   # the stored value
+        np.testing.assert_array_equal(f["v_bucket"].numpy()[now_hidden], 2)
+        np.testing.assert_array_equal(f["v"].numpy()[flag == 0], 1.5)    # the rest as it was
+        np.testing.assert_array_equal(f["s"].numpy(), f0["s"].numpy())
+        np.testing.assert_array_equal(y.numpy(), y0.numpy())
+    # Each batch hides other rows; the same seed hides the same rows again.
+    first = [b[0]["v_missing"].numpy() for b in batches]
+    assert not (first[0] == first[1]).all()
+    again = [b[0]["v_missing"].numpy() for b in with_hidden_values(dataset_fn, stored, 0.2, 7)()]
+    assert all((a == b).all() for a, b in zip(first, again))
+    assert with_hidden_values(dataset_fn, stored, 0.0, 7) is dataset_fn
+
+
+def test_the_stored_missing_value_is_read_from_a_missing_row(tmp_path):
+    from training.models.missingness import imputed_values
+    info, _ = _missing_table()
+    path = str(tmp_path / "train.tfrecord.gz")
+    with tf.io.TFRecordWriter(path, options="GZIP") as w:
+        for i in range(20):
+            miss = int(i == 13)
+            feats = {"v": [0.25 if miss else 2.0 + i], "s": [float(i)], "y": [float(i)]}
+            ex = {k: tf.train.Feature(float_list=tf.train.FloatList(value=v))
+                  for k, v in feats.items()}
+            ex.update({k: tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))
+                       for k, v in (("v_bucket", 1 if miss else 3), ("v_missing", miss))})
+            w.write(tf.train.Example(features=tf.train.Features(feature=ex)).SerializeToString())
+    info.feature_spec = {**{k: tf.io.FixedLenFeature([], tf.float32) for k in ("v", "s", "y")},
+                         **{k: tf.io.FixedLenFeature([], tf.int64) for k in ("v_bucket",
+                                                                               "v_missing")}}
+    found = imputed_values([path], info, {"v_missing": ["v", "v_bucket"]})
+    assert found == {"v_missing": {"v": pytest.approx(0.25), "v_bucket": 1}}
+    assert imputed_values([path], info, {}) == {}

@@ -19,6 +19,7 @@ from training import data as data_lib
 from training import defaults, guards, hypertune_report
 from training.callbacks import ProgressLogger, StepProgressLogger, make_callbacks
 from training.config import TrainConfig
+from training.models import missingness
 from training.models.keras_models import build_model, compile_model
 
 log = logging.getLogger("training")
@@ -65,9 +66,16 @@ def _schedule(cfg: TrainConfig, info, train_rows: int):
 def _train_fn(cfg: TrainConfig, info, train_files, holdout: Optional[data_lib.Holdout]):
     """The training data's dataset_fn: shuffled, repeated, batched (`holdout` as in
     data_lib.make_dataset_fn)."""
-    return data_lib.make_dataset_fn(train_files, info, cfg.batch_size, training=True,
-                                    shuffle_buffer=cfg.shuffle_buffer, cache=cfg.cache,
-                                    seed=cfg.seed, holdout=holdout)
+    fn = data_lib.make_dataset_fn(train_files, info, cfg.batch_size, training=True,
+                                  shuffle_buffer=cfg.shuffle_buffer, cache=cfg.cache,
+                                  seed=cfg.seed, holdout=holdout)
+    if not cfg.hide_missing:
+        return fn
+    values = missingness.imputed_values(train_files, info, missingness.imputed_groups(info))
+    if values:
+        log.info("network: present values of %d imputed column(s) hidden as missing at "
+                 "rate %g while training (--hide_missing)", len(values), cfg.hide_missing)
+    return missingness.with_hidden_values(fn, values, cfg.hide_missing, cfg.seed)
 
 
 def _input_fns(cfg: TrainConfig, info, train_files, eval_files, train_rows: int,
