@@ -499,3 +499,44 @@ def test_the_stored_missing_value_is_read_from_a_missing_row(tmp_path):
     found = imputed_values([path], info, {"v_missing": ["v", "v_bucket"]})
     assert found == {"v_missing": {"v": pytest.approx(0.25), "v_bucket": 1}}
     assert imputed_values([path], info, {}) == {}
+
+
+def _sales_table(path, rows=1_200, seed=5):
+    """The issue's class: sales with a long tail; `listings` missing for most small entities
+    and never for large ones."""
+    rng = np.random.default_rng(seed)
+    size = rng.lognormal(5.0, 1.2, rows)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["volume", "price", "listings", "month", "sales"])
+        small = size < np.median(size)
+        for s, sm in zip(size, small):
+            sales = s * rng.normal(1.0, 0.05)
+            price = rng.normal(150_000, 10_000)
+            listings = "" if sm and rng.random() < 0.6 else f"{4 * s * rng.normal(1, 0.1):.1f}"
+            w.writerow([f"{sales * price:.0f}", f"{price:.0f}", listings,
+                        int(rng.integers(1, 13)), f"{sales:.1f}"])
+    return float(np.quantile(size, 0.99))
+
+
+@pytest.mark.slow
+def test_a_large_entitys_missing_value_does_not_make_it_small(tmp_path):
+    """Missing values only ever seen on small entities: the network (default
+    --hide_missing 0.1) predicts a large entity's row with the value missing from its other
+    columns, near its size (without hiding, --hide_missing 0, it predicted 1,029 for 1,984:
+    a smaller entity's sales)."""
+    from beam_jobs import preprocess
+    from training import train_and_evaluate
+    big = _sales_table(str(tmp_path / "sales.csv"))
+    preprocess.run(["--input", str(tmp_path / "sales.csv"), "--output", str(tmp_path / "prep"),
+                    "--label_column", "sales", "--num_shards", "1"])
+    m = train_and_evaluate(small_train_config(str(tmp_path / "prep"), str(tmp_path / "job"),
+                                              epochs=30))
+    fn = saved_models.load(m["export_dir"]).signatures["predict_raw"]
+    specs = fn.structured_input_signature[1]
+    row = {"volume": big * 150_000, "price": 150_000, "listings": float("nan"), "month": 6}
+    raw = {k: tf.constant([round(row[k]) if specs[k].dtype.is_integer else row[k]],
+                          specs[k].dtype) for k in specs if k in row}
+    pred = float(fn(**raw)["predictions"].numpy().ravel()[0])
+    assert m["config"]["hide_missing"] == 0.1
+    assert 0.75 * big < pred < 1.25 * big, (pred, big)
