@@ -244,6 +244,15 @@ def choice_fold(fold: int, choice_folds: int) -> Holdout:
     return Holdout(True) if choice_folds == 1 else Holdout(True, fold, choice_folds)
 
 
+def _held_out(records: tf.data.Dataset, holdout: Holdout, spec: dict) -> tf.data.Dataset:
+    """The serialized records `holdout` keeps (its fold only, or all but it)."""
+    return records.batch(HOLDOUT_READ_BATCH).map(
+        lambda batch: tf.boolean_mask(batch, tf.equal(
+            tf.strings.to_hash_bucket_fast(row_contents(batch, spec), holdout.folds)
+            == holdout.fold, holdout.only)),
+        num_parallel_calls=AUTOTUNE, deterministic=True).unbatch()
+
+
 def make_dataset_fn(files: List[str], info: FeatureInfo, global_batch_size: int,
                     training: bool, shuffle_buffer: int = 50_000, cache: bool = False,
                     seed: int = 42, repeat: Optional[bool] = None,
@@ -293,12 +302,7 @@ def make_dataset_fn(files: List[str], info: FeatureInfo, global_batch_size: int,
         if shard_records:
             ds = ds.shard(pipelines, pipeline_id)
         if holdout is not None:
-            ds = ds.batch(HOLDOUT_READ_BATCH).map(
-                lambda records: tf.boolean_mask(records, tf.equal(
-                    tf.strings.to_hash_bucket_fast(row_contents(records, spec),
-                                                   holdout.folds) == holdout.fold,
-                    holdout.only)),
-                num_parallel_calls=AUTOTUNE, deterministic=True).unbatch()
+            ds = _held_out(ds, holdout, spec)
         if training and cache:
             # Parse minibatches once, cache them parsed, then shuffle minibatches and
             # rebatch: after the first epoch no per-record work is left at all (on a few

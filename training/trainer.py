@@ -120,15 +120,9 @@ def model_families(cfg: TrainConfig, info, kind: str) -> tuple:
     return ("network", "trees")
 
 
-def _train_and_evaluate(cfg: TrainConfig) -> dict:
-    keras.utils.set_random_seed(cfg.seed)
-    if cfg.model == "boosted_trees" and not is_chief():
-        log.info("boosted_trees trains on the chief alone: this %s task has nothing to do",
-                 task_info()[0])
-        return {"chief": False}
-    kind = "single" if cfg.model == "boosted_trees" else resolve_distribution(cfg)
-    strategy = make_strategy(kind)
-    chief = is_chief()
+def _checked_start(cfg: TrainConfig, kind: str, chief: bool) -> tuple:
+    """(the data's FeatureInfo, (deterministic, why)) once the outputs are writable (chief)
+    and the tuning metric fits the task; TensorFlow's op determinism on when chosen."""
     if chief:
         for flag in ("job_dir", "model_dir", "checkpoint_dir", "tensorboard_dir"):
             guards.check_writable(getattr(cfg, flag), "--" + flag)
@@ -142,6 +136,19 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
     log.info("deterministic=%s (%s)", *deterministic)
     if deterministic[0]:
         tf.config.experimental.enable_op_determinism()
+    return info, deterministic
+
+
+def _train_and_evaluate(cfg: TrainConfig) -> dict:
+    keras.utils.set_random_seed(cfg.seed)
+    if cfg.model == "boosted_trees" and not is_chief():
+        log.info("boosted_trees trains on the chief alone: this %s task has nothing to do",
+                 task_info()[0])
+        return {"chief": False}
+    kind = "single" if cfg.model == "boosted_trees" else resolve_distribution(cfg)
+    strategy = make_strategy(kind)
+    chief = is_chief()
+    info, deterministic = _checked_start(cfg, kind, chief)
     train_files = data_lib.split_files(cfg.data_dir, "train")
     eval_files = data_lib.split_files(cfg.data_dir, "eval")
     families = model_families(cfg, info, kind)

@@ -63,28 +63,36 @@ def _schedule(cfg: TrainConfig, info, train_rows: int):
     return cfg, chosen, steps_per_epoch, epochs
 
 
-def _train_fn(cfg: TrainConfig, info, train_files, holdout: Optional[data_lib.Holdout]):
-    """The training data's dataset_fn: shuffled, repeated, batched (`holdout` as in
-    data_lib.make_dataset_fn)."""
-    fn = data_lib.make_dataset_fn(train_files, info, cfg.batch_size, training=True,
-                                  shuffle_buffer=cfg.shuffle_buffer, cache=cfg.cache,
-                                  seed=cfg.seed, holdout=holdout)
+def _stored_missing(cfg: TrainConfig, info, train_files) -> dict:
+    """What a missing row of each imputed column stores (missingness.imputed_values), read
+    once per run: every training of the network (folds, refit) hides values with it."""
     if not cfg.hide_missing:
-        return fn
+        return {}
     values = missingness.imputed_values(train_files, info, missingness.imputed_groups(info))
     if values:
         log.info("network: present values of %d imputed column(s) hidden as missing at "
                  "rate %g while training (--hide_missing)", len(values), cfg.hide_missing)
-    return missingness.with_hidden_values(fn, values, cfg.hide_missing, cfg.seed)
+    return values
+
+
+def _train_fn(cfg: TrainConfig, info, train_files, holdout: Optional[data_lib.Holdout],
+              stored_missing: dict):
+    """The training data's dataset_fn: shuffled, repeated, batched (`holdout` as in
+    data_lib.make_dataset_fn), present values hidden as `stored_missing` at rate
+    --hide_missing."""
+    fn = data_lib.make_dataset_fn(train_files, info, cfg.batch_size, training=True,
+                                  shuffle_buffer=cfg.shuffle_buffer, cache=cfg.cache,
+                                  seed=cfg.seed, holdout=holdout)
+    return missingness.with_hidden_values(fn, stored_missing, cfg.hide_missing, cfg.seed)
 
 
 def _input_fns(cfg: TrainConfig, info, train_files, eval_files, train_rows: int,
-               eval_rows: int, holdout: data_lib.Holdout):
+               eval_rows: int, holdout: data_lib.Holdout, stored_missing: dict):
     """(train_fn, validation_fn, validation steps, holdout used). Tabular models validate
     (and stop early) on `holdout`, a hashed fold of the train split, so the eval split
     measures a model it never chose; image models validate on the eval split."""
     holdout = None if info.image else holdout
-    train_fn = _train_fn(cfg, info, train_files, holdout)
+    train_fn = _train_fn(cfg, info, train_files, holdout, stored_missing)
     if holdout:
         val_rows = max(1, train_rows // holdout.folds)
         val_fn = data_lib.make_dataset_fn(train_files, info, cfg.batch_size, training=False,
@@ -146,6 +154,7 @@ class NetworkRun:
     jit: bool
     patience: int
     holdout: Optional[data_lib.Holdout]
+    stored_missing: dict        # what hidden values are stored as (_stored_missing)
 
     def metrics(self) -> dict:
         steps_done = int(self.model.optimizer.iterations.numpy())
@@ -174,9 +183,10 @@ def fit_network(cfg: TrainConfig, info, kind: str, strategy, chief: bool, train_
     cfg, chosen, steps_per_epoch, epochs = _schedule(cfg, info, train_rows)
     log.info("distribution=%s replicas=%d chief=%s task=%s epochs=%d steps/epoch=%d",
              kind, strategy.num_replicas_in_sync, chief, info.task, epochs, steps_per_epoch)
+    stored_missing = _stored_missing(cfg, info, train_files)
     train_fn, val_fn, val_steps, holdout = _input_fns(
         cfg, info, train_files, eval_files, train_rows, info.split_rows.get("eval") or 1_000,
-        data_lib.choice_fold(0, choice_folds).other())
+        data_lib.choice_fold(0, choice_folds).other(), stored_missing)
     patience, why = defaults.early_stopping(cfg.early_stopping_patience, bool(info.image),
                                             train_rows // data_lib.HOLDOUT_BUCKETS,
                                             cross_fitted=choice_folds > 1)
@@ -208,7 +218,7 @@ def fit_network(cfg: TrainConfig, info, kind: str, strategy, chief: bool, train_
     return NetworkRun(model=model, cfg=cfg, history=hist, chosen=chosen,
                       steps_per_epoch=steps_per_epoch, progress=progress,
                       seconds=time.time() - started, mixed=mixed, jit=jit, patience=patience,
-                      holdout=holdout)
+                      holdout=holdout, stored_missing=stored_missing)
 
 
 def refit_network(run: NetworkRun, info, strategy, kind: str, train_files,
@@ -220,7 +230,7 @@ def refit_network(run: NetworkRun, info, strategy, kind: str, train_files,
     cfg = run.cfg
     epochs = len(run.history.get("loss", [])) or cfg.epochs
     keras.utils.set_random_seed(cfg.seed)
-    train_fn = _train_fn(cfg, info, train_files, holdout=holdout)
+    train_fn = _train_fn(cfg, info, train_files, holdout, run.stored_missing)
     total = epochs * run.steps_per_epoch
     model, _, _ = _build_compiled(cfg, info, strategy, kind, total)
     started = time.time()
