@@ -1,0 +1,122 @@
+"""The train split's hashed folds (training/data.py Holdout, row_contents) and how many
+`--model auto` scores its candidates on (training/defaults.py choice_folds)."""
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+
+from training import defaults
+from training.data import HOLDOUT_BUCKETS, load_feature_info, split_files
+
+
+def test_the_choice_is_cross_fitted_on_a_small_train_split_on_one_process():
+    def folds(flag=None, kind="single", rows=2_000, both=True, patience=None):
+        return defaults.choice_folds(flag, kind, rows, both, patience)[0]
+    assert folds() == defaults.CHOICE_FOLDS
+    assert folds(rows=defaults.SMALL_TRAIN_ROWS) == 1        # the slice has 1,000 rows
+    assert folds(kind="multi_worker") == folds(kind="multi_worker", flag=4) == 1
+    assert folds(both=False) == 1                              # one family: no choice
+    assert folds(patience=5) == 1                              # stops on the slice
+    assert folds(flag=1) == 1 and folds(flag=6, rows=50_000) == 6
+    # Every fold's network runs the same schedule: no early stopping on one fold.
+    assert defaults.early_stopping(None, False, 5_000, cross_fitted=True)[0] == 0
+    assert defaults.early_stopping(3, False, 5_000, cross_fitted=True)[0] == 3
+
+
+def test_choice_folds_are_checked_before_training(tmp_path):
+    from training.config import ConfigError, TrainConfig
+    for bad in (0, 11):
+        with pytest.raises(ConfigError, match="--choice_folds must be in"):
+            TrainConfig(data_dir="d", job_dir=str(tmp_path), choice_folds=bad)
+    with pytest.raises(ConfigError, match="--early_stopping_patience 0"):
+        TrainConfig(data_dir="d", job_dir=str(tmp_path), choice_folds=4,
+                    early_stopping_patience=5)
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ConfigError, match="--hide_missing must be in"):
+            TrainConfig(data_dir="d", job_dir=str(tmp_path), hide_missing=bad)
+
+
+def test_the_choice_folds_partition_the_train_split(tmp_path):
+    """Each record is in one validation fold; a fold's complement is the rest; one fold of
+    the default is the 1-in-10 slice."""
+    from training.data import FeatureInfo, Holdout, choice_fold, make_dataset_fn
+    path = str(tmp_path / "train.tfrecord.gz")
+    with tf.io.TFRecordWriter(path, options="GZIP") as w:
+        for i in range(1_000):
+            w.write(tf.train.Example(features=tf.train.Features(feature={
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[float(i)])),
+                "y": tf.train.Feature(float_list=tf.train.FloatList(value=[float(i)]))}))
+                .SerializeToString())
+    spec = {k: tf.io.FixedLenFeature([], tf.float32) for k in ("x", "y")}
+    info = FeatureInfo(label="y", task="regression", numeric=["x"], categorical={},
+                       feature_spec=spec)
+
+    def rows(holdout):
+        ds = make_dataset_fn([path], info, 64, training=False, holdout=holdout)()
+        return [int(v) for f, _, _ in ds for v in f["x"].numpy()]
+    folds = [rows(choice_fold(k, 4)) for k in range(4)]
+    assert sorted(sum(folds, [])) == list(range(1_000))
+    assert all(150 < len(f) < 350 for f in folds)
+    assert sorted(rows(choice_fold(1, 4).other()) + folds[1]) == list(range(1_000))
+    one = rows(choice_fold(0, 1))
+    assert one == rows(Holdout(True, 0, HOLDOUT_BUCKETS)) and 50 < len(one) < 150
+    with pytest.raises(ValueError):
+        Holdout(True, 4, 4)
+
+
+def test_a_records_fold_follows_its_values_not_its_bytes():
+    """The encoder writes a tf.Example's features in an order that differs between runs; the
+    same row serialized in two orders is in the same fold (the same CSV preprocessed twice
+    gives the same validation rows)."""
+    from training.data import row_contents
+
+    def feature(name, value):  # an Example of one feature; concatenated Examples merge
+        return tf.train.Example(features=tf.train.Features(feature={name: tf.train.Feature(
+            float_list=tf.train.FloatList(value=[value]))})).SerializeToString()
+    spec = {k: tf.io.FixedLenFeature([], tf.float32) for k in ("x", "y")}
+    xy = [feature("x", float(i)) + feature("y", 2.0 * i) for i in range(50)]
+    yx = [feature("y", 2.0 * i) + feature("x", float(i)) for i in range(50)]
+    assert xy[1] != yx[1]
+    fold = [tf.strings.to_hash_bucket_fast(row_contents(tf.constant(r), spec), 4).numpy()
+            for r in (xy, yx)]
+    assert (fold[0] == fold[1]).all() and len(set(fold[0])) == 4
+    # A different value is a different row.
+    other = row_contents(tf.constant([feature("x", 1.0) + feature("y", 3.0)]), spec)
+    assert other.numpy()[0] != row_contents(tf.constant(xy[1:2]), spec).numpy()[0]
+
+
+@pytest.mark.slow
+def test_the_same_csv_preprocessed_twice_gives_the_same_validation_rows(taxi_csv, tmp_path):
+    """Two preprocess processes write the same rows as different tf.Example bytes (feature
+    order); the validation fold is made of the same rows both times, so the same command
+    trains the same model."""
+    import subprocess
+    import sys
+
+    from preprocessing import TAXI_SPEC
+    from tests.helpers import ROOT
+    from training.data import choice_fold, make_dataset_fn
+    outs = [str(tmp_path / run) for run in ("a", "b")]
+    procs = [subprocess.Popen([sys.executable, "-m", "beam_jobs.preprocess", "--input",
+                               taxi_csv[0], "--output", out, "--schema_spec", TAXI_SPEC,
+                               "--num_shards", "1"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE) for out in outs]
+    for p in procs:  # two processes at once: each pays its start-up alone
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err.decode()[-2000:]
+    raw = [sorted(r.numpy() for r in tf.data.TFRecordDataset(split_files(o, "train"),
+                                                               compression_type="GZIP"))
+           for o in outs]
+    assert raw[0] != raw[1]  # the bytes differ (a protobuf map's order, per process)
+
+    def fold_rows(data_dir):
+        info = load_feature_info(data_dir)
+        ds = make_dataset_fn(split_files(data_dir, "train"), info, 512, training=False,
+                             holdout=choice_fold(1, defaults.CHOICE_FOLDS), scale_label=False)()
+        rows = []
+        for f, y, _ in ds:
+            cols = [f[n].numpy().reshape(-1) for n in info.numeric] + [y.numpy().reshape(-1)]
+            rows += [tuple(float(c[i]) for c in cols) for i in range(len(cols[-1]))]
+        return sorted(rows)
+    first = fold_rows(outs[0])
+    assert first and first == fold_rows(outs[1])
