@@ -62,7 +62,8 @@ JOB = "preprocess"
 OUTPUTS = OutputSpec(
     JOB, managed=("train", "eval", "test", "transform_fn", "transformed_metadata", "rejects",
                   GOLDEN_DIR, STATISTICS_FILE, RAW_SCHEMA_FILE),
-    outputs={s: f"rows_{s}" for s in SPLITS}, outputs_key="splits", require=("train",))
+    outputs={s: f"rows_{s}" for s in SPLITS}, outputs_key="splits", require=("train",),
+    sized=tuple(f"{s}/*" for s in SPLITS))
 
 
 class PreprocessOptions(PipelineOptions):

@@ -70,18 +70,26 @@ class EmptySplitError(ValueError):
     """The preprocess output has no train or no eval rows: nothing to train on or measure."""
 
 
-def check_splits(data_dir: str) -> None:
-    """Fails with a clear message when preprocess's summary says train or eval is empty."""
+def read_summary(data_dir: str) -> dict:
+    """preprocess's summary.json of `data_dir` ({} for data that has none)."""
     path = os.path.join(data_dir, "summary.json")
     if not tf.io.gfile.exists(path):
-        return
+        return {}
     with tf.io.gfile.GFile(path) as f:
-        splits = json.load(f).get("splits", {})
+        return json.load(f)
+
+
+def check_splits(data_dir: str, summary: Optional[dict] = None) -> None:
+    """Fails with a clear message when preprocess's summary says train or eval is empty, or
+    when their shards are not the files it wrote (guards.check_shards)."""
+    summary = read_summary(data_dir) if summary is None else summary
+    splits = summary.get("splits", {})
     for name in ("train", "eval"):
         if splits.get(name, 1) == 0:
             raise EmptySplitError(
                 f"the {name} split of {data_dir} is empty (preprocess wrote {splits}): "
                 f"preprocess more rows, or give --split a larger {name} fraction")
+    guards.check_shards(data_dir, summary.get("files"), ("train", "eval"))
 
 
 class LabelKeyError(ValueError):
@@ -99,7 +107,8 @@ def load_feature_info(data_dir: str, label_key: Optional[str] = None) -> Feature
     for needed in ("transform_fn", RAW_SCHEMA_FILE):
         if not tf.io.gfile.exists(os.path.join(data_dir, needed)):
             raise FileNotFoundError(f"{data_dir} is not a preprocess output (no {needed})")
-    check_splits(data_dir)
+    summary = read_summary(data_dir)
+    check_splits(data_dir, summary)
     tft_out = tft.TFTransformOutput(data_dir)
     schema = Schema.load(os.path.join(data_dir, RAW_SCHEMA_FILE))
     spec = tft_out.transformed_feature_spec()
@@ -144,11 +153,7 @@ def load_feature_info(data_dir: str, label_key: Optional[str] = None) -> Feature
         numeric, categorical = [], {}
     n_classes, class_names, scaler = _label_info(data_dir, tft_out, task, label, label_key,
                                                  schema.label, domains)
-    split_rows = {}
-    summary = os.path.join(data_dir, "summary.json")
-    if tf.io.gfile.exists(summary):
-        with tf.io.gfile.GFile(summary) as f:
-            split_rows = json.load(f).get("splits", {})
+    split_rows = summary.get("splits", {})
     return FeatureInfo(label=label, task=task, numeric=numeric,
                        categorical=categorical, feature_spec=spec, n_classes=n_classes,
                        class_names=class_names, split_rows=split_rows, raw_schema=schema,

@@ -179,6 +179,35 @@ def find_corrupt_shard(files) -> Optional[tuple]:
     return None
 
 
+def check_shards(data_dir: str, sizes: Optional[dict], splits) -> None:
+    """Refuses shards of `splits` that are not the files preprocess wrote: `sizes` is its
+    summary's `files` (path under `data_dir` -> bytes; None for outputs of versions that did
+    not list them). A gzip TFRecord shard cut exactly between two records reads as a shorter
+    shard without any error, so its size is the only sign."""
+    if not sizes:
+        return
+    for split in splits:
+        want = {k: v for k, v in sizes.items() if k.startswith(split + "/")}
+        have = {f"{split}/{os.path.basename(p)}": p for p in
+                tf.io.gfile.glob(os.path.join(data_dir, split, "*.tfrecord.gz"))}
+        for name, size in sorted(want.items()):
+            path = os.path.join(data_dir, name)
+            if name not in have:
+                raise TrainingError(f"the TFRecord shard {path} that preprocess wrote is "
+                                    "missing; re-run preprocess to write it again")
+            found = tf.io.gfile.stat(path).length
+            if found != size:
+                raise TrainingError(
+                    f"the TFRecord shard {path} is {found} bytes, preprocess wrote {size} "
+                    "(summary.json): it was cut short or changed after the run; re-run "
+                    "preprocess to write it again")
+        extra = sorted(set(have) - set(want))
+        if extra:
+            raise TrainingError(f"{have[extra[0]]} is not a shard preprocess wrote "
+                                f"(summary.json lists {len(want)} in {split}/): remove it, "
+                                "or re-run preprocess")
+
+
 def tf_message(error: Exception) -> str:
     """A TF op error's own words, without the function-node and op decoration."""
     text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", str(error))

@@ -59,7 +59,10 @@ class OutputSpec:
       sum of these + rejects);
     outputs_key: nest those counts under this summary key (preprocess: "splits");
     attach: summary key -> a small JSON file a sink staged (batch_predict's metrics.json);
-    require: outputs that must get rows, or nothing is published (preprocess: train).
+    require: outputs that must get rows, or nothing is published (preprocess: train);
+    sized: globs under the output whose files' byte sizes the summary lists (`files`), so a
+      reader can tell a file cut or replaced after the run: preprocess's TFRecord shards,
+      which TensorFlow reads without error when cut exactly between two records.
     """
     job: str
     managed: Tuple[str, ...]
@@ -67,6 +70,14 @@ class OutputSpec:
     outputs_key: Optional[str] = None
     attach: Mapping[str, str] = dataclasses.field(default_factory=dict)
     require: Tuple[str, ...] = ()
+    sized: Tuple[str, ...] = ()
+
+
+def file_sizes(staging: str, globs: Sequence[str]) -> Dict[str, int]:
+    """Byte size of each file under `staging` matching `globs`, by its path relative to it."""
+    root = staging.rstrip("/") + "/"
+    return {m.path[len(root):]: m.size_in_bytes
+            for g in globs for m in FileSystems.match([root + g])[0].metadata_list}
 
 
 def summarize(info: dict, tallies: Dict[str, int], outputs: Dict[str, str],
@@ -121,6 +132,8 @@ def _finalize(tallies, spec, staging, output, info, started, stale_staging_hours
             summary[key] = json.loads(filesys.read_text(path))
     partial = {r: n for r, n in summary["rejected"]["by_reason"].items() if r in FILE_REASONS}
     summary["complete"] = not partial
+    if spec.sized:
+        summary["files"] = file_sizes(staging, spec.sized)
     filesys.write_text(FileSystems.join(staging, SUMMARY), filesys.dumps_json(summary))
     if not summary["reconciled"]:
         failed = discard(staging, output)

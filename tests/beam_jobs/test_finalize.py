@@ -106,7 +106,8 @@ def _finalize_pipeline(tmp_path, tallies, rejects):
                | "Write" >> beam.io.WriteToText(os.path.join(staging, "part"))]
     counts = p | "Counts" >> beam.Create(tallies)
     bad = p | "Rejects" >> beam.Create(rejects)
-    spec = finalize.OutputSpec("job", managed=("part-*",), outputs={"rows_out": "rows_out"})
+    spec = finalize.OutputSpec("job", managed=("part-*",), outputs={"rows_out": "rows_out"},
+                               sized=("part-*",))
     _ = (counts, bad) | finalize.Finalize(spec, staging, out, written, {"x": 1})
     return p, out
 
@@ -137,6 +138,8 @@ def test_finalize_publishes_when_counts_reconcile(tmp_path):
     assert files == ["_SUCCESS", "part-00000-of-00001", "summary.json"]
     summary = json.load(open(os.path.join(out, "summary.json")))
     assert summary["rows_out"] == 2 and summary["reconciled"] and summary["x"] == 1
+    # The sizes a reader checks the published files against (training.guards.check_shards).
+    assert summary["files"] == {"part-00000-of-00001": 4}
 
 
 def _staged(out, run, files):

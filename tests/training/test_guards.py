@@ -121,21 +121,72 @@ def test_a_damaged_shard_is_found_and_named(tmp_path):
     assert path == bad and 0 < n < 5000 and "truncated" in why and "function_node" not in why
 
 
+def _records(raw: bytes):
+    """(start, end) of each record in an uncompressed TFRecord stream (8-byte length, 4-byte
+    CRC, data, 4-byte CRC)."""
+    start = 0
+    while start < len(raw):
+        end = start + 16 + int.from_bytes(raw[start:start + 8], "little")
+        yield start, end
+        start = end
+
+
+def _gzip(raw: bytes, finish: bool) -> bytes:
+    import zlib
+    z = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    return z.compress(raw) + z.flush(zlib.Z_FINISH if finish else zlib.Z_SYNC_FLUSH)
+
+
 def _cut_mid_record(gz: bytes) -> bytes:
     """The shard's stream cut inside the record that straddles its middle, as gzip without
-    its end. Cutting the compressed bytes in half instead ends, now and then (the bytes
-    differ per preprocess run), exactly where a record ends: a shorter shard that reads
-    cleanly (noted in docs/reliability.md)."""
+    its end."""
     import gzip
-    import zlib
-    raw, start = gzip.decompress(gz), 0
-    while True:  # TFRecord framing: 8-byte length, 4-byte CRC, data, 4-byte CRC
-        end = start + 16 + int.from_bytes(raw[start:start + 8], "little")
-        if end > len(raw) // 2:
-            break
-        start = end
-    z = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    return z.compress(raw[:start + 12 + 1]) + z.flush(zlib.Z_SYNC_FLUSH)
+    raw = gzip.decompress(gz)
+    start = next(s for s, e in _records(raw) if e > len(raw) // 2)
+    return _gzip(raw[:start + 13], finish=False)
+
+
+def _cut_between_records(gz: bytes) -> bytes:
+    """The shard's first half of records, as a complete gzip stream: TensorFlow reads it as a
+    shorter shard, without any error."""
+    import gzip
+    raw = gzip.decompress(gz)
+    end = next(e for s, e in _records(raw) if e > len(raw) // 2)
+    return _gzip(raw[:end], finish=True)
+
+
+def _shards(tmp_path):
+    import tensorflow as tf
+    for name in ("a", "b"):
+        with tf.io.TFRecordWriter(str(tmp_path / "train" / f"{name}.tfrecord.gz"),
+                                  options="GZIP") as w:
+            for _ in range(400):
+                w.write(os.urandom(32))
+    return {f"train/{p.name}": p.stat().st_size for p in (tmp_path / "train").iterdir()}
+
+
+def test_a_shard_cut_between_records_or_missing_or_foreign_is_refused(tmp_path):
+    """TensorFlow reads a shard cut exactly between two records without error; the sizes
+    preprocess listed in its summary tell."""
+    import tensorflow as tf
+    (tmp_path / "train").mkdir()
+    sizes = _shards(tmp_path)
+    guards.check_shards(str(tmp_path), sizes, ("train", "eval"))
+    guards.check_shards(str(tmp_path), None, ("train",))  # older outputs list no sizes
+    b = tmp_path / "train" / "b.tfrecord.gz"
+    full = b.read_bytes()
+    b.write_bytes(_cut_between_records(full))
+    assert 0 < sum(1 for _ in tf.data.TFRecordDataset(str(b), compression_type="GZIP")) < 400
+    with pytest.raises(guards.TrainingError, match=r"b.tfrecord.gz is \d+ bytes, preprocess "
+                       rf"wrote {len(full)} \(summary.json\): it was cut short"):
+        guards.check_shards(str(tmp_path), sizes, ("train",))
+    b.unlink()
+    with pytest.raises(guards.TrainingError, match="b.tfrecord.gz that preprocess wrote is missing"):
+        guards.check_shards(str(tmp_path), sizes, ("train",))
+    b.write_bytes(full)
+    (tmp_path / "train" / "c.tfrecord.gz").write_bytes(full)
+    with pytest.raises(guards.TrainingError, match="c.tfrecord.gz is not a shard preprocess wrote"):
+        guards.check_shards(str(tmp_path), sizes, ("train",))
 
 
 @pytest.mark.slow
@@ -148,7 +199,20 @@ def test_damaged_data_and_unwritable_job_dirs_are_one_line_errors(tmp_path):
         assert "Traceback" not in r.stderr
     # The largest shard: the runner may also write an empty one, which half of is no record.
     shard = max((tmp_path / "prep" / "train").glob("*.tfrecord.gz"), key=lambda p: p.stat().st_size)
-    shard.write_bytes(_cut_mid_record(shard.read_bytes()))
+    full = shard.read_bytes()
+    # Cut between two records: readable, so only the summary's sizes tell.
+    shard.write_bytes(_cut_between_records(full))
+    r = _train(data, str(tmp_path / "job"))
+    assert r.returncode == 2 and f"TFRecord shard {shard} is " in r.stderr, r.stderr
+    assert "cut short or changed" in r.stderr and "Traceback" not in r.stderr
+    # Cut inside a record, in an output whose summary lists no sizes (older versions): the
+    # read itself fails, and the error names the shard.
+    summary_path = tmp_path / "prep" / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    assert summary["files"][f"train/{shard.name}"] == len(full)
+    del summary["files"]
+    summary_path.write_text(json.dumps(summary))
+    shard.write_bytes(_cut_mid_record(full))
     r = _train(data, str(tmp_path / "job"))
     assert r.returncode == 2 and f"TFRecord shard {shard} is truncated" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "job" / "export").exists()
