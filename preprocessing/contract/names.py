@@ -9,23 +9,26 @@ position only) and identity for names that are already valid.
 """
 from __future__ import annotations
 
+import keyword
 import re
 import unicodedata
 from typing import Dict, Sequence
 
-# A name every TensorFlow API takes as it is: Keras inputs, root scopes, signature args.
+# A name every TensorFlow API takes as it is: Keras inputs, root scopes, signature args
+# (which are Python parameters: a keyword such as `class` is not one).
 VALID = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
 def tf_name(name: str, position: int) -> str:
     """The TensorFlow name of the column `name` at 0-based `position` of the schema."""
-    if VALID.fullmatch(name):
-        return name
-    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
-    out = re.sub(r"[^A-Za-z0-9]+", "_", ascii_name).strip("_")
-    if not out:
-        return f"column_{position + 1}"
-    return out if out[0].isalpha() else "c_" + out
+    out = name
+    if not VALID.fullmatch(name):
+        ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+        out = re.sub(r"[^A-Za-z0-9]+", "_", ascii_name).strip("_")
+        if not out:
+            return f"column_{position + 1}"
+        out = out if out[0].isalpha() else "c_" + out
+    return out + "_" if keyword.iskeyword(out) else out
 
 
 def tf_names(names: Sequence[str]) -> Dict[str, str]:

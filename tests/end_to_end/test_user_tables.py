@@ -115,6 +115,7 @@ def test_tensorflow_names_are_derived_stable_and_unique():
     assert tf_name("2nd reading", 2) == "c_2nd_reading"
     assert tf_name("flügel", 3) == "flugel"
     assert tf_name("温度", 4) == "column_5"
+    assert tf_name("class", 5) == "class_" and tf_name("for!", 6) == "for_"  # keywords
     assert header_names(["", "a", " "]) == ("column_1", "a", "column_3")
     with pytest.raises(SchemaError, match="'a b' and 'a_b' both map"):
         Schema.from_dict({"label": "y", "columns": [
@@ -123,7 +124,8 @@ def test_tensorflow_names_are_derived_stable_and_unique():
 
 
 # ---- end to end: hostile headers, string labels, every input path ------------------------------
-HEADER = ["", "bill depth (mm)", "2nd length", "île", "Name", "species"]
+# `class`: a Python keyword, which no signature argument may be named (ggplot2's mpg has it).
+HEADER = ["", "bill depth (mm)", "2nd length", "île", "class", "Name", "species"]
 LABEL = "species"
 
 
@@ -136,7 +138,8 @@ def _penguin_like(n=600, seed=3):
         cls = "Adelie" if depth > 17.5 else ("Gentoo" if length > 45 else "Chinstrap")
         island = ["Biscoe", "Dream", "Torgersen"][i % 3]
         depth_text = "NA" if i % 97 == 0 else f"{depth:.1f}"
-        rows.append([str(i), depth_text, f"{length:.1f}", island, f'Doe, "Jo" {i}', cls])
+        rows.append([str(i), depth_text, f"{length:.1f}", island, ["suv", "van"][i % 2],
+                     f'Doe, "Jo" {i}', cls])
     return rows
 
 
@@ -173,6 +176,7 @@ def test_hostile_headers_preprocess_and_train(hostile):
     assert report["Name"]["role"] == "left_out"
     assert report["bill depth (mm)"]["tf_name"] == "bill_depth_mm"
     assert report["bill depth (mm)"]["type"] == "float"
+    assert report["class"]["tf_name"] == "class_" and report["class"]["role"] == "feature"
     raw = json.load(open(os.path.join(root, "prep", "raw_schema.json")))
     assert [c["name"] for c in raw["columns"]] == ["column_1"] + HEADER[1:]
     assert metrics["eval"]["examples"] > 0
