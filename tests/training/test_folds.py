@@ -120,3 +120,39 @@ def test_the_same_csv_preprocessed_twice_gives_the_same_validation_rows(taxi_csv
         return sorted(rows)
     first = fold_rows(outs[0])
     assert first and first == fold_rows(outs[1])
+
+
+def test_rows_of_equal_values_are_told_apart_by_the_key(tmp_path):
+    """Passengers of equal class, sex and missing age, some survived and some not: hashed by
+    values, each label's group lands whole in one fold, and holding it out leaves only the
+    other label's rows of that group to train on. With a key each row has its own fold."""
+    from preprocessing.contract.schema import Schema
+    from training.data import FeatureInfo, choice_fold, make_dataset_fn
+    path = str(tmp_path / "train.tfrecord.gz")
+    with tf.io.TFRecordWriter(path, options="GZIP") as w:
+        for i in range(400):
+            w.write(tf.train.Example(features=tf.train.Features(feature={
+                "id": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"p%d" % i])),
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[1.0])),
+                "y": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 2]))}))
+                .SerializeToString())
+    spec = {"id": tf.io.FixedLenFeature([], tf.string),
+            "x": tf.io.FixedLenFeature([], tf.float32), "y": tf.io.FixedLenFeature([], tf.int64)}
+    schema = Schema.from_dict({"label": "y", "key": "id", "columns": [
+        {"name": "id", "type": "string"}, {"name": "x", "type": "float"},
+        {"name": "y", "type": "int"}]})
+
+    def fold_labels(info):
+        out = []
+        for k in range(4):
+            ds = make_dataset_fn([path], info, 64, training=False, holdout=choice_fold(k, 4))()
+            out.append(sorted(int(v) for _, y, _ in ds for v in y.numpy()))
+        return out
+    keyed = fold_labels(FeatureInfo(label="y", task="classification", numeric=["x"],
+                                    categorical={}, feature_spec=spec, raw_schema=schema))
+    assert sum(len(f) for f in keyed) == 400
+    assert all(60 < len(f) < 140 and 0.3 < sum(f) / len(f) < 0.7 for f in keyed), keyed
+    by_values = fold_labels(FeatureInfo(label="y", task="classification", numeric=["x"],
+                                        categorical={}, feature_spec=spec))
+    for label in (0, 1):  # each label's 200 rows whole in one fold
+        assert sorted(f.count(label) for f in by_values) == [0, 0, 0, 200], by_values
