@@ -128,6 +128,34 @@ def _impute_mean(x, name):
     return tf.where(missing, mean, x), tf.cast(missing, tf.int64)
 
 
+def _numeric_columns(xs, imputed, num_buckets: int, name: str):
+    """The `numeric` transform of several columns at once, as one [batch, k] tensor: each
+    analyzer (present count and sum for the imputed ones, mean, variance, min, max,
+    quantiles) runs once for all k, element by element. Per column, a table of 377 numeric
+    columns made ~2,000 analyzers and a Beam graph that took over 10 minutes and 8 GB just
+    to build. Returns (z-scores bounded to the train range, quantile buckets, missing flags
+    or None), each [batch, k]; the values and buckets each column would get alone."""
+    x = tf.stack([tf.cast(v, tf.float32) for v in xs], axis=1)
+    flags = None
+    if any(imputed):  # NaN of a `default: mean` column -> the train mean of its present values
+        missing = tf.math.is_nan(x) & tf.constant([imputed])
+        count = tft.sum(tf.cast(~missing, tf.float32), reduce_instance_dims=False,
+                        name=f"{name}_present")
+        total = tft.sum(tf.where(missing, tf.zeros_like(x), x), reduce_instance_dims=False,
+                        name=f"{name}_sum")
+        x = tf.where(missing, total / tf.maximum(count, 1.0), x)
+        flags = tf.cast(missing, tf.int64)
+    mean = tft.mean(x, reduce_instance_dims=False, name=f"{name}_mean")
+    std = tf.sqrt(tft.var(x, reduce_instance_dims=False, name=f"{name}_var"))
+    scale = tf.where(std > 0, 1.0 / tf.where(std > 0, std, 1.0), 1.0)
+    low = tft.min(x, reduce_instance_dims=False, name=f"{name}_min")
+    high = tft.max(x, reduce_instance_dims=False, name=f"{name}_max")
+    z = tf.clip_by_value((x - mean) * scale, (low - mean) * scale,
+                         tf.maximum(low, high) * scale - mean * scale)
+    buckets = tft.bucketize(x, num_buckets, elementwise=True, name=f"{name}_buckets")
+    return z, buckets, flags
+
+
 def _as_string(x):
     return x if x.dtype == tf.string else tf.strings.as_string(x)
 
@@ -138,17 +166,30 @@ def make_preprocessing_fn(schema: Schema):
     def preprocessing_fn(inputs):
         # Inputs and outputs are keyed by the columns' TensorFlow names (schema.tf_name).
         outputs = {}
+        # `numeric` columns (a smooth term and a step term: z-score and quantile bucket),
+        # analysed together by bucket count.
+        groups = {}
+        for c in schema.feature_columns():
+            if c.transform == "numeric":
+                groups.setdefault(c.num_buckets, []).append(c)
+        for buckets, cols in sorted(groups.items()):
+            names = [schema.tf_name(c.name) for c in cols]
+            z, b, flags = _numeric_columns([inputs[n] for n in names],
+                                           [c.imputed for c in cols], buckets,
+                                           f"numeric_{buckets}")
+            for i, (name, c) in enumerate(zip(names, cols)):
+                outputs[name], outputs[f"{name}_bucket"] = z[:, i], b[:, i]
+                if c.imputed:
+                    outputs[f"{name}_missing"] = flags[:, i]
         for c in schema.feature_columns():
             name = schema.tf_name(c.name)
             x = inputs[name]
             t = c.transform
+            if t == "numeric":
+                continue
             if c.imputed:
                 x, outputs[f"{name}_missing"] = _impute_mean(x, name)
-            if t == "numeric":  # a smooth term and a step term: z-score and quantile bucket
-                outputs[name] = _scale(x, "zscore", name)
-                outputs[f"{name}_bucket"] = tft.bucketize(
-                    tf.cast(x, tf.float32), c.num_buckets, name=f"{name}_buckets")
-            elif t in ("zscore", "scale_0_1", "passthrough"):
+            if t in ("zscore", "scale_0_1", "passthrough"):
                 outputs[name] = _scale(x, t, name)
             elif t in ("identity", "image"):
                 outputs[name] = tf.identity(x)  # kept as is (image: encoded bytes)

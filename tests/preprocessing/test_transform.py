@@ -115,3 +115,61 @@ def test_preprocessing_fn_end_to_end_classification():
     assert all(0 <= r["h"] < 8 and 0 <= r["cross_n_x_c"] < 16 for r in out)
     # 'cat' is the more frequent class: index 0.
     assert by_id["r0"]["y"] == 0 and by_id["r1"]["y"] == 1
+
+
+def _numeric_schema(n, missing=False):
+    cols = [ColumnSpec("id", "string")]
+    for i in range(n):
+        cols.append(ColumnSpec(f"v{i}", "float", "numeric", num_buckets=4 if i % 2 else 8,
+                               default="mean" if missing and i == 0 else None))
+    return Schema(columns=tuple(cols + [ColumnSpec("y", "float")]), label="y", key="id")
+
+
+@pytest.mark.slow
+def test_numeric_columns_analysed_together_get_what_each_gets_alone():
+    """`numeric` columns share their analyzers (one per bucket count, element by element);
+    each column still gets its own mean, spread, range, missing value and quantiles."""
+    rng = np.random.default_rng(5)
+    rows = [{"id": f"r{i}", "v0": float("nan") if i % 9 == 0 else float(rng.normal(10, 3)),
+             "v1": float(rng.integers(0, 40)), "v2": float(rng.exponential(100)),
+             "y": 1.0} for i in range(300)]
+    together = _analyze_and_transform(_numeric_schema(3, missing=True), rows)
+    for name, alone_schema in (("v0", Schema(columns=(
+            ColumnSpec("id", "string"),
+            ColumnSpec("v0", "float", "numeric", num_buckets=8, default="mean"),
+            ColumnSpec("y", "float")), label="y", key="id")),
+            ("v1", Schema(columns=(ColumnSpec("id", "string"),
+                                   ColumnSpec("v1", "float", "numeric", num_buckets=4),
+                                   ColumnSpec("y", "float")), label="y", key="id"))):
+        alone = _analyze_and_transform(alone_schema, [{k: r[k] for k in ("id", name, "y")}
+                                                      for r in rows])
+        for a, b in zip(together, alone):
+            assert a[f"{name}_bucket"] == b[f"{name}_bucket"]
+            assert a[name] == pytest.approx(b[name], abs=1e-5)
+            if name == "v0":
+                assert a["v0_missing"] == b["v0_missing"]
+    z = np.array([r["v2"] for r in together])
+    assert abs(z.mean()) < 1e-5 and abs(z.std() - 1) < 1e-3
+    assert sorted({r["v1_bucket"] for r in together}) == [0, 1, 2, 3]
+    assert sum(r["v0_missing"] for r in together) == 34
+
+
+def test_the_analysis_graph_does_not_grow_with_the_numeric_columns():
+    """A table of 377 numeric columns took over 10 minutes and 8 GB to build its Beam graph
+    when each column had its own analyzers."""
+    import apache_beam as beam
+    import tensorflow_transform.beam as tft_beam
+    from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
+
+    from preprocessing.parsing.record_batches import raw_feature_spec
+
+    def graph_size(n):
+        schema = _numeric_schema(n, missing=True)
+        meta = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(
+            raw_feature_spec(schema)))
+        p = beam.Pipeline()
+        with tft_beam.Context(temp_dir=tempfile.mkdtemp()):
+            _ = ((p | beam.Create([]), meta)
+                 | tft_beam.AnalyzeDataset(make_preprocessing_fn(schema)))
+        return len(p.to_runner_api().components.transforms)
+    assert graph_size(40) == graph_size(4)
