@@ -79,6 +79,28 @@ TABLES = {
 }
 
 
+# More tables of other shapes, not run by default (`--tables more` runs them all): where the
+# tables above came from, and wide ones (hundreds of numeric columns).
+MORE_TABLES = {
+    "cars93": (_rdata("MASS", "Cars93"), "Price", "regression", ("Min.Price", "Max.Price")),
+    "mtcars": (_rdata("datasets", "mtcars"), "mpg", "regression", ()),
+    "economics": (_rdata("ggplot2", "economics"), "unemploy", "regression", ()),
+    "computers": (_rdata("Ecdat", "Computers"), "price", "regression", ()),
+    "slid": (_rdata("carData", "SLID"), "wages", "regression", ()),
+    "loans": (_rdata("openintro", "loans_full_schema"), "interest_rate", "regression",
+              ("grade", "sub_grade")),
+    "titanic2": (_rdata("Stat2Data", "Titanic"), "Survived", "classification", ()),
+    "nmes": (_rdata("AER", "NMES1988"), "visits", "regression", ()),
+    "car": (_rdata("Ecdat", "Car"), "choice", "classification", ()),
+    "msleep": (_rdata("ggplot2", "msleep"), "sleep_total", "regression", ()),
+    "swiss": (_rdata("AER", "SwissLabor"), "participation", "classification", ()),
+    "hepatic": (_rdata("modeldata", "hepatic_injury_qsar"), "class", "classification", ()),
+    "pd_speech": (_rdata("modeldata", "pd_speech"), "class", "classification", ()),
+    "permeability": (_rdata("modeldata", "permeability_qsar"), "permeability", "regression",
+                     ()),
+}
+
+
 def baseline(train, test, label, task) -> float:
     import pandas as pd
     from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
@@ -110,7 +132,7 @@ def baseline(train, test, label, task) -> float:
 
 
 def run_table(name, work, seed=0) -> dict:
-    loader, label, task, leaks = TABLES[name]
+    loader, label, task, leaks = {**TABLES, **MORE_TABLES}[name]
     df = loader().drop(columns=list(leaks))
     rng = np.random.default_rng(seed)
     test_mask = rng.random(len(df)) < 0.2
@@ -177,7 +199,8 @@ def summarize(results) -> str:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tables", default=",".join(TABLES))
+    ap.add_argument("--tables", default=",".join(TABLES),
+                    help="comma-separated names of TABLES or MORE_TABLES, or `more`")
     ap.add_argument("--work_dir", default=None)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
@@ -186,8 +209,13 @@ def main(argv=None):
           f"{'kept (auto)':<13} {'families on eval split':<28} {'train/s':>7} {'test':>6} "
           f"{'prep/train/pred s':>15}  rejects (train / test)")
     results = []
-    for name in a.tables.split(","):
-        results.append(run_table(name, work, a.seed))
+    names = list(MORE_TABLES) if a.tables == "more" else a.tables.split(",")
+    for name in names:
+        try:
+            results.append(run_table(name, work, a.seed))
+        except Exception as e:  # a job that failed is a result too: say which and go on
+            print(f"{name:<11} FAILED: {type(e).__name__}: {str(e)[:300]}", flush=True)
+            continue
         print(_line(results[-1]), flush=True)
     print(summarize(results))
     print(f"(work dir {work}; vs: RMSE ratio or accuracy difference to the baseline; "
