@@ -243,7 +243,7 @@ def test_killed_training_resumes_from_its_last_backup(preprocessed, tmp_path):
     try:
         while time.time() < deadline:
             step = _live_backup_step(backup)
-            if step and step >= 200:
+            if step and step >= 100:
                 break
             assert proc.poll() is None, "training ended before it could be killed"
             time.sleep(0.2)
@@ -253,7 +253,7 @@ def test_killed_training_resumes_from_its_last_backup(preprocessed, tmp_path):
         if proc.poll() is None:
             proc.kill()
     saved = _backup_step(backup)
-    assert saved and saved >= 200
+    assert saved and saved >= 100
     r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"Resuming from step {saved}" in r.stderr
