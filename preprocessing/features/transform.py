@@ -129,31 +129,44 @@ def _impute_mean(x, name):
 
 
 def _numeric_columns(xs, imputed, num_buckets: int, name: str):
-    """The `numeric` transform of several columns at once, as one [batch, k] tensor: each
-    analyzer (present count and sum for the imputed ones, mean, variance, min, max,
-    quantiles) runs once for all k, element by element. Per column, a table of 377 numeric
-    columns made ~2,000 analyzers and a Beam graph that took over 10 minutes and 8 GB just
-    to build. Returns (z-scores bounded to the train range, quantile buckets, missing flags
-    or None), each [batch, k]; the values and buckets each column would get alone."""
-    x = tf.stack([tf.cast(v, tf.float32) for v in xs], axis=1)
-    flags = None
+    """The `numeric` transform of several columns, their analyzers shared: each (present
+    count and sum for the imputed ones, mean, variance, min, max, quantiles) runs once for
+    all k columns stacked, element by element. Per column, a table of 377 numeric columns
+    made ~2,000 analyzers and a Beam graph that took over 10 minutes and 8 GB just to build.
+    Each output is computed from its own column and its slice of the analyzer results, not
+    from the stack: tf.transform walks each output's graph back to its inputs, and outputs
+    all reading the stack made that walk quadratic in the columns. Returns per column
+    (z-score bounded to the train range, quantile bucket, missing flag or None)."""
+    cols = [tf.cast(v, tf.float32) for v in xs]
+    stack = tf.stack(cols, axis=1)
+    fill = None
     if any(imputed):  # NaN of a `default: mean` column -> the train mean of its present values
-        missing = tf.math.is_nan(x) & tf.constant([imputed])
+        missing = tf.math.is_nan(stack) & tf.constant([imputed])
         count = tft.sum(tf.cast(~missing, tf.float32), reduce_instance_dims=False,
                         name=f"{name}_present")
-        total = tft.sum(tf.where(missing, tf.zeros_like(x), x), reduce_instance_dims=False,
-                        name=f"{name}_sum")
-        x = tf.where(missing, total / tf.maximum(count, 1.0), x)
-        flags = tf.cast(missing, tf.int64)
-    mean = tft.mean(x, reduce_instance_dims=False, name=f"{name}_mean")
-    std = tf.sqrt(tft.var(x, reduce_instance_dims=False, name=f"{name}_var"))
+        total = tft.sum(tf.where(missing, tf.zeros_like(stack), stack),
+                        reduce_instance_dims=False, name=f"{name}_sum")
+        fill = total / tf.maximum(count, 1.0)
+        stack = tf.where(missing, fill, stack)
+        cols = [tf.where(tf.math.is_nan(c), fill[i], c) if imputed[i] else c
+                for i, c in enumerate(cols)]
+    mean = tft.mean(stack, reduce_instance_dims=False, name=f"{name}_mean")
+    std = tf.sqrt(tft.var(stack, reduce_instance_dims=False, name=f"{name}_var"))
     scale = tf.where(std > 0, 1.0 / tf.where(std > 0, std, 1.0), 1.0)
-    low = tft.min(x, reduce_instance_dims=False, name=f"{name}_min")
-    high = tft.max(x, reduce_instance_dims=False, name=f"{name}_max")
-    z = tf.clip_by_value((x - mean) * scale, (low - mean) * scale,
-                         tf.maximum(low, high) * scale - mean * scale)
-    buckets = tft.bucketize(x, num_buckets, elementwise=True, name=f"{name}_buckets")
-    return z, buckets, flags
+    low = tft.min(stack, reduce_instance_dims=False, name=f"{name}_min")
+    high = tft.max(stack, reduce_instance_dims=False, name=f"{name}_max")
+    # As tft.bucketize(elementwise=True), whose buckets would read the stack.
+    boundaries = tft.quantiles(stack, num_buckets, min(1.0 / num_buckets, 0.01),
+                               reduce_instance_dims=False, name=f"{name}_buckets")
+    boundaries = tf.reshape(boundaries, [len(cols), -1])
+    out = []
+    for i, c in enumerate(cols):
+        z = tf.clip_by_value((c - mean[i]) * scale[i], (low[i] - mean[i]) * scale[i],
+                             tf.maximum(low[i], high[i]) * scale[i] - mean[i] * scale[i])
+        bucket = tft.apply_buckets(c, boundaries[i:i + 1])
+        flag = tf.cast(tf.math.is_nan(xs[i]), tf.int64) if imputed[i] else None
+        out.append((z, bucket, flag))
+    return out
 
 
 def _as_string(x):
@@ -174,13 +187,12 @@ def make_preprocessing_fn(schema: Schema):
                 groups.setdefault(c.num_buckets, []).append(c)
         for buckets, cols in sorted(groups.items()):
             names = [schema.tf_name(c.name) for c in cols]
-            z, b, flags = _numeric_columns([inputs[n] for n in names],
-                                           [c.imputed for c in cols], buckets,
-                                           f"numeric_{buckets}")
-            for i, (name, c) in enumerate(zip(names, cols)):
-                outputs[name], outputs[f"{name}_bucket"] = z[:, i], b[:, i]
-                if c.imputed:
-                    outputs[f"{name}_missing"] = flags[:, i]
+            done = _numeric_columns([inputs[n] for n in names], [c.imputed for c in cols],
+                                    buckets, f"numeric_{buckets}")
+            for name, (z, bucket, flag) in zip(names, done):
+                outputs[name], outputs[f"{name}_bucket"] = z, bucket
+                if flag is not None:
+                    outputs[f"{name}_missing"] = flag
         for c in schema.feature_columns():
             name = schema.tf_name(c.name)
             x = inputs[name]
