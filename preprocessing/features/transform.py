@@ -109,12 +109,36 @@ def _scale(x, how, name=None):
         return x
     if not name:
         return tft.scale_to_z_score(x)
-    mean = tft.mean(x, name=f"{name}_mean")
-    std = tf.sqrt(tft.var(x, name=f"{name}_var"))
+    return _bounded_z(x, *_z_stats(x, name))
+
+
+def _z_stats(x, name, per_element=False):
+    """(mean, 1/std, min, max) of x over the train split (per column of a [batch, k] x with
+    `per_element`). Every analyzer reads x itself (see _scale)."""
+    dims = not per_element
+    mean = tft.mean(x, reduce_instance_dims=dims, name=f"{name}_mean")
+    std = tf.sqrt(tft.var(x, reduce_instance_dims=dims, name=f"{name}_var"))
     scale = tf.where(std > 0, 1.0 / tf.where(std > 0, std, 1.0), 1.0)  # as scale_to_z_score
-    low, high = tft.min(x, name=f"{name}_min"), tft.max(x, name=f"{name}_max")
+    low = tft.min(x, reduce_instance_dims=dims, name=f"{name}_min")
+    high = tft.max(x, reduce_instance_dims=dims, name=f"{name}_max")
+    return mean, scale, low, high
+
+
+def _bounded_z(x, mean, scale, low, high):
+    """x's z-score, bounded to what the train range [low, high] maps to."""
     return tf.clip_by_value((x - mean) * scale, (low - mean) * scale,
                             tf.maximum(low, high) * scale - mean * scale)
+
+
+def _mean_fill(x, missing, name, per_element=False):
+    """The train split's mean of x's present values (per column with `per_element`): what a
+    missing value of a `default: mean` column becomes."""
+    dims = not per_element
+    count = tft.sum(tf.cast(~missing, tf.float32), reduce_instance_dims=dims,
+                    name=f"{name}_present")
+    total = tft.sum(tf.where(missing, tf.zeros_like(x), x), reduce_instance_dims=dims,
+                    name=f"{name}_sum")
+    return total / tf.maximum(count, 1.0)
 
 
 def _impute_mean(x, name):
@@ -122,10 +146,7 @@ def _impute_mean(x, name):
     present values; also the 0/1 missing flag."""
     x = tf.cast(x, tf.float32)
     missing = tf.math.is_nan(x)
-    present = tf.where(missing, tf.zeros_like(x), x)
-    count = tft.sum(tf.cast(~missing, tf.float32), name=f"{name}_present")
-    mean = tft.sum(present, name=f"{name}_sum") / tf.maximum(count, 1.0)
-    return tf.where(missing, mean, x), tf.cast(missing, tf.int64)
+    return tf.where(missing, _mean_fill(x, missing, name), x), tf.cast(missing, tf.int64)
 
 
 def _numeric_columns(xs, imputed, num_buckets: int, name: str):
@@ -139,30 +160,20 @@ def _numeric_columns(xs, imputed, num_buckets: int, name: str):
     (z-score bounded to the train range, quantile bucket, missing flag or None)."""
     cols = [tf.cast(v, tf.float32) for v in xs]
     stack = tf.stack(cols, axis=1)
-    fill = None
-    if any(imputed):  # NaN of a `default: mean` column -> the train mean of its present values
+    if any(imputed):
         missing = tf.math.is_nan(stack) & tf.constant([imputed])
-        count = tft.sum(tf.cast(~missing, tf.float32), reduce_instance_dims=False,
-                        name=f"{name}_present")
-        total = tft.sum(tf.where(missing, tf.zeros_like(stack), stack),
-                        reduce_instance_dims=False, name=f"{name}_sum")
-        fill = total / tf.maximum(count, 1.0)
+        fill = _mean_fill(stack, missing, name, per_element=True)
         stack = tf.where(missing, fill, stack)
         cols = [tf.where(tf.math.is_nan(c), fill[i], c) if imputed[i] else c
                 for i, c in enumerate(cols)]
-    mean = tft.mean(stack, reduce_instance_dims=False, name=f"{name}_mean")
-    std = tf.sqrt(tft.var(stack, reduce_instance_dims=False, name=f"{name}_var"))
-    scale = tf.where(std > 0, 1.0 / tf.where(std > 0, std, 1.0), 1.0)
-    low = tft.min(stack, reduce_instance_dims=False, name=f"{name}_min")
-    high = tft.max(stack, reduce_instance_dims=False, name=f"{name}_max")
+    mean, scale, low, high = _z_stats(stack, name, per_element=True)
     # As tft.bucketize(elementwise=True), whose buckets would read the stack.
     boundaries = tft.quantiles(stack, num_buckets, min(1.0 / num_buckets, 0.01),
                                reduce_instance_dims=False, name=f"{name}_buckets")
     boundaries = tf.reshape(boundaries, [len(cols), -1])
     out = []
     for i, c in enumerate(cols):
-        z = tf.clip_by_value((c - mean[i]) * scale[i], (low[i] - mean[i]) * scale[i],
-                             tf.maximum(low[i], high[i]) * scale[i] - mean[i] * scale[i])
+        z = _bounded_z(c, mean[i], scale[i], low[i], high[i])
         bucket = tft.apply_buckets(c, boundaries[i:i + 1])
         flag = tf.cast(tf.math.is_nan(xs[i]), tf.int64) if imputed[i] else None
         out.append((z, bucket, flag))
