@@ -71,9 +71,7 @@ def _is_id_string(s: ColumnStats) -> bool:
 
 def _is_row_index(name: str, s: ColumnStats) -> bool:
     """Integers distinct in every row under a row-index header, in any order."""
-    return ((name.strip().lower() in INDEX_NAMES or name == "X") and s.non_integer == 0
-            and s.empty == 0 and s.na == 0 and s.present >= MIN_ID_ROWS and s.fits_int64
-            and s.distinct_share == 1.0)
+    return (name.strip().lower() in INDEX_NAMES or name == "X") and s.is_distinct_integers()
 
 
 def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:

@@ -132,22 +132,29 @@ class ColumnStats:
         else:
             self.increasing = False
 
+    def _an_integer_in_every_row(self) -> bool:
+        return (self.numeric and self.non_integer == 0 and self.empty == 0 and self.na == 0
+                and self.rows >= MIN_ID_ROWS)
+
     def is_row_number(self) -> bool:
         """A gap-free strictly increasing integer sequence in every row (row numbers)."""
-        return (self.numeric and self.non_integer == 0 and self.increasing
-                and self.empty == 0 and self.na == 0 and self.first is not None
-                and self.last - self.first + 1 == self.rows and self.rows >= MIN_ID_ROWS)
+        return (self._an_integer_in_every_row() and self.increasing and self.first is not None
+                and self.last - self.first + 1 == self.rows)
 
     def is_integer_id(self) -> bool:
         """Integers in every row, strictly increasing in file order (so each row's its own),
         spanning at most ID_SPAN values a row: row numbers with gaps, as a sample or a split
         of a table leaves them (R's `rownames` after an 80/20 split), or a sorted `id`.
         Distinct integers in no order stay numbers: a rank or a score is a feature."""
-        if not (self.numeric and self.non_integer == 0 and self.increasing
-                and self.empty == 0 and self.na == 0 and self.rows >= MIN_ID_ROWS
-                and self.fits_int64 and self.low is not None):
+        if not (self._an_integer_in_every_row() and self.increasing and self.fits_int64
+                and self.low is not None):
             return False
         return self.high - self.low + 1 <= ID_SPAN * self.rows
+
+    def is_distinct_integers(self) -> bool:
+        """Integers in every row, no two equal, in any order (an identifier only under a
+        row-index header: schema_inference.infer)."""
+        return self._an_integer_in_every_row() and self.fits_int64 and self.distinct_share == 1.0
 
 
 @dataclasses.dataclass
