@@ -160,7 +160,9 @@ def run_table(name, work, seed=0) -> dict:
     metric = "rmse" if task == "regression" else "accuracy"
     base = baseline(train, test, label, task)
     ratio = ours[metric] / base if task == "regression" else ours[metric] - base
-    families = {n: c["eval"][metric] for n, c in trained["model"]["candidates"].items()}
+    # a table too small for an eval split has none (nan)
+    families = {n: c["eval"].get(metric, float("nan"))
+                for n, c in trained["model"]["candidates"].items()}
     return {"table": name, "rows": len(df), "task": task, "metric": metric,
             "rejected_train": prep["rejected"]["by_reason"],
             "rejected_test": pred["rejected"]["by_reason"], "ours": ours[metric],

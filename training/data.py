@@ -94,16 +94,30 @@ def read_summary(data_dir: str) -> dict:
 
 
 def check_splits(data_dir: str, summary: Optional[dict] = None) -> None:
-    """Fails with a clear message when preprocess's summary says train or eval is empty, or
-    when their shards are not the files it wrote (guards.check_shards)."""
+    """Fails with a clear message when preprocess's summary says the train split is empty,
+    or when the train and eval shards are not the files it wrote (guards.check_shards). An
+    empty eval split is the trainer's call (check_eval_split)."""
     summary = read_summary(data_dir) if summary is None else summary
     splits = summary.get("splits", {})
-    for name in ("train", "eval"):
-        if splits.get(name, 1) == 0:
-            raise EmptySplitError(
-                f"the {name} split of {data_dir} is empty (preprocess wrote {splits}): "
-                f"preprocess more rows, or give --split a larger {name} fraction")
+    if splits.get("train", 1) == 0:
+        raise EmptySplitError(
+            f"the train split of {data_dir} is empty (preprocess wrote {splits}): "
+            f"preprocess more rows, or give --split a larger train fraction")
     guards.check_shards(data_dir, summary.get("files"), ("train", "eval"))
+
+
+def check_eval_split(data_dir: str, split_rows: Dict[str, int], cross_fitted: bool) -> bool:
+    """Whether the eval split is empty (a table of a few dozen rows: its hashed tenth can
+    hold none). Then only `--model auto` can measure a model, on the cross-fitted folds of
+    the train split (`cross_fitted`); any other run fails with a clear message."""
+    if split_rows.get("eval", 1) != 0:
+        return False
+    if not cross_fitted:
+        raise EmptySplitError(
+            f"the eval split of {data_dir} is empty (preprocess wrote {split_rows}): "
+            f"preprocess more rows, give --split a larger eval fraction, or train a table "
+            f"with --model auto (it then reports figures from folds of the train split)")
+    return True
 
 
 class LabelKeyError(ValueError):
@@ -206,9 +220,10 @@ def _label_vocabulary(tft_out) -> list:
         return tft_out.vocabulary_by_name("label")
 
 
-def split_files(data_dir: str, split: str) -> List[str]:
+def split_files(data_dir: str, split: str, missing_ok: bool = False) -> List[str]:
+    """The split's shards, in order (none: FileNotFoundError, or [] when `missing_ok`)."""
     files = sorted(tf.io.gfile.glob(os.path.join(data_dir, split, "*.tfrecord.gz")))
-    if not files:
+    if not files and not missing_ok:
         raise FileNotFoundError(f"no TFRecords for split '{split}' under {data_dir}")
     return files
 

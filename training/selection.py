@@ -86,6 +86,8 @@ def exact_eval(model, files, info, batch_size: int, holdout=None) -> dict:
     Per-epoch validation under multi-worker training repeats data to keep workers in step;
     the final figure in metrics.json must be exact, so batch prediction can reproduce it.
     """
+    if not files:  # an empty split: preprocess wrote no shard for it
+        return EvalSums().metrics(info.task)
     return scored_rows(model, files, info, batch_size, holdout)[0]
 
 

@@ -100,7 +100,7 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
     """Trains on `cfg.data_dir`, evaluates, exports; returns the metrics dict (chief). A
     damaged TFRecord shard is a TrainingError naming it."""
     with guards.naming_corrupt_shards(lambda: data_lib.split_files(cfg.data_dir, "train")
-                                      + data_lib.split_files(cfg.data_dir, "eval")), \
+                                      + data_lib.split_files(cfg.data_dir, "eval", True)), \
             restored_op_determinism():
         return _train_and_evaluate(cfg)
 
@@ -150,8 +150,9 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
     chief = is_chief()
     info, deterministic = _checked_start(cfg, kind, chief)
     train_files = data_lib.split_files(cfg.data_dir, "train")
-    eval_files = data_lib.split_files(cfg.data_dir, "eval")
     families = model_families(cfg, info, kind)
+    no_eval = data_lib.check_eval_split(cfg.data_dir, info.split_rows, len(families) == 2)
+    eval_files = data_lib.split_files(cfg.data_dir, "eval", missing_ok=no_eval)
     folds = defaults.choice_folds(cfg.choice_folds, kind, info.split_rows.get("train") or 0,
                                   len(families) == 2 and cfg.model == "auto",
                                   cfg.early_stopping_patience)
@@ -184,6 +185,11 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         refit = functools.partial(refit_network, net, info, strategy, kind, train_files)
     chosen, model, served, final, why = keep_one(cfg, info, runs, candidates, train_files,
                                                  eval_files, batch, refit, folds[0])
+    if no_eval:
+        final = dict(candidates[chosen]["validation"], measured_on=(
+            f"the validation rows of the choice ({folds[0]} fold(s) of the train split): "
+            f"the eval split is empty"))
+        log.warning("training: the eval split is empty; the figures are %s", final)
     try:  # the test split judges nothing here; training.tune shows it beside the best trial
         test = exact_eval(model, data_lib.split_files(cfg.data_dir, "test"), served, batch)
     except FileNotFoundError:

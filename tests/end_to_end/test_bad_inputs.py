@@ -63,14 +63,20 @@ def test_a_header_only_file_fails_instead_of_publishing_empty_splits(small_csv, 
 
 
 def test_the_trainer_names_an_empty_split(tmp_path):
-    from training.data import EmptySplitError, check_splits
+    from training.data import EmptySplitError, check_eval_split, check_splits
     (tmp_path / "summary.json").write_text(json.dumps(
-        {"splits": {"train": 12, "eval": 0, "test": 1}}))
-    with pytest.raises(EmptySplitError, match="the eval split of .* is empty"):
+        {"splits": {"train": 0, "eval": 3, "test": 1}}))
+    with pytest.raises(EmptySplitError, match="the train split of .* is empty"):
         check_splits(str(tmp_path))
     (tmp_path / "summary.json").write_text(json.dumps(
-        {"splits": {"train": 12, "eval": 3, "test": 0}}))
-    check_splits(str(tmp_path))  # an empty test split is allowed
+        {"splits": {"train": 12, "eval": 0, "test": 0}}))
+    check_splits(str(tmp_path))  # empty eval and test splits are the trainer's call
+    # An empty eval split: only a run that measures on folds of the train split goes on.
+    rows = {"train": 12, "eval": 0, "test": 0}
+    with pytest.raises(EmptySplitError, match="the eval split of .* is empty.*--model auto"):
+        check_eval_split(str(tmp_path), rows, cross_fitted=False)
+    assert check_eval_split(str(tmp_path), rows, cross_fitted=True) is True
+    assert check_eval_split(str(tmp_path), dict(rows, eval=3), cross_fitted=False) is False
 
 
 def _png(size):

@@ -322,6 +322,35 @@ def test_trees_read_numbers_and_categories_and_skip_a_numbers_bucket():
 
 
 @pytest.mark.slow
+def test_a_table_too_small_for_an_eval_split_is_measured_on_folds_of_the_train_split(tmp_path):
+    """datasets' mtcars (32 rows): the hashed tenth of its train.csv held no row, and the
+    trainer refused it. `auto` now reports the cross-fitted figures of the model it keeps."""
+    from beam_jobs import preprocess
+    from training import train_and_evaluate
+    from training.data import EmptySplitError
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0, 1, (40, 3))
+    y = 10 * x[:, 0] + 5 * x[:, 1] + rng.normal(0, 0.3, 40)
+    src = tmp_path / "small.csv"
+    src.write_text("a,b,c,y\n" + "".join(
+        f"{a:.4f},{b:.4f},{c:.4f},{v:.4f}\n" for (a, b, c), v in zip(x, y)))
+    prep = str(tmp_path / "prep")
+    s = preprocess.run(["--input", str(src), "--output", prep, "--label_column", "y",
+                        "--split", "0.9,0,0.1"])
+    assert s["splits"]["eval"] == 0
+    with pytest.raises(EmptySplitError, match="eval split .* is empty"):
+        train_and_evaluate(small_train_config(prep, str(tmp_path / "trees"),
+                                              model="boosted_trees"))
+    m = train_and_evaluate(small_train_config(prep, str(tmp_path / "auto"), model="auto",
+                                              choice_folds=2, num_trees=30))
+    kept = m["model"]["candidates"][m["model"]["family"]]
+    assert m["eval"]["examples"] == s["splits"]["train"] == kept["validation"]["examples"]
+    assert m["eval"]["rmse"] == kept["validation"]["rmse"] < np.std(y)
+    assert "the eval split is empty" in m["eval"]["measured_on"]
+    assert os.path.isdir(m["export_dir"])
+
+
+@pytest.mark.slow
 def test_trees_do_not_memorise_a_category_seen_once(tmp_path, monkeypatch):
     """ISLR's Auto: car names nearly unique per row. A split on a name seen once in training
     memorises its one label (test RMSE 6.7 on Auto, 2.9 with such names grouped)."""
