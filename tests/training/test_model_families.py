@@ -161,6 +161,10 @@ def test_auto_keeps_the_family_better_on_the_validation_slice(preprocessed, tmp_
     # (the network too: no early stopping used the slice), and the eval figure is theirs.
     if model["family"] != "wide_deep":
         assert cands["boosted_trees"]["refit_rows"] == train_rows
+        # ... as many trees as scored lowest over the folds.
+        kept_trees = cands["boosted_trees"]["refit_num_trees"]["value"]
+        assert 1 <= kept_trees <= 60 and "cross-fitted folds" in \
+            cands["boosted_trees"]["refit_num_trees"]["why"]
     if model["family"] != "boosted_trees":
         assert cands["wide_deep"]["refit_rows"] == train_rows
     assert m["eval"]["examples"] == cands[model["family"]]["eval"]["examples"]
@@ -319,6 +323,37 @@ def test_trees_read_numbers_and_categories_and_skip_a_numbers_bucket():
                        raw_schema=schema)
     assert feature_semantics(info) == {"x": "NUMERICAL", "c": "CATEGORICAL",
                                        "t_hour": "NUMERICAL"}
+
+
+def test_the_trees_exported_keep_the_count_lowest_over_the_folds():
+    from training.models.trees import fold_num_trees
+    trees = np.arange(1, 301)
+    overfit = [(t - 40) ** 2 / 100 + 50 + k for k, t in enumerate([trees] * 3)]
+    assert fold_num_trees(overfit) == 40
+    # Summed over the folds, not decided by one; the shortest curve bounds the count.
+    assert fold_num_trees([np.array([3.0, 1.0, 2.0]), np.array([1.0, 3.0, 0.0]),
+                           np.array([2.0, 2.0, 1.0, 0.0])]) == 3
+    assert fold_num_trees([np.array([1.0, 0.5]), np.array([2.0, 1.9, 0.0])]) == 2
+
+
+@pytest.mark.slow
+def test_trees_trained_less_a_fold_score_it_after_every_tree(preprocessed, tmp_path):
+    """The curve fold_num_trees reads: the held-out fold's summed loss after each tree,
+    whose last value is what the trees predict for that fold."""
+    from training.data import choice_fold
+    from training.models.trees import train_trees
+    from training.selection import scored_rows
+    data_dir, _ = preprocessed
+    cfg = small_train_config(data_dir, str(tmp_path / "job"), model="boosted_trees",
+                             num_trees=25)
+    info = load_feature_info(data_dir)
+    files = split_files(data_dir, "train")
+    fold = choice_fold(1, 4)
+    run = train_trees(cfg, info, files, holdout=fold.other())
+    assert run.fold_losses.shape == (25,) and run.fold_losses[-1] < run.fold_losses[0]
+    metrics, losses = scored_rows(run.model, files, run.info, 512, holdout=fold)
+    assert run.fold_losses[-1] == pytest.approx(losses.sum(), rel=1e-3)
+    assert train_trees(cfg, info, files, holdout=None, num_trees=7).num_trees == 7
 
 
 @pytest.mark.slow

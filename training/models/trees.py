@@ -115,12 +115,33 @@ class TreesRun:
     num_trees: int
     features: Dict[str, str]
     early_stopping: bool
+    # Without early stopping and trained less a fold: the loss summed over that fold's rows
+    # after each tree (squared errors, or log losses), for fold_num_trees.
+    fold_losses: Optional[np.ndarray] = None
+
+
+def fold_num_trees(fold_losses) -> int:
+    """The number of trees with the lowest loss summed over the held-out folds: on a small
+    table, grown without early stopping, the cross-fitted choice of how many of the
+    `--num_trees` the trees exported keep (each fold's trees, stopped at the same count,
+    scored on rows they never saw). 300 trees at a shrinkage of 0.05 overfit a small noisy
+    table (docs/performance.md)."""
+    total = np.sum([f[:min(len(g) for g in fold_losses)] for f in fold_losses], axis=0)
+    return int(np.argmin(total)) + 1
+
+
+def _per_tree_losses(forest, rows: int, regression: bool) -> np.ndarray:
+    """The validation loss after each tree, summed over the `rows` rows (YDF logs a mean:
+    the RMSE of a regression, the log loss of a classification)."""
+    means = np.array([e.evaluation.loss for e in forest.training_logs()], np.float64)
+    return rows * (means ** 2 if regression else means)
 
 
 def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
-                holdout: Optional[data_lib.Holdout]) -> TreesRun:
+                holdout: Optional[data_lib.Holdout],
+                num_trees: Optional[int] = None) -> TreesRun:
     """Trains gradient boosted trees on the train split (less a fold when `holdout` excludes
-    one)."""
+    one), `num_trees` of them (default `--num_trees`)."""
     import ydf  # noqa: F401  (YDF's learners)
     import ydf_tf  # noqa: F401  (registers the inference ops the export needs)
 
@@ -152,7 +173,7 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     learner = ydf.GradientBoostedTreesLearner(
         label=LABEL, task=ydf.Task.REGRESSION if regression else ydf.Task.CLASSIFICATION,
         features=[ydf.Feature(n, getattr(ydf.Semantic, s)) for n, s in features.items()],
-        num_trees=cfg.num_trees, max_depth=cfg.max_depth, shrinkage=cfg.shrinkage,
+        num_trees=num_trees or cfg.num_trees, max_depth=cfg.max_depth, shrinkage=cfg.shrinkage,
         min_examples=cfg.min_examples, subsample=cfg.subsample, random_seed=cfg.seed, **shape,
         # Categorical ids seen fewer times than this are grouped: small tables keep theirs,
         # but for a value seen once: a split on it memorises its one label (ISLR's Auto,
@@ -161,8 +182,20 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     log.info("boosted_trees: %d rows, %d features (%d categorical), %s %d trees",
              len(labels), len(features), sum(s == "CATEGORICAL" for s in features.values()),
              "at most" if early_stopping else f"(under {defaults.SMALL_TRAIN_ROWS} rows: no "
-             "early stopping)", cfg.num_trees)
-    forest = learner.train(columns, verbose=0)
+             "early stopping)", num_trees or cfg.num_trees)
+    valid = None
+    if holdout is not None and not early_stopping:
+        # The left-out fold, scored after each tree (YDF's training logs; the trees grown
+        # are the same with or without it).
+        valid, valid_labels = read_columns(train_files, info, features, holdout.other())
+        valid[LABEL] = valid_labels.astype(columns[LABEL].dtype)
+        if not regression:  # a class the fold's training rows lack is not YDF's to score
+            seen = np.isin(valid[LABEL], np.unique(columns[LABEL]))
+            valid = {k: v[seen] for k, v in valid.items()}
+    forest = learner.train(columns, valid=valid if valid and len(valid[LABEL]) else None,
+                           verbose=0)
+    fold_losses = _per_tree_losses(forest, len(valid[LABEL]), regression) \
+        if valid and len(valid[LABEL]) else None
     seconds = time.time() - started
     model = TreesModel(forest.to_tensorflow_function(), info, features,
                        () if regression else forest.label_classes())
@@ -172,4 +205,4 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     log.info("boosted_trees: %d trees in %.1f s", forest.num_trees(), seconds)
     return TreesRun(model=model, info=served, seconds=round(seconds, 2), rows=len(labels),
                     num_trees=forest.num_trees(), features=features,
-                    early_stopping=early_stopping)
+                    early_stopping=early_stopping, fold_losses=fold_losses)
