@@ -1,5 +1,6 @@
 """Keras callbacks of a training run: backup and restore, progress lines, per-epoch weight
-checkpoints (the last N kept), TensorBoard, the non-finite guard and early stopping."""
+checkpoints (the last N kept), TensorBoard, the non-finite guard, early stopping and
+the per-epoch tuning metric."""
 from __future__ import annotations
 
 import logging
@@ -10,7 +11,7 @@ import time
 import tensorflow as tf
 import tf_keras as keras
 
-from training import guards
+from training import guards, report
 from training.config import TrainConfig
 
 log = logging.getLogger("training")
@@ -104,3 +105,16 @@ def make_callbacks(cfg: TrainConfig, ckpt_dir: str, log_dir: str, ps: bool, tota
         callbacks.append(keras.callbacks.EarlyStopping(
             monitor="val_loss", patience=patience, restore_best_weights=True))
     return callbacks, progress
+
+
+class EpochReporter(keras.callbacks.Callback):
+    """Reports `val_<metric>` after each epoch (when the epoch validated)."""
+
+    def __init__(self, metric: str):
+        super().__init__()
+        self.metric = metric
+
+    def on_epoch_end(self, epoch, logs=None):
+        value = (logs or {}).get("val_" + self.metric)
+        if value is not None:
+            report.report_metric(self.metric, value, epoch + 1)

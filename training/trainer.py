@@ -21,7 +21,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from training import data as data_lib
-from training import defaults, guards, hypertune_report, report
+from training import defaults, guards, report
 from training.config import NETWORKS, TrainConfig
 from training.exporting.export import export_model, next_version_dir
 from training.exporting.serving_config import SERVING_DIR, serving_base_path, write_serving_config
@@ -183,8 +183,9 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         # The validation slice chose a family and nothing else: the network kept is trained
         # again with it (a multi-worker fit would need the whole cluster again).
         refit = functools.partial(refit_network, net, info, strategy, kind, train_files)
-    chosen, model, served, final, why = keep_one(cfg, info, runs, candidates, train_files,
-                                                 eval_files, batch, refit, folds[0])
+    chosen, model, served, final, why = keep_one(
+        cfg, info, runs, candidates, train_files, eval_files, batch, refit, folds[0],
+        trees.fold_losses if "trees" in families else None)
     if no_eval:
         final = dict(candidates[chosen]["validation"], measured_on=(
             f"the validation rows of the choice ({folds[0]} fold(s) of the train split): "
@@ -218,7 +219,7 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
     metrics["warnings"] = warnings
     report.write_report(cfg.job_dir, metrics)
     log.info("eval %s; exported to %s", final, export_dir)
-    tag = hypertune_report.metric_to_report(cfg.hypertune_metric, info.task)
+    tag = report.metric_to_report(cfg.hypertune_metric, info.task)
     if tag:  # last: the trial's result is the final line
-        hypertune_report.report(tag, final[tag], len(metrics.get("history", {}).get("loss", [])) + 1)
+        report.report_metric(tag, final[tag], len(metrics.get("history", {}).get("loss", [])) + 1)
     return metrics

@@ -16,8 +16,8 @@ import tf_keras as keras
 
 from preprocessing.features.module_files import load_module_function
 from training import data as data_lib
-from training import defaults, guards, hypertune_report
-from training.callbacks import ProgressLogger, StepProgressLogger, make_callbacks
+from training import defaults, guards, report
+from training.callbacks import EpochReporter, ProgressLogger, StepProgressLogger, make_callbacks
 from training.config import TrainConfig
 from training.models import missingness
 from training.models.keras_models import build_model, compile_model
@@ -208,9 +208,9 @@ def fit_network(cfg: TrainConfig, info, kind: str, strategy, chief: bool, train_
     callbacks, progress = make_callbacks(cfg, ckpt_dir, log_dir, kind == "parameter_server",
                                          epochs * steps_per_epoch, patience, bool(val_kwargs),
                                          cause)
-    tag = hypertune_report.metric_to_report(cfg.hypertune_metric, info.task)
+    tag = report.metric_to_report(cfg.hypertune_metric, info.task)
     if chief and tag:
-        callbacks.append(hypertune_report.EpochReporter(tag))
+        callbacks.append(EpochReporter(tag))
     started = time.time()
     history = model.fit(train_data, epochs=epochs, steps_per_epoch=steps_per_epoch,
                         callbacks=callbacks, verbose=cfg.verbose if chief else 0, **val_kwargs)
