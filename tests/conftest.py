@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import csv
+import fcntl
 import os
+import pickle
 import random
 import shutil
 
@@ -24,13 +26,37 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+def built_once(tmp_path_factory, name: str, build):
+    """`build(folder)` of a session fixture, run once for all of pytest-xdist's workers: the
+    first worker to ask builds it in the run's shared temp folder while the others wait on
+    a lock, then read its (pickled) result. Without xdist: built here. Each worker used to
+    build the same trained model for itself, on the same two cores."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return build(tmp_path_factory.mktemp(name))
+    shared = tmp_path_factory.getbasetemp().parent / "shared"
+    shared.mkdir(exist_ok=True)
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        done = shared / f"{name}.pickle"
+        if done.exists():
+            return pickle.loads(done.read_bytes())
+        folder = shared / name
+        shutil.rmtree(folder, ignore_errors=True)  # a build that failed in another worker
+        folder.mkdir()
+        result = build(folder)
+        done.write_bytes(pickle.dumps(result))
+        return result
+
+
 @pytest.fixture(scope="session")
 def taxi_csv(tmp_path_factory):
     """3,000 generated taxi rows with the default share of dirty rows, and its stats."""
     from tools.datagen import write_csv
-    path = str(tmp_path_factory.mktemp("data") / "taxi.csv")
-    stats = write_csv(path, 3000, seed=11, dirty_fraction=0.03)
-    return path, stats
+
+    def build(folder):
+        path = str(folder / "taxi.csv")
+        return path, write_csv(path, 3000, seed=11, dirty_fraction=0.03)
+    return built_once(tmp_path_factory, "data", build)
 
 
 @pytest.fixture(scope="session")
@@ -38,10 +64,12 @@ def preprocessed(taxi_csv, tmp_path_factory):
     """The preprocess job's output on `taxi_csv` with the taxi spec."""
     from beam_jobs import preprocess
     from preprocessing import TAXI_SPEC
-    out = str(tmp_path_factory.mktemp("prep") / "out")
-    summary = preprocess.run(["--input", taxi_csv[0], "--output", out,
-                              "--schema_spec", TAXI_SPEC, "--num_shards", "2"])
-    return out, summary
+
+    def build(folder):
+        out = str(folder / "out")
+        return out, preprocess.run(["--input", taxi_csv[0], "--output", out,
+                                    "--schema_spec", TAXI_SPEC, "--num_shards", "2"])
+    return built_once(tmp_path_factory, "prep", build)
 
 
 
@@ -87,9 +115,11 @@ def trained(preprocessed, tmp_path_factory):
     """A small model trained on `preprocessed`: (data_dir, job_dir, metrics)."""
     from training import train_and_evaluate
     data_dir, _ = preprocessed
-    job_dir = str(tmp_path_factory.mktemp("job"))
-    metrics = train_and_evaluate(small_train_config(data_dir, job_dir))
-    return data_dir, job_dir, metrics
+
+    def build(folder):
+        return data_dir, str(folder), train_and_evaluate(small_train_config(data_dir,
+                                                                            str(folder)))
+    return built_once(tmp_path_factory, "job", build)
 
 
 @pytest.fixture(scope="session")
@@ -98,10 +128,11 @@ def trained_trees(preprocessed, tmp_path_factory):
     metrics)."""
     from training import train_and_evaluate
     data_dir, _ = preprocessed
-    job_dir = str(tmp_path_factory.mktemp("trees"))
-    metrics = train_and_evaluate(small_train_config(data_dir, job_dir, model="boosted_trees",
-                                                    num_trees=60))
-    return data_dir, job_dir, metrics
+
+    def build(folder):
+        return data_dir, str(folder), train_and_evaluate(small_train_config(
+            data_dir, str(folder), model="boosted_trees", num_trees=60))
+    return built_once(tmp_path_factory, "trees", build)
 
 
 @pytest.fixture(scope="session")
@@ -110,21 +141,23 @@ def shuffled_export(taxi_csv, tmp_path_factory):
     from beam_jobs import preprocess
     from preprocessing import TAXI_SPEC
     from training import train_and_evaluate
-    root = tmp_path_factory.mktemp("shuffled")
-    with open(taxi_csv[0], newline="") as f:
-        rows = list(csv.reader(f))
-    header, body = rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
-    label = header.index("fare_amount")
-    fares = [r[label] for r in body]
-    random.Random(3).shuffle(fares)
-    with open(root / "shuffled.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(r[:label] + [fare] + r[label + 1:] for r, fare in zip(body, fares))
-    preprocess.run(["--input", str(root / "shuffled.csv"), "--output", str(root / "prep"),
-                    "--schema_spec", TAXI_SPEC, "--num_shards", "1"])
-    return train_and_evaluate(small_train_config(str(root / "prep"), str(root / "job"),
-                                                 epochs=2))["export_dir"]
+
+    def build(root):
+        with open(taxi_csv[0], newline="") as f:
+            rows = list(csv.reader(f))
+        header, body = rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
+        label = header.index("fare_amount")
+        fares = [r[label] for r in body]
+        random.Random(3).shuffle(fares)
+        with open(root / "shuffled.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(header)
+            w.writerows(r[:label] + [fare] + r[label + 1:] for r, fare in zip(body, fares))
+        preprocess.run(["--input", str(root / "shuffled.csv"), "--output", str(root / "prep"),
+                        "--schema_spec", TAXI_SPEC, "--num_shards", "1"])
+        return train_and_evaluate(small_train_config(str(root / "prep"), str(root / "job"),
+                                                     epochs=2))["export_dir"]
+    return built_once(tmp_path_factory, "shuffled", build)
 
 
 @pytest.fixture(scope="session")
@@ -132,14 +165,17 @@ def nan_export(trained, tmp_path_factory):
     """The trained export with its output layer's weights set to NaN."""
     import tensorflow as tf
     src = trained[2]["export_dir"]
-    module = tf.saved_model.load(src)
-    weights = [v for v in module.signatures["predict_raw"].variables
-               if v.trainable and v.dtype.is_floating]
-    weights[-1].assign(tf.fill(weights[-1].shape, float("nan")))
-    out = str(tmp_path_factory.mktemp("nan") / "export")
-    tf.saved_model.save(module, out, signatures=dict(module.signatures))
-    shutil.copytree(os.path.join(src, "assets.extra"), os.path.join(out, "assets.extra"))
-    return out
+
+    def build(folder):
+        module = tf.saved_model.load(src)
+        weights = [v for v in module.signatures["predict_raw"].variables
+                   if v.trainable and v.dtype.is_floating]
+        weights[-1].assign(tf.fill(weights[-1].shape, float("nan")))
+        out = str(folder / "export")
+        tf.saved_model.save(module, out, signatures=dict(module.signatures))
+        shutil.copytree(os.path.join(src, "assets.extra"), os.path.join(out, "assets.extra"))
+        return out
+    return built_once(tmp_path_factory, "nan", build)
 
 
 @pytest.fixture(scope="session")
@@ -149,17 +185,19 @@ def trained_images(tmp_path_factory):
     from beam_jobs import preprocess
     from tools import shapes
     from training import train_and_evaluate
-    root = tmp_path_factory.mktemp("images")
-    folder = str(root / "shapes")
-    shapes.generate(folder, per_class=30, seed=2)
-    os.remove(os.path.join(folder, "labels.csv"))
-    data = str(root / "prep")
-    preprocess.run(["--format", "images", "--input", folder, "--output", data,
-                    "--num_shards", "2"])
-    metrics = train_and_evaluate(small_train_config(data, str(root / "job"), epochs=2,
-                                                    batch_size=16, hidden_units=[16],
-                                                    augment=True))
-    return folder, data, metrics
+
+    def build(root):
+        folder = str(root / "shapes")
+        shapes.generate(folder, per_class=30, seed=2)
+        os.remove(os.path.join(folder, "labels.csv"))
+        data = str(root / "prep")
+        preprocess.run(["--format", "images", "--input", folder, "--output", data,
+                        "--num_shards", "2"])
+        metrics = train_and_evaluate(small_train_config(data, str(root / "job"), epochs=2,
+                                                        batch_size=16, hidden_units=[16],
+                                                        augment=True))
+        return folder, data, metrics
+    return built_once(tmp_path_factory, "images", build)
 
 
 @pytest.fixture(scope="session")
