@@ -29,7 +29,7 @@ from preprocessing.reference.evaluation import EvalSums
 from training import data as data_lib
 from training.config import TrainConfig
 from training.models.blend import BLEND, BlendModel
-from training.models.trees import fold_num_trees, train_trees
+from training.models.trees import TreesRun, fold_num_trees, train_trees
 
 log = logging.getLogger("training")
 
@@ -126,44 +126,52 @@ def choose_family(losses: Dict[str, np.ndarray], network: str,
 def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: int,
                       folds: int, blend: Callable,
                       refit_network: Optional[Callable[..., object]],
-                      fold_losses: list) -> tuple:
-    """({candidate: EvalSums}, {candidate: per-row losses}) of the candidates in `runs` on
-    validation fold 0 of `folds` (the rows they were trained without), then of each further
-    fold by a network (`refit_network`) and trees trained without that fold, and their
-    blend (`blend(network, trees)`): the same rows, in the same order, for every
-    candidate. Each further fold's trees' losses after each tree join `fold_losses`."""
-    sums: Dict[str, EvalSums] = {n: EvalSums() for n in runs}
-    losses: Dict[str, list] = {n: [] for n in runs}
-
-    def score(fold_runs, holdout):
-        for name, (model, served) in fold_runs.items():
-            s, rows = _scored(model, train_files, served, batch, holdout)
-            sums[name] = sums[name].merge(s)
-            losses[name].append(rows)
-    score(runs, data_lib.choice_fold(0, folds))
+                      trees_run: Optional[TreesRun] = None) -> tuple:
+    """({candidate: EvalSums}, {candidate: per-row losses}, rounds of trees chosen or None)
+    of the candidates in `runs` on validation fold 0 of `folds` (the rows they were trained
+    without), then of each further fold by a network (`refit_network`) and trees trained
+    without that fold, and their blend (`blend(network, trees)`): the same rows, in the
+    same order, for every candidate. Cross-fitted, every fold's trees (`trees_run` is fold
+    0's) are first cut to the count with the lowest loss over the folds (fold_num_trees),
+    the count the trees exported keep: the choice judges the trees that would be kept."""
     network = next(n for n in runs if n not in (TREES, BLEND))
+    fold_runs = [(runs[network][0], trees_run)]
     for fold in range(1, folds):
         started, holdout = time.time(), data_lib.choice_fold(fold, folds)
-        net_model = refit_network(holdout=holdout.other())
-        trees = train_trees(cfg, info, train_files, holdout=holdout.other())
-        fold_losses.append(trees.fold_losses)
-        score({network: (net_model, runs[network][1]), TREES: (trees.model, trees.info),
-               BLEND: (blend(net_model, trees.model), trees.info)}, holdout)
-        log.info("--model auto: fold %d of %d trained and scored in %.1f s", fold + 1, folds,
+        fold_runs.append((refit_network(holdout=holdout.other()),
+                          train_trees(cfg, info, train_files, holdout=holdout.other())))
+        log.info("--model auto: fold %d of %d trained in %.1f s", fold + 1, folds,
                  time.time() - started)
-    return sums, {n: np.concatenate(v) for n, v in losses.items()}
+    rounds = None
+    if folds > 1 and all(t is not None and t.fold_losses is not None for _, t in fold_runs):
+        rounds = fold_num_trees([t.fold_losses for _, t in fold_runs])
+        fold_runs = [(net, t.truncated(rounds)) for net, t in fold_runs]
+        runs[TREES] = (fold_runs[0][1].model, runs[TREES][1])
+        runs[BLEND] = (blend(runs[network][0], fold_runs[0][1].model), runs[BLEND][1])
+    sums: Dict[str, EvalSums] = {n: EvalSums() for n in runs}
+    losses: Dict[str, list] = {n: [] for n in runs}
+    for fold, (net_model, trees) in enumerate(fold_runs):
+        scored = runs if fold == 0 else {
+            network: (net_model, runs[network][1]), TREES: (trees.model, trees.info),
+            BLEND: (blend(net_model, trees.model), trees.info)}
+        for name, (model, served) in scored.items():
+            s, rows = _scored(model, train_files, served, batch,
+                              data_lib.choice_fold(fold, folds))
+            sums[name] = sums[name].merge(s)
+            losses[name].append(rows)
+    return sums, {n: np.concatenate(v) for n, v in losses.items()}, rounds
 
 
 def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, eval_files,
              batch: int, refit_network: Optional[Callable[..., object]] = None,
-             folds: int = 1, trees_fold_losses: Optional[np.ndarray] = None) -> tuple:
+             folds: int = 1, trees_run: Optional[TreesRun] = None) -> tuple:
     """(candidate kept, its model, the info it serves with, its eval metrics, why). With
     both families trained their blend joins them, the validation rows decide
     (choose_family: the slice, or all train rows over `folds` cross-fitted folds), each
     candidate's eval figure is recorded, and the families kept (alone or in the blend) are
-    trained again on the whole train split before export: the trees always (as many trees
-    as scored lowest over the cross-fitted folds: `trees_fold_losses` is fold 0's curve),
-    the network when `refit_network` is given (no early stopping used the slice)."""
+    trained again on the whole train split before export: the trees always (cross-fitted:
+    as many as scored lowest over the folds; `trees_run` is fold 0's), the network when
+    `refit_network` is given (no early stopping used the slice)."""
     if len(runs) == 1:
         chosen = next(iter(runs))
         model, served = runs[chosen]
@@ -179,9 +187,14 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
                           info.task == "regression")
     runs[BLEND] = (blend(runs[network][0], runs[TREES][0]), runs[TREES][1])
     candidates[BLEND] = {"network_weight": 0.5}
-    fold_losses = [trees_fold_losses]
-    sums, losses = validation_losses(cfg, info, runs, train_files, batch, folds, blend,
-                                     refit_network, fold_losses)
+    sums, losses, rounds = validation_losses(cfg, info, runs, train_files, batch, folds,
+                                             blend, refit_network, trees_run)
+    if rounds is not None:
+        candidates[TREES]["refit_num_trees"] = {
+            "value": rounds, "why": f"of at most {cfg.num_trees}, the count with the lowest "
+            f"loss summed over the {folds} cross-fitted folds"}
+        log.info("--model auto: the trees keep %d of %d rounds (%s)", rounds, cfg.num_trees,
+                 candidates[TREES]["refit_num_trees"]["why"])
     for name, (model, served) in runs.items():
         candidates[name]["validation"] = sums[name].metrics(info.task)
         candidates[name]["eval"] = exact_eval(model, eval_files, served, batch)  # figures only
@@ -196,15 +209,7 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
     if chosen != network:
         # Chosen on held-out rows; the trees exported are grown on the whole train split,
         # those rows included (seconds; a tenth more rows matters on small tables).
-        num_trees = None
-        if folds > 1 and all(f is not None for f in fold_losses):
-            num_trees = fold_num_trees(fold_losses)
-            candidates[TREES]["refit_num_trees"] = {
-                "value": num_trees, "why": f"of at most {cfg.num_trees}, the count with the "
-                f"lowest loss summed over the {folds} cross-fitted folds"}
-            log.info("--model auto: the trees keep %d of %d trees (%s)", num_trees,
-                     cfg.num_trees, candidates[TREES]["refit_num_trees"]["why"])
-        refit = train_trees(cfg, info, train_files, holdout=None, num_trees=num_trees)
+        refit = train_trees(cfg, info, train_files, holdout=None, num_trees=rounds)
         runs[TREES] = (refit.model, refit.info)
         runs[BLEND] = (blend(runs[network][0], refit.model), refit.info)
         candidates[TREES]["refit_rows"] = refit.rows

@@ -185,7 +185,7 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         refit = functools.partial(refit_network, net, info, strategy, kind, train_files)
     chosen, model, served, final, why = keep_one(
         cfg, info, runs, candidates, train_files, eval_files, batch, refit, folds[0],
-        trees.fold_losses if "trees" in families else None)
+        trees if "trees" in families else None)
     if no_eval:
         final = dict(candidates[chosen]["validation"], measured_on=(
             f"the validation rows of the choice ({folds[0]} fold(s) of the train split): "

@@ -339,7 +339,8 @@ def test_the_trees_exported_keep_the_count_lowest_over_the_folds():
 @pytest.mark.slow
 def test_trees_trained_less_a_fold_score_it_after_every_tree(preprocessed, tmp_path):
     """The curve fold_num_trees reads: the held-out fold's summed loss after each tree,
-    whose last value is what the trees predict for that fold."""
+    whose last value is what the trees predict for that fold, and whose k-th is what the
+    trees cut to k predict."""
     from training.data import choice_fold
     from training.models.trees import train_trees
     from training.selection import scored_rows
@@ -353,6 +354,11 @@ def test_trees_trained_less_a_fold_score_it_after_every_tree(preprocessed, tmp_p
     assert run.fold_losses.shape == (25,) and run.fold_losses[-1] < run.fold_losses[0]
     metrics, losses = scored_rows(run.model, files, run.info, 512, holdout=fold)
     assert run.fold_losses[-1] == pytest.approx(losses.sum(), rel=1e-3)
+    # Cut to its first 10 trees, it scores what the curve said after the 10th.
+    cut = run.truncated(10)
+    _, cut_losses = scored_rows(cut.model, files, cut.info, 512, holdout=fold)
+    assert cut.num_trees == 10 and run.fold_losses[9] == pytest.approx(cut_losses.sum(),
+                                                                       rel=1e-3)
     assert train_trees(cfg, info, files, holdout=None, num_trees=7).num_trees == 7
 
 

@@ -116,15 +116,28 @@ class TreesRun:
     features: Dict[str, str]
     early_stopping: bool
     # Without early stopping and trained less a fold: the loss summed over that fold's rows
-    # after each tree (squared errors, or log losses), for fold_num_trees.
+    # after each round of trees (squared errors, or log losses), for fold_num_trees.
     fold_losses: Optional[np.ndarray] = None
+    forest: object = None    # the YDF model
+    model_classes: tuple = ()  # YDF's label classes, in its output's order
+
+    def truncated(self, rounds: int) -> "TreesRun":
+        """These trees cut to their first `rounds` rounds (each round grows one tree, or
+        one per class of a multi-class label), in place: what the cross-fitted folds
+        score once fold_num_trees has chosen the count."""
+        per_round = self.forest.num_trees() // max(len(self.fold_losses), 1)
+        while self.forest.num_trees() > rounds * per_round:
+            self.forest.remove_tree(self.forest.num_trees() - 1)
+        model = TreesModel(self.forest.to_tensorflow_function(), self.info, self.features,
+                           self.model_classes)
+        return dataclasses.replace(self, model=model, num_trees=self.forest.num_trees())
 
 
 def fold_num_trees(fold_losses) -> int:
-    """The number of trees with the lowest loss summed over the held-out folds: on a small
-    table, grown without early stopping, the cross-fitted choice of how many of the
-    `--num_trees` the trees exported keep (each fold's trees, stopped at the same count,
-    scored on rows they never saw). 300 trees at a shrinkage of 0.05 overfit a small noisy
+    """The number of rounds of trees with the lowest loss summed over the held-out folds: on
+    a small table, grown without early stopping, the cross-fitted choice of how many of the
+    `--num_trees` the trees keep (each fold's trees, stopped at the same count, scored on
+    rows they never saw). 300 trees at a shrinkage of 0.05 overfit a small noisy
     table (docs/performance.md)."""
     total = np.sum([f[:min(len(g) for g in fold_losses)] for f in fold_losses], axis=0)
     return int(np.argmin(total)) + 1
@@ -197,12 +210,13 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     fold_losses = _per_tree_losses(forest, len(valid[LABEL]), regression) \
         if valid and len(valid[LABEL]) else None
     seconds = time.time() - started
-    model = TreesModel(forest.to_tensorflow_function(), info, features,
-                       () if regression else forest.label_classes())
+    model_classes = () if regression else tuple(forest.label_classes())
+    model = TreesModel(forest.to_tensorflow_function(), info, features, model_classes)
     served = info
     if regression:  # the trees learn the label as is; predictions stay within its range
         served = dataclasses.replace(info, label_scaler=LabelScaler.bounds_only(labels))
     log.info("boosted_trees: %d trees in %.1f s", forest.num_trees(), seconds)
     return TreesRun(model=model, info=served, seconds=round(seconds, 2), rows=len(labels),
                     num_trees=forest.num_trees(), features=features,
-                    early_stopping=early_stopping, fold_losses=fold_losses)
+                    early_stopping=early_stopping, fold_losses=fold_losses, forest=forest,
+                    model_classes=model_classes)
