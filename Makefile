@@ -12,6 +12,9 @@ IMG_PER_CLASS ?= 1500
 IMG_EPOCHS ?= 20
 IMG_DIR ?= demo_images
 
+# The project's venv and the BigQuery emulator's install side by side.
+MAKEFLAGS += -j2
+
 .PHONY: install install-emulators demo demo-stream demo-images test test-fast bench clean
 
 install: $(VENV)/.installed
@@ -69,10 +72,13 @@ demo-images: install
 
 # Two test processes at a time (pytest-xdist, a file per process), then, alone, the tests
 # that measure a job's memory or pace.
+# The two phases share the fixtures that run whole jobs (tests/conftest.py built_once).
 test: install install-emulators
 	$(PY) -m ruff check .
-	$(PY) -m pytest tests -m "not serial" -n 2 --dist loadfile
-	$(PY) -m pytest tests -m serial
+	export TESTS_SHARED_DIR="$$(mktemp -d)"; \
+	$(PY) -m pytest tests -m "not serial" -n 2 --dist loadfile && \
+	$(PY) -m pytest tests -m serial; \
+	rc=$$?; rm -rf "$$TESTS_SHARED_DIR"; exit $$rc
 
 # The unit tier (~15 s here): no test that runs a whole job, trains or starts an emulator.
 test-fast: install

@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import fcntl
 import os
+import pathlib
 import pickle
 import random
 import shutil
@@ -29,11 +30,15 @@ def pytest_collection_modifyitems(config, items):
 def built_once(tmp_path_factory, name: str, build):
     """`build(folder)` of a session fixture, run once for all of pytest-xdist's workers: the
     first worker to ask builds it in the run's shared temp folder while the others wait on
-    a lock, then read its (pickled) result. Without xdist: built here. Each worker used to
+    a lock, then read its (pickled) result. `make test` also shares that folder with its
+    second pytest run (TESTS_SHARED_DIR). Without either: built here. Each worker used to
     build the same trained model for itself, on the same two cores."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
+    if os.environ.get("TESTS_SHARED_DIR"):
+        shared = pathlib.Path(os.environ["TESTS_SHARED_DIR"])
+    elif os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp().parent / "shared"
+    else:
         return build(tmp_path_factory.mktemp(name))
-    shared = tmp_path_factory.getbasetemp().parent / "shared"
     shared.mkdir(exist_ok=True)
     with open(shared / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes

@@ -75,6 +75,32 @@ def test_many_small_chunks_become_few_batches_with_every_row():
                     label="rejects")
 
 
+def test_a_number_key_is_split_by_its_text_in_rows_and_blocks_alike():
+    """An int key column (declared in a spec) is hashed as its text, whether the rows come
+    record by record or in CSV blocks (the column-wise parser)."""
+    from preprocessing.contract.split import boundaries, split_index
+    from preprocessing.files.csv_blocks import CsvBlock
+    schema = Schema(columns=(ColumnSpec("id", "int"), ColumnSpec("x", "float", "zscore"),
+                             ColumnSpec("y", "float")), label="y", key="id", task="regression")
+    lines = [f"{i},{i % 7}.5,{i % 3}" for i in range(400)]
+    rows = Chunk("in.csv", "csv", HEADER, [(i + 2, line) for i, line in enumerate(lines)])
+    block = Chunk("in.csv", "csv", HEADER, CsvBlock(2, ("\n".join(lines) + "\n").encode()))
+    fractions = (0.5, 0.5, 0.0)
+    expected = {n: sorted(i for i in range(400)
+                          if split_index(str(i), boundaries(fractions)) == s)
+                for s, n in enumerate(("train", "eval"))}
+    assert len(expected["eval"]) > 100
+    for name, chunk in (("rows", rows), ("blocks", block)):
+        with _pipeline() as p:
+            out = (p | name >> beam.Create([chunk])
+                   | beam.ParDo(pp.ParseAndSplit(schema, fractions)).with_outputs(
+                       "rejects", counting.COUNTS, "train", "eval", "test"))
+            for split in ("train", "eval"):
+                ids = out[split] | f"{split}Ids" >> beam.FlatMap(
+                    lambda rb: [v[0] for v in rb.column("id").to_pylist()])
+                assert_that(ids, equal_to(expected[split]), label=f"{name}_{split}")
+
+
 def _check(ok, what):
     assert ok, what
 

@@ -155,7 +155,6 @@ def test_batch_predict_blocks_and_rows_reject_a_stray_quote_alike(trained, small
 
 
 @pytest.mark.slow
-@pytest.mark.serial
 def test_one_huge_line_is_rejected_with_bounded_memory(small_csv, tmp_path):
     import subprocess
     import sys
@@ -308,7 +307,6 @@ def test_a_first_file_that_is_not_gzip_fails_at_launch_in_one_line(small_csv, tm
 
 
 @pytest.mark.slow
-@pytest.mark.serial
 def test_a_gzip_bomb_is_read_with_bounded_memory(small_csv, tmp_path):
     """3 GB of one line compresses to 3 MB: it is rejected while memory stays flat."""
     import gzip
