@@ -40,7 +40,7 @@ label: y
 """
 
 RUNNER = """
-import importlib, json, resource, sys, traceback
+import importlib, json, sys, traceback
 job = importlib.import_module("beam_jobs." + sys.argv[2])
 out = {"rc": 0}
 try:
@@ -50,7 +50,9 @@ except SystemExit as e:
 except Exception as e:
     out = {"rc": 1, "error": f"{type(e).__name__}: {e}"[:2000],
            "trace": traceback.format_exc()[-2000:]}
-out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+# the job process's own peak (VmHWM): ru_maxrss would keep the parent's at the fork
+out["rss_mb"] = int(next(l for l in open("/proc/self/status")
+                         if l.startswith("VmHWM")).split()[1]) // 1024
 print("RESULT " + json.dumps(out))
 """
 # Failures the jobs raise on purpose, with their message (beam_jobs/shared/finalize.py).
