@@ -76,7 +76,7 @@ demo-images: install
 test: install install-emulators
 	$(PY) -m ruff check .
 	export TESTS_SHARED_DIR="$$(mktemp -d)"; \
-	$(PY) -m pytest tests -m "not serial" -n 2 --dist loadfile && \
+	$(PY) -m pytest tests -m "not serial" -n 2 --dist worksteal && \
 	$(PY) -m pytest tests -m serial; \
 	rc=$$?; rm -rf "$$TESTS_SHARED_DIR"; exit $$rc
 
