@@ -100,7 +100,8 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
     """Trains on `cfg.data_dir`, evaluates, exports; returns the metrics dict (chief). A
     damaged TFRecord shard is a TrainingError naming it."""
     with guards.naming_corrupt_shards(lambda: data_lib.split_files(cfg.data_dir, "train")
-                                      + data_lib.split_files(cfg.data_dir, "eval", True)), \
+                                      + data_lib.split_files(cfg.data_dir, "eval",
+                                                            missing_ok=True)), \
             restored_op_determinism():
         return _train_and_evaluate(cfg)
 

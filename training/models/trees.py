@@ -205,10 +205,11 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
         if not regression:  # a class the fold's training rows lack is not YDF's to score
             seen = np.isin(valid[LABEL], np.unique(columns[LABEL]))
             valid = {k: v[seen] for k, v in valid.items()}
-    forest = learner.train(columns, valid=valid if valid and len(valid[LABEL]) else None,
-                           verbose=0)
-    fold_losses = _per_tree_losses(forest, len(valid[LABEL]), regression) \
-        if valid and len(valid[LABEL]) else None
+        if not len(valid[LABEL]):
+            valid = None
+    forest = learner.train(columns, valid=valid, verbose=0)
+    fold_losses = None if valid is None else \
+        _per_tree_losses(forest, len(valid[LABEL]), regression)
     seconds = time.time() - started
     model_classes = () if regression else tuple(forest.label_classes())
     model = TreesModel(forest.to_tensorflow_function(), info, features, model_classes)
