@@ -39,6 +39,12 @@ ZONES_SPEC = """columns:
 label: y
 """
 
+# The job process's own peak RSS in MB (VmHWM), as code for the job's process to print. Not
+# getrusage's ru_maxrss: a child started by fork + exec keeps its parent's peak at the fork
+# (a job started by a 3.8 GB pytest worker reported the worker).
+PEAK_RSS_MB = ("int(next(l for l in open('/proc/self/status') "
+               "if l.startswith('VmHWM')).split()[1]) // 1024")
+
 RUNNER = """
 import importlib, json, sys, traceback
 job = importlib.import_module("beam_jobs." + sys.argv[2])
@@ -50,9 +56,7 @@ except SystemExit as e:
 except Exception as e:
     out = {"rc": 1, "error": f"{type(e).__name__}: {e}"[:2000],
            "trace": traceback.format_exc()[-2000:]}
-# the job process's own peak (VmHWM): ru_maxrss would keep the parent's at the fork
-out["rss_mb"] = int(next(l for l in open("/proc/self/status")
-                         if l.startswith("VmHWM")).split()[1]) // 1024
+out["rss_mb"] = """ + PEAK_RSS_MB + """
 print("RESULT " + json.dumps(out))
 """
 # Failures the jobs raise on purpose, with their message (beam_jobs/shared/finalize.py).

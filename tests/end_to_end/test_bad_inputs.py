@@ -16,6 +16,7 @@ from preprocessing.images.checks import MIN_SIDE, ImageLimits, normalize_image, 
 from tests.helpers import ROOT, read_jsonl
 from tools import shapes as shape_gen
 from tools.datagen import write_csv
+from tools.reliability import PEAK_RSS_MB
 
 
 def _csv(tmp_path, name, text):
@@ -184,13 +185,6 @@ def test_one_huge_line_is_rejected_with_bounded_memory(small_csv, tmp_path):
     assert base_reasons == {} and reasons == {"record_too_large": 1}
     # Without the bound, parsing that line took over 1 GB; now memory does not follow it.
     assert peak - base < 600, (base, peak)
-
-
-# The job process's own peak RSS (VmHWM), in MB. Not getrusage's ru_maxrss: a child started
-# by fork + exec keeps its parent's peak at the fork, so a test run beside others (a pytest
-# worker of 3.8 GB) measured the worker, not the job.
-PEAK_RSS_MB = ("int(next(l for l in open('/proc/self/status') "
-               "if l.startswith('VmHWM')).split()[1]) // 1024")
 
 
 def _gzip_bytes(text: str) -> bytes:
