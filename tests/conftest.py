@@ -77,10 +77,14 @@ def preprocessed(taxi_csv, tmp_path_factory):
     return built_once(tmp_path_factory, "prep", build)
 
 
-
-
-
-
+def _no_gcp_credentials_here():
+    """Tell Beam at once what it would find: this machine has no Google credentials, so its
+    GCS IO connects anonymously (as the emulator expects). Beam looks them up once per process,
+    retrying with backoff for ~21 s before it gives up: a test worker would sleep that long."""
+    from apache_beam.internal.gcp import auth
+    with auth._Credentials._credentials_lock:
+        if not auth._Credentials._credentials_init:
+            auth._Credentials._credentials, auth._Credentials._credentials_init = None, True
 
 
 @pytest.fixture(scope="session")
@@ -102,6 +106,7 @@ def gcs_emulator(gcs_data_dir):
         pytest.fail(str(e))
     old = os.environ.get("STORAGE_EMULATOR_HOST")
     os.environ["STORAGE_EMULATOR_HOST"] = endpoint
+    _no_gcp_credentials_here()
     try:
         yield endpoint
     finally:

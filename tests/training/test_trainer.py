@@ -1,5 +1,7 @@
 """train_and_evaluate: convergence, export signatures, distribution, resume, manifests."""
+import contextlib
 import glob
+import io
 import json
 import os
 import signal
@@ -16,6 +18,7 @@ from preprocessing.accounting import rejects
 from preprocessing.parsing import row_parser
 from tests.helpers import ROOT, read_examples, read_jsonl
 from tests.helpers import small_train_config as _cfg
+from training import task
 from training.config import ConfigError
 
 
@@ -434,11 +437,12 @@ def test_a_user_model_module_trains_and_exports_with_the_transform(preprocessed,
 def test_a_model_module_without_build_model_is_a_one_line_error(preprocessed, tmp_path):
     bad = tmp_path / "m.py"
     bad.write_text("def other(): pass\n")
-    r = subprocess.run([sys.executable, "-m", "training.task", "--data_dir", preprocessed[0],
-                        "--job_dir", str(tmp_path / "j"), "--model_module", str(bad)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 2
-    assert r.stderr.strip().splitlines()[-1] == (
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):  # the command line, in this process
+        code = task.main(["--data_dir", preprocessed[0], "--job_dir", str(tmp_path / "j"),
+                          "--model_module", str(bad)])
+    assert code == 2
+    assert err.getvalue().strip().splitlines()[-1] == (
         f"training.task: error: module file {bad} has no callable build_model")
 
 
