@@ -37,6 +37,11 @@ EARLY_STOPPING_MIN_ROWS = 1000
 # table's network differ by 8% RMSE between two runs).
 SMALL_TRAIN_ROWS = 10_000
 CHOICE_FOLDS = 4  # `--model auto` on a small train split: the folds scored (choice_folds)
+# A cross-fitted fold's trees stop growing once their loss on the held-out fold has not
+# improved for this many rounds (YDF's LOSS_INCREASE rule, its default look-ahead is 30): a
+# noisy table whose best count is a few dozen rounds no longer grows all --num_trees in each
+# of the folds (Ecdat's Car, 6 classes: 65 s a fold for 300 rounds; docs/performance.md).
+FOLD_LOOK_AHEAD = 50
 
 
 def choose(train_rows: int, batch_size: Optional[int], epochs: Optional[int],

@@ -123,6 +123,16 @@ def choose_family(losses: Dict[str, np.ndarray], network: str,
     return better, why + f"; {better} is clearly lower than the other family: kept"
 
 
+def _cut_or_grown(cfg: TrainConfig, info, train_files, fold: int, folds: int, run: TreesRun,
+                  rounds: int) -> TreesRun:
+    """Fold `fold`'s trees at `rounds` rounds: cut, or (YDF kept fewer: its own best on the
+    fold came earlier) grown again to exactly that many without that fold."""
+    if rounds <= run.rounds:
+        return run.truncated(rounds)
+    return train_trees(cfg, info, train_files, num_trees=rounds,
+                       holdout=data_lib.choice_fold(fold, folds).other())
+
+
 def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: int,
                       folds: int, blend: Callable,
                       refit_network: Optional[Callable[..., object]],
@@ -132,20 +142,23 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
     without), then of each further fold by a network (`refit_network`) and trees trained
     without that fold, and their blend (`blend(network, trees)`): the same rows, in the
     same order, for every candidate. Cross-fitted, every fold's trees (`trees_run` is fold
-    0's) are first cut to the count with the lowest loss over the folds (fold_num_trees),
-    the count the trees exported keep: the choice judges the trees that would be kept."""
+    0's; each stopped on its fold) are first cut, or grown again, to the count with the
+    lowest loss over the folds (fold_num_trees), the count the trees exported keep: the
+    choice judges the trees that would be kept."""
     network = next(n for n in runs if n not in (TREES, BLEND))
     fold_runs = [(runs[network][0], trees_run)]
     for fold in range(1, folds):
         started, holdout = time.time(), data_lib.choice_fold(fold, folds)
         fold_runs.append((refit_network(holdout=holdout.other()),
-                          train_trees(cfg, info, train_files, holdout=holdout.other())))
+                          train_trees(cfg, info, train_files, holdout=holdout.other(),
+                                      stop_on_fold=True)))
         log.info("--model auto: fold %d of %d trained in %.1f s", fold + 1, folds,
                  time.time() - started)
     rounds = None
     if folds > 1 and all(t is not None and t.fold_losses is not None for _, t in fold_runs):
         rounds = fold_num_trees([t.fold_losses for _, t in fold_runs])
-        fold_runs = [(net, t.truncated(rounds)) for net, t in fold_runs]
+        fold_runs = [(net, _cut_or_grown(cfg, info, train_files, fold, folds, t, rounds))
+                     for fold, (net, t) in enumerate(fold_runs)]
         runs[TREES] = (fold_runs[0][1].model, runs[TREES][1])
         runs[BLEND] = (blend(runs[network][0], fold_runs[0][1].model), runs[BLEND][1])
     sums: Dict[str, EvalSums] = {n: EvalSums() for n in runs}

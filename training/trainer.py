@@ -173,7 +173,8 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         candidates[net.model.name] = {"train_seconds": round(net.seconds, 2)}
     if "trees" in families:
         trees = train_trees(cfg, info, train_files,
-                            holdout=data_lib.choice_fold(0, folds[0]).other() if runs else None)
+                            holdout=data_lib.choice_fold(0, folds[0]).other() if runs else None,
+                            stop_on_fold=folds[0] > 1)
         runs["boosted_trees"] = (trees.model, trees.info)
         candidates["boosted_trees"] = {"train_seconds": trees.seconds, "rows": trees.rows,
                                        "num_trees": trees.num_trees,

@@ -364,6 +364,34 @@ def test_trees_trained_less_a_fold_score_it_after_every_tree(preprocessed, tmp_p
 
 
 @pytest.mark.slow
+def test_a_folds_trees_stop_past_their_best_and_grow_again_to_the_count_chosen(
+        preprocessed, tmp_path, monkeypatch):
+    """A cross-fitted fold's trees stop FOLD_LOOK_AHEAD rounds after the fold's loss last
+    improved and keep their best: the same trees as grown to the end (their curve is its
+    start). Asked for more rounds than they kept, the choice grows that fold again."""
+    from training.data import choice_fold
+    from training.models.trees import train_trees
+    from training.selection import _cut_or_grown, scored_rows
+    monkeypatch.setattr(defaults, "FOLD_LOOK_AHEAD", 5)
+    data_dir, _ = preprocessed
+    cfg = small_train_config(data_dir, str(tmp_path / "job"), model="boosted_trees",
+                             num_trees=80, shrinkage=0.5)  # overfits within 80 rounds
+    info, files, fold = load_feature_info(data_dir), split_files(data_dir, "train"), \
+        choice_fold(1, 4)
+    full = train_trees(cfg, info, files, holdout=fold.other())
+    stopped = train_trees(cfg, info, files, holdout=fold.other(), stop_on_fold=True)
+    best = int(np.argmin(full.fold_losses)) + 1
+    assert full.rounds == 80 and best < 75
+    assert stopped.rounds == best and len(stopped.fold_losses) == best + 5
+    np.testing.assert_allclose(stopped.fold_losses, full.fold_losses[:best + 5], rtol=1e-5)
+    grown = _cut_or_grown(cfg, info, files, 1, 4, stopped, best + 3)
+    _, losses = scored_rows(grown.model, files, grown.info, 512, holdout=fold)
+    assert grown.rounds == best + 3
+    assert losses.sum() == pytest.approx(full.fold_losses[best + 2], rel=1e-3)
+    assert _cut_or_grown(cfg, info, files, 1, 4, stopped, best - 2).rounds == best - 2
+
+
+@pytest.mark.slow
 def test_a_table_too_small_for_an_eval_split_is_measured_on_folds_of_the_train_split(tmp_path):
     """datasets' mtcars (32 rows): the hashed tenth of its train.csv held no row, and the
     trainer refused it. `auto` now reports the cross-fitted figures of the model it keeps."""

@@ -115,17 +115,26 @@ class TreesRun:
     num_trees: int
     features: Dict[str, str]
     early_stopping: bool
-    # Without early stopping and trained less a fold: the loss summed over that fold's rows
-    # after each round of trees (squared errors, or log losses), for fold_num_trees.
+    # Trained less a fold on a small table: the loss summed over that fold's rows after each
+    # round of trees (squared errors, or log losses), for fold_num_trees. Stopped on the
+    # fold, the curve runs FOLD_LOOK_AHEAD rounds past the trees kept (YDF keeps its best).
     fold_losses: Optional[np.ndarray] = None
     forest: object = None    # the YDF model
     model_classes: tuple = ()  # YDF's label classes, in its output's order
 
+    @property
+    def rounds(self) -> int:
+        """Rounds of trees kept: each round grows one tree, or one per class of a
+        multi-class label."""
+        per_round = len(self.model_classes) if len(self.model_classes) > 2 else 1
+        return self.forest.num_trees() // per_round
+
     def truncated(self, rounds: int) -> "TreesRun":
-        """These trees cut to their first `rounds` rounds (each round grows one tree, or
-        one per class of a multi-class label), in place: what the cross-fitted folds
-        score once fold_num_trees has chosen the count."""
-        per_round = self.forest.num_trees() // max(len(self.fold_losses), 1)
+        """These trees cut to their first `rounds` rounds (at most self.rounds), in place:
+        what the cross-fitted folds score once fold_num_trees has chosen the count."""
+        if rounds > self.rounds:
+            raise ValueError(f"{self.rounds} rounds of trees cannot be cut to {rounds}")
+        per_round = self.forest.num_trees() // max(self.rounds, 1)
         while self.forest.num_trees() > rounds * per_round:
             self.forest.remove_tree(self.forest.num_trees() - 1)
         model = TreesModel(self.forest.to_tensorflow_function(), self.info, self.features,
@@ -134,11 +143,11 @@ class TreesRun:
 
 
 def fold_num_trees(fold_losses) -> int:
-    """The number of rounds of trees with the lowest loss summed over the held-out folds: on
-    a small table, grown without early stopping, the cross-fitted choice of how many of the
-    `--num_trees` the trees keep (each fold's trees, stopped at the same count, scored on
-    rows they never saw). 300 trees at a shrinkage of 0.05 overfit a small noisy
-    table (docs/performance.md)."""
+    """The number of rounds of trees with the lowest loss summed over the held-out folds
+    (over the rounds every fold's curve reaches): on a small table, the cross-fitted choice
+    of how many of the `--num_trees` the trees keep (each fold's trees, stopped at the same
+    count, scored on rows they never saw). 300 trees at a shrinkage of 0.05 overfit a small
+    noisy table (docs/performance.md)."""
     total = np.sum([f[:min(len(g) for g in fold_losses)] for f in fold_losses], axis=0)
     return int(np.argmin(total)) + 1
 
@@ -152,9 +161,11 @@ def _per_tree_losses(forest, rows: int, regression: bool) -> np.ndarray:
 
 def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
                 holdout: Optional[data_lib.Holdout],
-                num_trees: Optional[int] = None) -> TreesRun:
+                num_trees: Optional[int] = None, stop_on_fold: bool = False) -> TreesRun:
     """Trains gradient boosted trees on the train split (less a fold when `holdout` excludes
-    one), `num_trees` of them (default `--num_trees`)."""
+    one), `num_trees` of them (default `--num_trees`). On a small table the left-out fold is
+    scored after each round (fold_losses); with `stop_on_fold` (a cross-fitted fold) the
+    trees stop FOLD_LOOK_AHEAD rounds after that fold's loss last improved."""
     import ydf  # noqa: F401  (YDF's learners)
     import ydf_tf  # noqa: F401  (registers the inference ops the export needs)
 
@@ -181,7 +192,24 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     # table that is a few dozen rows taken from training to decide by noise.
     small = len(labels) < defaults.SMALL_TRAIN_ROWS
     early_stopping = not small
-    if not early_stopping:
+    valid = None
+    if holdout is not None and small:
+        # The left-out fold, scored after each tree (YDF's training logs; the trees grown
+        # are the same with or without it).
+        valid, valid_labels = read_columns(train_files, info, features, holdout.other())
+        valid[LABEL] = valid_labels.astype(columns[LABEL].dtype)
+        if not regression:  # a class the fold's training rows lack is not YDF's to score
+            seen = np.isin(valid[LABEL], np.unique(columns[LABEL]))
+            valid = {k: v[seen] for k, v in valid.items()}
+        if not len(valid[LABEL]):
+            valid = None
+    stops_on_fold = valid is not None and stop_on_fold
+    if stops_on_fold:
+        # YDF stops on the `valid` rows (its validation_ratio, which must stay above 0 for
+        # the rule to apply, takes no train row when they are given) and keeps its best.
+        shape.update(early_stopping="LOSS_INCREASE",
+                     early_stopping_num_trees_look_ahead=defaults.FOLD_LOOK_AHEAD)
+    elif not early_stopping:
         shape.update(validation_ratio=0.0, early_stopping="NONE")
     learner = ydf.GradientBoostedTreesLearner(
         label=LABEL, task=ydf.Task.REGRESSION if regression else ydf.Task.CLASSIFICATION,
@@ -194,19 +222,9 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
         min_vocab_frequency=MIN_VOCAB_SMALL if small else 5)
     log.info("boosted_trees: %d rows, %d features (%d categorical), %s %d trees",
              len(labels), len(features), sum(s == "CATEGORICAL" for s in features.values()),
-             "at most" if early_stopping else f"(under {defaults.SMALL_TRAIN_ROWS} rows: no "
-             "early stopping)", num_trees or cfg.num_trees)
-    valid = None
-    if holdout is not None and not early_stopping:
-        # The left-out fold, scored after each tree (YDF's training logs; the trees grown
-        # are the same with or without it).
-        valid, valid_labels = read_columns(train_files, info, features, holdout.other())
-        valid[LABEL] = valid_labels.astype(columns[LABEL].dtype)
-        if not regression:  # a class the fold's training rows lack is not YDF's to score
-            seen = np.isin(valid[LABEL], np.unique(columns[LABEL]))
-            valid = {k: v[seen] for k, v in valid.items()}
-        if not len(valid[LABEL]):
-            valid = None
+             "stopping on the held-out fold, at most" if stops_on_fold else "at most"
+             if early_stopping else f"(under {defaults.SMALL_TRAIN_ROWS} rows: no early "
+             "stopping)", num_trees or cfg.num_trees)
     forest = learner.train(columns, valid=valid, verbose=0)
     fold_losses = None if valid is None else \
         _per_tree_losses(forest, len(valid[LABEL]), regression)
@@ -219,5 +237,6 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     log.info("boosted_trees: %d trees in %.1f s", forest.num_trees(), seconds)
     return TreesRun(model=model, info=served, seconds=round(seconds, 2), rows=len(labels),
                     num_trees=forest.num_trees(), features=features,
-                    early_stopping=early_stopping, fold_losses=fold_losses, forest=forest,
+                    early_stopping=early_stopping or stops_on_fold, fold_losses=fold_losses,
+                    forest=forest,
                     model_classes=model_classes)
