@@ -59,6 +59,7 @@ class PreprocessArgs(ImageArgs, IOArgs):
     gzip_level: int = 1
     delimiter: str = ","
     infer_scan_mb: int = 0
+    max_columns: int = 2000
     golden_rows: int = 500
     tft_temp_dir: Optional[str] = None
 

@@ -58,6 +58,7 @@ from preprocessing.schema_inference.infer import image_schema, infer_from_profil
 from preprocessing.schema_inference.profile import profile_csv
 
 JOB = "preprocess"
+MAX_COLUMNS = 2000  # --max_columns: an inferred schema's columns (each costs ~5 MB at launch)
 # What a run writes and publishes (replacing an earlier run's), and how it is counted.
 OUTPUTS = OutputSpec(
     JOB, managed=("train", "eval", "test", "transform_fn", "transformed_metadata", "rejects",
@@ -102,6 +103,11 @@ class PreprocessOptions(PipelineOptions):
                             "at launch (types never narrower than the data). A bound in MB "
                             "of rows for very large inputs: past it numeric columns are "
                             "typed float, and text in them is rejected. 0: the whole input.")
+        parser.add_argument("--max_columns", type=int, default=MAX_COLUMNS, help=(
+            "Most columns a header may have when the schema is inferred: the transform's "
+            "graph, and the launch's memory, grow with them (1,108 columns: 6.2 GB, 4 min; "
+            "docs/performance.md). A longer header is refused at launch; a --schema_spec "
+            "names its columns and is not bounded."))
         parser.add_argument("--golden_rows", type=int, default=golden.DEFAULT_ROWS, help=(
             "Labelled raw eval (else test) rows kept in OUTPUT/golden/: the golden set a new "
             f"model version must predict before it serves (0: none; at most {golden.MAX_ROWS:,}); "
@@ -133,9 +139,9 @@ def parse_args(options: PipelineOptions) -> PreprocessArgs:
         raise errors.JobError(JOB, "give --schema_spec, or --label_column to infer the schema")
     if not 0 <= o.golden_rows <= golden.MAX_ROWS:
         raise errors.JobError(JOB, f"--golden_rows must be 0..{golden.MAX_ROWS}")
-    if o.rows_per_batch < 1 or o.num_shards < 0 or o.infer_scan_mb < 0:
+    if o.rows_per_batch < 1 or o.num_shards < 0 or o.infer_scan_mb < 0 or o.max_columns < 2:
         raise errors.JobError(JOB, "--rows_per_batch must be >= 1, --num_shards and "
-                                    "--infer_scan_mb >= 0")
+                                    "--infer_scan_mb >= 0, --max_columns >= 2")
     if not 1 <= o.gzip_level <= 9:
         raise errors.JobError(JOB, f"--gzip_level must be 1..9, got {o.gzip_level}")
     if len(o.delimiter) != 1:
@@ -264,6 +270,11 @@ class _Launch:
                 if o.key_column and o.key_column != schema.key:
                     schema = schema.with_overrides(key=o.key_column)
             else:
+                if len(header) > o.max_columns:  # before profiling a column of each
+                    raise SchemaError(f"the header of {self.files[0]} has {len(header):,} "
+                                      f"columns, over --max_columns {o.max_columns:,}: raise "
+                                      f"it to infer a schema over them all, or give a "
+                                      f"--schema_spec of the columns to use")
                 if o.label_column not in header:  # before reading the whole input
                     raise SchemaError(f"label column '{o.label_column}' is not in the header "
                                       f"{header}")

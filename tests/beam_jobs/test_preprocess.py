@@ -178,6 +178,25 @@ def test_bad_arguments_fail_fast_with_one_line(taxi_csv, tmp_path, args, message
     assert not os.path.exists(tmp_path / "o" / "summary.json")
 
 
+def test_a_header_past_max_columns_is_refused_before_it_is_profiled(tmp_path):
+    """A header of 2,500 columns (a wide table, or a hostile line of commas): the transform's
+    graph and the launch's memory grow with the columns, so inferring over them is refused at
+    launch, in one line naming the bound and the ways past it."""
+    src = tmp_path / "wide.csv"
+    names = [f"c{i}" for i in range(2500)]
+    src.write_text(",".join(names) + "\n" + ",".join("1" for _ in names) + "\n")
+    with pytest.raises(SystemExit) as e:
+        preprocess.run(["--input", str(src), "--output", str(tmp_path / "o"),
+                        "--label_column", "c0"])
+    text = str(e.value.code)
+    assert text.startswith("preprocess: error:") and "\n" not in text
+    assert "has 2,500 columns, over --max_columns 2,000" in text and "--schema_spec" in text
+    with pytest.raises(SystemExit, match="--max_columns >= 2"):
+        preprocess.run(["--input", str(src), "--output", str(tmp_path / "o"),
+                        "--label_column", "c0", "--max_columns", "1"])
+    assert not os.path.exists(tmp_path / "o")
+
+
 @pytest.mark.slow
 def test_command_line_help_and_exit_status(tmp_path):
     import subprocess
