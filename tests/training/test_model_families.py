@@ -423,7 +423,8 @@ def test_a_table_too_small_for_an_eval_split_is_measured_on_folds_of_the_train_s
 @pytest.mark.slow
 def test_trees_do_not_memorise_a_category_seen_once(tmp_path, monkeypatch):
     """ISLR's Auto: car names nearly unique per row. A split on a name seen once in training
-    memorises its one label (test RMSE 6.7 on Auto, 2.9 with such names grouped)."""
+    memorises its one label (test RMSE 6.7 on Auto, 2.9 with such names grouped). Nor do
+    they split on more than MAX_VOCAB values of one feature."""
     from beam_jobs import preprocess
     from training import train_and_evaluate
     from training.models import trees
@@ -448,3 +449,16 @@ def test_trees_do_not_memorise_a_category_seen_once(tmp_path, monkeypatch):
                                                   model="boosted_trees"))
         rmse[once] = m["eval"]["rmse"]
     assert rmse[False] < 1.0 < rmse[True], rmse  # the noise is 0.5
+    # The trees split on at most MAX_VOCAB of a feature's values (the most frequent; YDF
+    # groups the rest): 340 names kept when one sighting is enough, 100 under a bound of 100.
+    from training.models.trees import train_trees
+    info, files = load_feature_info(prep), split_files(prep, "train")
+    cfg = small_train_config(prep, str(tmp_path / "vocab"), model="boosted_trees", num_trees=5)
+
+    def values_split_on(bound):
+        monkeypatch.setattr(trees, "MIN_VOCAB_SMALL", 1)
+        monkeypatch.setattr(trees, "MAX_VOCAB", bound)
+        spec = train_trees(cfg, info, files, holdout=None).forest.data_spec()
+        column = next(c for c in spec.columns if c.name == "name")
+        return column.categorical.number_of_unique_values - 1  # less YDF's out-of-vocabulary
+    assert values_split_on(100) == 100 < values_split_on(1000)

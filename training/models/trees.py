@@ -37,6 +37,10 @@ READ_BATCH = 8192
 LABEL = "__label__"      # not a TensorFlow name any column can take (schema.tf_name)
 MIN_PROBABILITY = 1e-7   # logits are log-probabilities, floored so none is -inf
 MIN_VOCAB_SMALL = 2      # on a small table a category seen twice is kept; once, grouped
+# The most frequent values of a categorical feature the trees split on (YDF's default: 2000);
+# the rest are grouped. openintro's loans (emp_title, 2,077 values kept): the folds' trees
+# took 190 s, 117 s at 300, and scored 1.352 vs 1.347 RMSE over the 4 folds (50: 1.377).
+MAX_VOCAB = 300
 
 
 def feature_semantics(info: FeatureInfo) -> Dict[str, str]:
@@ -219,7 +223,7 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
         # Categorical ids seen fewer times than this are grouped: small tables keep theirs,
         # but for a value seen once: a split on it memorises its one label (ISLR's Auto,
         # whose car names are nearly unique: test RMSE 6.7 with 1, 2.9 with 2).
-        min_vocab_frequency=MIN_VOCAB_SMALL if small else 5)
+        min_vocab_frequency=MIN_VOCAB_SMALL if small else 5, max_vocab_count=MAX_VOCAB)
     log.info("boosted_trees: %d rows, %d features (%d categorical), %s %d trees",
              len(labels), len(features), sum(s == "CATEGORICAL" for s in features.values()),
              "stopping on the held-out fold, at most" if stops_on_fold else "at most"
