@@ -127,19 +127,21 @@ class TreesRun:
     model_classes: tuple = ()  # YDF's label classes, in its output's order
 
     @property
+    def trees_per_round(self) -> int:
+        """One tree, or one per class of a multi-class label."""
+        return len(self.model_classes) if len(self.model_classes) > 2 else 1
+
+    @property
     def rounds(self) -> int:
-        """Rounds of trees kept: each round grows one tree, or one per class of a
-        multi-class label."""
-        per_round = len(self.model_classes) if len(self.model_classes) > 2 else 1
-        return self.forest.num_trees() // per_round
+        """Rounds of trees kept."""
+        return self.forest.num_trees() // self.trees_per_round
 
     def truncated(self, rounds: int) -> "TreesRun":
         """These trees cut to their first `rounds` rounds (at most self.rounds), in place:
         what the cross-fitted folds score once fold_num_trees has chosen the count."""
         if rounds > self.rounds:
             raise ValueError(f"{self.rounds} rounds of trees cannot be cut to {rounds}")
-        per_round = self.forest.num_trees() // max(self.rounds, 1)
-        while self.forest.num_trees() > rounds * per_round:
+        while self.forest.num_trees() > rounds * self.trees_per_round:
             self.forest.remove_tree(self.forest.num_trees() - 1)
         model = TreesModel(self.forest.to_tensorflow_function(), self.info, self.features,
                            self.model_classes)
@@ -161,6 +163,19 @@ def _per_tree_losses(forest, rows: int, regression: bool) -> np.ndarray:
     the RMSE of a regression, the log loss of a classification)."""
     means = np.array([e.evaluation.loss for e in forest.training_logs()], np.float64)
     return rows * (means ** 2 if regression else means)
+
+
+def _held_out_rows(train_files, info: FeatureInfo, features, holdout: data_lib.Holdout,
+                   train_labels: np.ndarray, regression: bool
+                   ) -> Optional[Dict[str, np.ndarray]]:
+    """The rows `holdout` leaves out, as YDF's `valid` set (labels as the train rows'), or
+    None when there is none: a class the train rows lack is not YDF's to score."""
+    valid, labels = read_columns(train_files, info, features, holdout.other())
+    valid[LABEL] = labels.astype(train_labels.dtype)
+    if not regression:
+        seen = np.isin(valid[LABEL], np.unique(train_labels))
+        valid = {k: v[seen] for k, v in valid.items()}
+    return valid if len(valid[LABEL]) else None
 
 
 def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
@@ -196,25 +211,22 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     # table that is a few dozen rows taken from training to decide by noise.
     small = len(labels) < defaults.SMALL_TRAIN_ROWS
     early_stopping = not small
-    valid = None
-    if holdout is not None and small:
-        # The left-out fold, scored after each tree (YDF's training logs; the trees grown
-        # are the same with or without it).
-        valid, valid_labels = read_columns(train_files, info, features, holdout.other())
-        valid[LABEL] = valid_labels.astype(columns[LABEL].dtype)
-        if not regression:  # a class the fold's training rows lack is not YDF's to score
-            seen = np.isin(valid[LABEL], np.unique(columns[LABEL]))
-            valid = {k: v[seen] for k, v in valid.items()}
-        if not len(valid[LABEL]):
-            valid = None
+    # The left-out fold, scored after each tree (YDF's training logs; the trees grown are
+    # the same with or without it).
+    valid = _held_out_rows(train_files, info, features, holdout, columns[LABEL],
+                           regression) if holdout is not None and small else None
     stops_on_fold = valid is not None and stop_on_fold
     if stops_on_fold:
         # YDF stops on the `valid` rows (its validation_ratio, which must stay above 0 for
         # the rule to apply, takes no train row when they are given) and keeps its best.
         shape.update(early_stopping="LOSS_INCREASE",
                      early_stopping_num_trees_look_ahead=defaults.FOLD_LOOK_AHEAD)
+        how = "stopping on the held-out fold, at most"
     elif not early_stopping:
         shape.update(validation_ratio=0.0, early_stopping="NONE")
+        how = f"(under {defaults.SMALL_TRAIN_ROWS} rows: no early stopping)"
+    else:
+        how = "at most"
     learner = ydf.GradientBoostedTreesLearner(
         label=LABEL, task=ydf.Task.REGRESSION if regression else ydf.Task.CLASSIFICATION,
         features=[ydf.Feature(n, getattr(ydf.Semantic, s)) for n, s in features.items()],
@@ -226,9 +238,7 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
         min_vocab_frequency=MIN_VOCAB_SMALL if small else 5, max_vocab_count=MAX_VOCAB)
     log.info("boosted_trees: %d rows, %d features (%d categorical), %s %d trees",
              len(labels), len(features), sum(s == "CATEGORICAL" for s in features.values()),
-             "stopping on the held-out fold, at most" if stops_on_fold else "at most"
-             if early_stopping else f"(under {defaults.SMALL_TRAIN_ROWS} rows: no early "
-             "stopping)", num_trees or cfg.num_trees)
+             how, num_trees or cfg.num_trees)
     forest = learner.train(columns, valid=valid, verbose=0)
     fold_losses = None if valid is None else \
         _per_tree_losses(forest, len(valid[LABEL]), regression)
@@ -242,5 +252,4 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     return TreesRun(model=model, info=served, seconds=round(seconds, 2), rows=len(labels),
                     num_trees=forest.num_trees(), features=features,
                     early_stopping=early_stopping or stops_on_fold, fold_losses=fold_losses,
-                    forest=forest,
-                    model_classes=model_classes)
+                    forest=forest, model_classes=model_classes)
