@@ -173,3 +173,21 @@ def test_the_analysis_graph_does_not_grow_with_the_numeric_columns():
                  | tft_beam.AnalyzeDataset(make_preprocessing_fn(schema)))
         return len(p.to_runner_api().components.transforms)
     assert graph_size(40) == graph_size(4)
+
+
+def test_a_numeric_column_adds_a_handful_of_ops_to_the_transform_graph():
+    """tf.transform traces the graph several times per job (analysis, metadata, the saved
+    transform_fn, each split's transform), so every op a column adds is paid per column in
+    each. At 69 ops per column, 1,000 numeric columns took 219 s to preprocess 1,000 rows."""
+    from tensorflow_transform import impl_helper
+
+    from preprocessing.parsing.record_batches import raw_feature_spec
+
+    def ops(n):
+        schema = _numeric_schema(n, missing=True)
+        specs = impl_helper.get_type_specs_from_feature_specs(raw_feature_spec(schema))
+        graph = impl_helper.trace_preprocessing_function(
+            make_preprocessing_fn(schema), specs, use_tf_compat_v1=False)
+        graph = graph[0] if isinstance(graph, tuple) else graph
+        return len(graph.get_operations())
+    assert (ops(40) - ops(4)) / 36 <= 16
