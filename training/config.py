@@ -44,6 +44,7 @@ class TrainConfig:
     max_num_nodes: int = 31                  # per tree, with BEST_FIRST_GLOBAL
     split_axis: str = "SPARSE_OBLIQUE"
     categorical_algorithm: str = "CART"
+    tree_threads: int = 0                    # 0: one under TREES_ONE_THREAD_ROWS, else all
     label_key: Optional[str] = None          # a transformed feature as the label (TFX _xf)
     model_module: Optional[str] = None       # a file with build_model(feature_info, config)
     hidden_units: List[int] = field(default_factory=lambda: [128, 64, 32])
@@ -112,6 +113,8 @@ class TrainConfig:
             raise ConfigError("--learning_rate must be > 0")
         if not 0 < self.shrinkage <= 1:
             raise ConfigError("--shrinkage must be in (0, 1]")
+        if self.tree_threads < 0:
+            raise ConfigError("--tree_threads must be >= 0 (0: automatic)")
         if not 0 < self.subsample <= 1:
             raise ConfigError("--subsample must be in (0, 1]")
         for name, allowed in (("growing_strategy", GROWING_STRATEGIES),
@@ -185,6 +188,9 @@ class TrainConfig:
                "(min-max normalised); AXIS_ALIGNED on one number at a time.")
         a("--categorical_algorithm", choices=CATEGORICAL_ALGORITHMS, default="CART",
           help="boosted_trees: how a category split is searched (YDF's CART or RANDOM).")
+        a("--tree_threads", type=int, default=0,
+          help="boosted_trees: YDF's training threads. 0 (default): one under 200,000 train "
+               "rows (where more measured slower), else one per core.")
         a("--label_key", help="Train on this transformed feature instead of the schema's raw "
           "label (TFX's <name>_xf convention): float -> regression, int -> classification.")
         a("--model_module", help="A Python file (local or gs://) defining build_model("

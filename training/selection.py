@@ -18,6 +18,7 @@ paired difference on those rows.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
 from typing import Callable, Dict, Optional, Tuple
@@ -27,6 +28,7 @@ import tensorflow as tf
 
 from preprocessing.reference.evaluation import EvalSums
 from training import data as data_lib
+from training import defaults
 from training.config import TrainConfig
 from training.models.blend import BLEND, BlendModel
 from training.models.trees import TreesRun, fold_num_trees, train_trees
@@ -146,21 +148,27 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
     lowest loss over the folds (fold_num_trees), the count the trees exported keep: the
     choice judges the trees that would be kept."""
     network = next(n for n in runs if n not in (TREES, BLEND))
-    fold_runs = [(runs[network][0], trees_run)]
-    for fold in range(1, folds):
-        started, holdout = time.time(), data_lib.choice_fold(fold, folds)
-        fold_runs.append((refit_network(holdout=holdout.other()),
-                          train_trees(cfg, info, train_files, holdout=holdout.other(),
-                                      stop_on_fold=True)))
-        log.info("--model auto: fold %d of %d trained in %.1f s", fold + 1, folds,
-                 time.time() - started)
-    rounds = None
-    if folds > 1 and all(t is not None and t.fold_losses is not None for _, t in fold_runs):
-        rounds = fold_num_trees([t.fold_losses for _, t in fold_runs])
-        fold_runs = [(net, _cut_or_grown(cfg, info, train_files, fold, folds, t, rounds))
-                     for fold, (net, t) in enumerate(fold_runs)]
-        runs[TREES] = (fold_runs[0][1].model, runs[TREES][1])
-        runs[BLEND] = (blend(runs[network][0], fold_runs[0][1].model), runs[BLEND][1])
+    started = time.time()
+    others = [data_lib.choice_fold(fold, folds).other() for fold in range(1, folds)]
+    # The folds' trees grow in threads beside the network's refits: YDF releases the GIL
+    # and, on these small splits, trains on one thread (tree_threads), so the second core
+    # would otherwise idle. Each fold's trees are the same as grown one after another; so
+    # are the folds grown again (_cut_or_grown).
+    with concurrent.futures.ThreadPoolExecutor(defaults.FOLD_TREE_WORKERS) as pool:
+        grown = [pool.submit(train_trees, cfg, info, train_files, holdout=other,
+                             stop_on_fold=True) for other in others]
+        nets = [refit_network(holdout=other) for other in others]
+        fold_runs = [(runs[network][0], trees_run)] + list(zip(nets, (g.result() for g in grown)))
+        if others:
+            log.info("--model auto: folds 2-%d trained in %.1f s", folds, time.time() - started)
+        rounds = None
+        if folds > 1 and all(t is not None and t.fold_losses is not None for _, t in fold_runs):
+            rounds = fold_num_trees([t.fold_losses for _, t in fold_runs])
+            cut = [pool.submit(_cut_or_grown, cfg, info, train_files, fold, folds, t, rounds)
+                   for fold, (_, t) in enumerate(fold_runs)]
+            fold_runs = [(net, c.result()) for (net, _), c in zip(fold_runs, cut)]
+            runs[TREES] = (fold_runs[0][1].model, runs[TREES][1])
+            runs[BLEND] = (blend(runs[network][0], fold_runs[0][1].model), runs[BLEND][1])
     sums: Dict[str, EvalSums] = {n: EvalSums() for n in runs}
     losses: Dict[str, list] = {n: [] for n in runs}
     for fold, (net_model, trees) in enumerate(fold_runs):

@@ -296,9 +296,18 @@ def test_blend_averages_predictions_on_the_label_scale_and_probabilities():
 def test_trees_flags_are_checked_before_training(tmp_path):
     from training.config import ConfigError, TrainConfig
     for flag, bad in (("split_axis", "DIAGONAL"), ("growing_strategy", "WIDE"),
-                      ("categorical_algorithm", "ONE_HOT"), ("max_num_nodes", 0)):
+                      ("categorical_algorithm", "ONE_HOT"), ("max_num_nodes", 0),
+                      ("tree_threads", -1)):
         with pytest.raises(ConfigError, match=flag):
             TrainConfig(data_dir="d", job_dir=str(tmp_path), **{flag: bad})
+
+
+def test_the_trees_train_on_one_thread_on_a_small_split_unless_told():
+    """YDF's threads measured slower than one on small splits (docs/performance.md)."""
+    from training.models.trees import tree_threads
+    assert tree_threads(0, defaults.TREES_ONE_THREAD_ROWS - 1) == 1
+    assert tree_threads(0, defaults.TREES_ONE_THREAD_ROWS) is None  # YDF's: one per core
+    assert tree_threads(3, 100) == 3
 
 
 def test_early_stopping_is_off_when_the_holdout_slice_is_too_small_to_measure():

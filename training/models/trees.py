@@ -178,6 +178,14 @@ def _held_out_rows(train_files, info: FeatureInfo, features, holdout: data_lib.H
     return valid if len(valid[LABEL]) else None
 
 
+def tree_threads(flag: int, train_rows: int) -> Optional[int]:
+    """YDF's num_threads: the flag's, else one under TREES_ONE_THREAD_ROWS, else YDF's own
+    (one per core)."""
+    if flag:
+        return flag
+    return 1 if train_rows < defaults.TREES_ONE_THREAD_ROWS else None
+
+
 def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
                 holdout: Optional[data_lib.Holdout],
                 num_trees: Optional[int] = None, stop_on_fold: bool = False) -> TreesRun:
@@ -227,6 +235,7 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
         how = f"(under {defaults.SMALL_TRAIN_ROWS} rows: no early stopping)"
     else:
         how = "at most"
+    threads = tree_threads(cfg.tree_threads, len(labels))
     learner = ydf.GradientBoostedTreesLearner(
         label=LABEL, task=ydf.Task.REGRESSION if regression else ydf.Task.CLASSIFICATION,
         features=[ydf.Feature(n, getattr(ydf.Semantic, s)) for n, s in features.items()],
@@ -235,10 +244,12 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
         # Categorical ids seen fewer times than this are grouped: small tables keep theirs,
         # but for a value seen once: a split on it memorises its one label (ISLR's Auto,
         # whose car names are nearly unique: test RMSE 6.7 with 1, 2.9 with 2).
-        min_vocab_frequency=MIN_VOCAB_SMALL if small else 5, max_vocab_count=MAX_VOCAB)
-    log.info("boosted_trees: %d rows, %d features (%d categorical), %s %d trees",
+        min_vocab_frequency=MIN_VOCAB_SMALL if small else 5, max_vocab_count=MAX_VOCAB,
+        num_threads=threads)
+    log.info("boosted_trees: %d rows, %d features (%d categorical), %s %d trees, %s",
              len(labels), len(features), sum(s == "CATEGORICAL" for s in features.values()),
-             how, num_trees or cfg.num_trees)
+             how, num_trees or cfg.num_trees,
+             f"{threads} thread(s)" if threads else "a thread per core")
     forest = learner.train(columns, valid=valid, verbose=0)
     fold_losses = None if valid is None else \
         _per_tree_losses(forest, len(valid[LABEL]), regression)
