@@ -29,7 +29,6 @@ On Dataflow:
 from __future__ import annotations
 
 import dataclasses
-import logging
 import time
 import uuid
 from typing import Callable, Optional, Tuple
@@ -40,11 +39,12 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 
 from beam_jobs import preprocess_steps as pp
 from beam_jobs.args import PreprocessArgs
+from beam_jobs.preprocess_inputs import JOB, InputsFound
 from beam_jobs.shared import cli, common_options, errors, local_runner, publish
 from beam_jobs.shared.finalize import Finalize, OutputSpec
 from preprocessing.accounting import counting
 from preprocessing.accounting.rejects import WriteDeadLetters
-from preprocessing.contract.schema import RAW_SCHEMA_FILE, Schema, SchemaError
+from preprocessing.contract.schema import RAW_SCHEMA_FILE, Schema
 from preprocessing.contract.split import SPLITS, parse_fractions
 from preprocessing.files import filesys, reading
 from preprocessing.files.tfrecords import GZIP_LEVEL
@@ -54,11 +54,8 @@ from preprocessing.parsing import record_batches
 from preprocessing.reference import golden
 from preprocessing.reference.golden import GOLDEN_DIR
 from preprocessing.reference.statistics import STATISTICS_FILE
-from preprocessing.schema_inference.infer import image_schema, infer_from_profile, parse_csv_sample, report
-from preprocessing.schema_inference.profile import profile_csv
 
-JOB = "preprocess"
-MAX_COLUMNS = 2000  # --max_columns: an inferred schema's columns (each costs ~5 MB at launch)
+MAX_COLUMNS = 2000  # --max_columns: an inferred schema's columns (each ~1.5 MB at preprocess)
 # What a run writes and publishes (replacing an earlier run's), and how it is counted.
 OUTPUTS = OutputSpec(
     JOB, managed=("train", "eval", "test", "transform_fn", "transformed_metadata", "rejects",
@@ -175,143 +172,10 @@ class PreprocessConfig:
         return tuple(parse_fractions(self.args.split))
 
 
-# ---- launch-time resolution (fails fast, before any pipeline runs) -------------------------------
-class _Launch:
-    """The launch step: the checked arguments plus what only I/O can tell (the input files,
-    the schema from a spec or the data, the preprocessing_fn, an output that can be written).
-    `launch()` turns it into the plain PreprocessConfig the pipeline is built from."""
-
-    def __init__(self, options: PipelineOptions):
-        o = self.args = parse_args(options)
-        self.output = o.output
-        self.columns_report = None  # what schema inference decided, per column
-        self.input_bytes = None
-        self.image_mode, self.classes, self.labels_header = None, (), None  # images only
-        if o.format == "images":
-            self._init_images(o)
-            return
-        self.patterns = filesys.split_patterns(o.input)
-        self.files = self._match(o.input, f"no files match --input {o.input}")
-        self.input_bytes = filesys.total_size(self.patterns)
-        # The header and sample come from the first readable file (a device or FIFO in the
-        # glob is the pipeline's unreadable_file dead letter, not a launch failure).
-        first = next((f for f in self.files if filesys.is_readable_input(f)), self.files[0])
-        try:
-            header, _ = parse_csv_sample(filesys.read_head(first), o.delimiter, 0)
-        except SchemaError as e:
-            raise errors.JobError(JOB, f"{first}: {e}")
-        except Exception as e:
-            raise errors.JobError(JOB, f"cannot read {first}: {str(e).splitlines()[0]}")
-        self.schema = self._resolve_schema(o, header)
-        self.preprocessing_fn = self._resolve_preprocessing_fn(o)
-        cli.check_output_apart(JOB, self.patterns, self.output)
-        cli.check_writable(JOB, self.output)
-
-    def _init_images(self, o):
-        from preprocessing.features.transform import make_preprocessing_fn
-        self.schema = image_schema()
-        self.preprocessing_fn = make_preprocessing_fn(self.schema)
-        self.classes = tuple(c.strip() for c in o.classes.split(",") if c.strip())
-        src = o.input.rstrip("/")
-        if src.lower().endswith(".csv"):
-            self.image_mode = "labels_csv"
-            self.patterns = [src]
-            self.files = self._match(src, f"no labels CSV at --input {src}")
-            try:
-                header = parse_csv_sample(filesys.read_head(self.files[0]), max_rows=1)[0]
-            except SchemaError as e:
-                raise errors.JobError(JOB, f"{self.files[0]}: {e}")
-            # A header is recognised by its names; without one (tensorflow/tpu's
-            # jpeg_to_tf_record.py format) every line is `path,label`.
-            self.labels_header = None
-            if not {"uri", "label"} <= set(header):
-                if len(header) != 2:
-                    raise errors.JobError(
-                        JOB, f"{self.files[0]}: a labels CSV is `uri,label` lines, with or "
-                             f"without a header naming uri and label; found {header}")
-                self.labels_header = ("uri", "label")
-        else:
-            self.image_mode = "folders"
-            self.patterns = [FileSystems.join(src, "*", "*")]
-            self.files = self._match(src, f"no <class>/<image> files under --input {src}")
-            self.labels_header = None
-        cli.check_output_apart(JOB, self.patterns, self.output)
-        cli.check_writable(JOB, self.output)
-
-    def _match(self, shown: str, none_message: str):
-        """The files matching self.patterns; fails fast when listing fails or finds none."""
-        try:
-            files = filesys.match_files(self.patterns)
-        except Exception as e:
-            raise errors.JobError(JOB, f"cannot list --input {shown}: {str(e).splitlines()[0]}")
-        if not files:
-            raise errors.JobError(JOB, none_message)
-        return files
-
-    def _profile(self, o):
-        """Statistics of every column over the whole input (or --infer_scan_mb of it)."""
-        readable = [f for f in self.files if filesys.is_readable_input(f)]
-        progress = counting.Progress.of(JOB, "profiled for schema inference")
-        prof = profile_csv([(f, lambda f=f: filesys.open_input(f)) for f in readable],
-                           o.delimiter, (o.infer_scan_mb << 20) or None, progress.add)
-        progress.show()
-        if prof.note:
-            logging.warning("preprocess: schema inference %s", prof.note)
-        return prof
-
-    def _resolve_schema(self, o, header) -> Schema:
-        header = [h.strip() for h in header]
-        try:
-            if o.schema_spec:
-                schema = Schema.load(o.schema_spec)
-                if o.label_column and o.label_column != schema.label:
-                    raise SchemaError(f"--label_column {o.label_column} differs from the "
-                                      f"spec's label {schema.label}")
-                if o.key_column and o.key_column != schema.key:
-                    schema = schema.with_overrides(key=o.key_column)
-            else:
-                if len(header) > o.max_columns:  # before profiling a column of each
-                    raise SchemaError(f"the header of {self.files[0]} has {len(header):,} "
-                                      f"columns, over --max_columns {o.max_columns:,}: raise "
-                                      f"it to infer a schema over them all, or give a "
-                                      f"--schema_spec of the columns to use")
-                if o.label_column not in header:  # before reading the whole input
-                    raise SchemaError(f"label column '{o.label_column}' is not in the header "
-                                      f"{header}")
-                prof = self._profile(o)
-                schema, decisions = infer_from_profile(prof, o.label_column, o.key_column)
-                self.columns_report = report(prof, decisions, schema)
-                for r in self.columns_report:
-                    counting.emit(f"{JOB}: column {r['column']!r}: {r['role']}, {r['type']}, "
-                                 f"{r['transform']} ({r['why']}; missing "
-                                 f"{r['missing_rate']:.1%}, distinct {r['distinct']})")
-                logging.info("Inferred schema (save it, edit it, pass it as --schema_spec):\n%s",
-                             schema.dumps())
-        except SchemaError as e:
-            raise errors.JobError(JOB, str(e))
-        if schema.label not in header:
-            raise errors.JobError(JOB, f"label column '{schema.label}' is not in the header of "
-                                       f"{self.files[0]}: {header}")
-        missing = [c.name for c in schema.columns if c.required and c.name not in header]
-        if missing:
-            raise errors.JobError(JOB, f"columns {missing} of the spec are not in the header of "
-                                       f"{self.files[0]}: {header}")
-        return schema
-
-    def _resolve_preprocessing_fn(self, o):
-        from preprocessing.features.transform import load_module_preprocessing_fn, make_preprocessing_fn
-        if not o.module_file:
-            return make_preprocessing_fn(self.schema)
-        try:
-            return load_module_preprocessing_fn(o.module_file)
-        except Exception as e:
-            raise errors.JobError(JOB, f"--module_file {o.module_file}: {e}")
-
-
 def launch(options: PipelineOptions) -> PreprocessConfig:
     """The launch step (all of the job's I/O checks, one-line errors) -> the job's config."""
-    found = _Launch(options)
-    o = found.args
+    o = parse_args(options)
+    found = InputsFound(o)
     local = local_runner.is_local_runner(options)
     # tf.transform's scratch: a folder of this run's own, removed whatever the outcome.
     if o.tft_temp_dir or not local:
