@@ -190,7 +190,7 @@ class TrainConfig:
           help="boosted_trees: how a category split is searched (YDF's CART or RANDOM).")
         a("--tree_threads", type=int, default=0,
           help="boosted_trees: YDF's training threads. 0 (default): one under 200,000 train "
-               "rows (where more measured slower), else one per core.")
+               "rows (where more measured slower: benchmarks/tree_threads.py), else one per core.")
         a("--label_key", help="Train on this transformed feature instead of the schema's raw "
           "label (TFX's <name>_xf convention): float -> regression, int -> classification.")
         a("--model_module", help="A Python file (local or gs://) defining build_model("
