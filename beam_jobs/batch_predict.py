@@ -59,7 +59,7 @@ from inference.model.serving_model import choose_version
 from inference.model.shadow import CombineShadow, ShadowScore
 from inference.outputs import sinks
 from inference.outputs.predictions import PredictionBlock
-from inference.skew import SkewReport, kinds_of, row_batch_partial
+from inference.skew import SkewReport, kinds_of, row_batch_partial, train_label_range
 from preprocessing.accounting import counting
 from preprocessing.accounting.rejects import WriteDeadLetters
 from preprocessing.contract.schema import Schema
@@ -170,6 +170,7 @@ class BatchPredictConfig:
     gate_record: Optional[dict] = None  # the model gate's check of the newest version
     shadow_path: Optional[str] = None   # --shadow_model_dir's version
     train_statistics: Optional[dict] = None  # the export's, for the skew report
+    label_range: Optional[Tuple[float, float]] = None  # regression: the train labels' range
 
     @property
     def output(self) -> str:
@@ -245,7 +246,9 @@ def launch(options: PipelineOptions) -> BatchPredictConfig:
         image_patterns=tuple(found.image_patterns), gate_record=found.gate_record,
         shadow_path=found.shadow_path,
         train_statistics=common_options.train_statistics(found.args, found.model_path,
-                                                         found.schema, found.passthrough))
+                                                         found.schema, found.passthrough),
+        label_range=train_label_range(found.model_path, found.label)
+        if found.label and found.schema.task == "regression" else None)
 
 
 def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
@@ -313,14 +316,28 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
     return p
 
 
+def _metrics_json(metrics: dict, label: str, version: str) -> str:
+    """metrics.json's text; rows whose label lies outside the train labels' range are also
+    named in the log (a bounded model cannot reach them: they can dominate the RMSE)."""
+    outside = metrics.get("labels_outside_train_range")
+    if outside:
+        others = outside["rmse_of_the_others"]
+        logging.warning("%s: %d row(s) have their %s outside the train split's range [%g, %g]; "
+                        "they carry %.0f%% of the squared error (RMSE of the other rows: %s)",
+                        JOB, outside["examples"], label, *outside["train_range"],
+                        100 * outside["share_of_squared_error"],
+                        "none" if others is None else f"{others:.4g}")
+    return filesys.dumps_json(dict(metrics, label=label, model_version=version), sort_keys=False)
+
+
 def _reports(cfg: BatchPredictConfig, batches, results, preds) -> list:
     """The small JSON reports Finalize attaches to the summary: metrics.json (labels),
     skew.json (train/serve skew of the rows served), shadow.json (the shadow model)."""
     o, staging, written = cfg.args, cfg.staging, []
     if cfg.label:
-        written.append(preds | "Metrics" >> beam.CombineGlobally(EvalMetrics(cfg.schema.task))
-             | "MetricsJson" >> beam.Map(lambda m: filesys.dumps_json(
-                 dict(m, label=cfg.label, model_version=cfg.version), sort_keys=False))
+        written.append(preds | "Metrics" >> beam.CombineGlobally(
+                           EvalMetrics(cfg.schema.task, cfg.label_range))
+             | "MetricsJson" >> beam.Map(_metrics_json, cfg.label, cfg.version)
              | "WriteMetrics" >> beam.io.WriteToText(FileSystems.join(staging, "metrics"),
                                                      file_name_suffix=".json",
                                                      shard_name_template=""))

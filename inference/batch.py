@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Optional
+from typing import Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -200,19 +200,22 @@ class FormatPredictions(beam.DoFn):
 
 
 class EvalMetrics(beam.CombineFn):
-    """Exact metrics over labelled predictions (the same formulas as the trainer's eval)."""
+    """Exact metrics over labelled predictions (the same formulas as the trainer's eval);
+    given the train labels' range (regression), also the rows whose label lies outside it
+    and their share of the squared error (EvalSums)."""
 
-    def __init__(self, task: str):
+    def __init__(self, task: str, label_range: Optional[Tuple[float, float]] = None):
         self.task = task
+        self.label_range = label_range
 
     def create_accumulator(self):
-        return EvalSums()
+        return EvalSums(label_range=self.label_range)
 
     def add_input(self, acc, block: PredictionBlock):
         return acc.add_outputs(self.task, block.outputs, block.labels or [])
 
     def merge_accumulators(self, accs):
-        out = EvalSums()
+        out = EvalSums(label_range=self.label_range)
         for a in accs:
             out = out.merge(a)
         return out

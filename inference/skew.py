@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from typing import Optional
+from typing import Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -36,6 +36,15 @@ def load_train_statistics(export_dir: str) -> Optional[dict]:
         return None
     with FileSystems.open(path, compression_type="uncompressed") as f:
         return json.loads(f.read(64 << 20).decode("utf-8"))
+
+
+def train_label_range(export_dir: str, label: str) -> Optional[Tuple[float, float]]:
+    """(min, max) of `label` over the export's train split, or None (not a number there, or
+    no statistics kept): what a model bounded by its training labels can predict."""
+    stats = (load_train_statistics(export_dir) or {}).get("features", {}).get(label) or {}
+    if stats.get("min") is None or stats.get("max") is None:
+        return None
+    return float(stats["min"]), float(stats["max"])
 
 
 def feature_statistics(train_stats: dict, schema, passthrough=()) -> dict:

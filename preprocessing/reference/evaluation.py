@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -12,18 +13,28 @@ import numpy as np
 @dataclasses.dataclass
 class EvalSums:
     """Running sums over labelled examples: n, squared and absolute error (regression), and
-    correct predictions and label weight (classification; weight 0 = an unknown label)."""
+    correct predictions and label weight (classification; weight 0 = an unknown label).
+    Given the train labels' range, regression also counts the rows whose label lies outside
+    it and their squared error: rows no model bounded by its training labels can reach."""
     n: int = 0
     sq: float = 0.0
     ab: float = 0.0
     correct: float = 0.0
     weight: float = 0.0
+    outside: int = 0
+    outside_sq: float = 0.0
+    label_range: Optional[Tuple[float, float]] = None
 
     def add_regression(self, predictions, labels) -> None:
-        err = np.asarray(predictions, np.float64) - np.asarray(labels, np.float64)
+        labels = np.asarray(labels, np.float64)
+        err = np.asarray(predictions, np.float64) - labels
         self.n += len(err)
         self.sq += float(np.sum(err * err))
         self.ab += float(np.sum(np.abs(err)))
+        if self.label_range is not None:
+            out = (labels < self.label_range[0]) | (labels > self.label_range[1])
+            self.outside += int(out.sum())
+            self.outside_sq += float(np.sum(err[out] ** 2))
 
     def add_classification(self, is_correct, weights=None) -> None:
         is_correct = np.asarray(is_correct, np.float64)
@@ -49,13 +60,23 @@ class EvalSums:
 
     def merge(self, other: "EvalSums") -> "EvalSums":
         return EvalSums(self.n + other.n, self.sq + other.sq, self.ab + other.ab,
-                        self.correct + other.correct, self.weight + other.weight)
+                        self.correct + other.correct, self.weight + other.weight,
+                        self.outside + other.outside, self.outside_sq + other.outside_sq,
+                        self.label_range or other.label_range)
 
     def metrics(self, task: str) -> dict:
         if self.n == 0:
             return {"examples": 0}
         if task == "regression":
-            return {"examples": self.n, "rmse": math.sqrt(self.sq / self.n),
-                    "mae": self.ab / self.n}
+            out = {"examples": self.n, "rmse": math.sqrt(self.sq / self.n),
+                   "mae": self.ab / self.n}
+            if self.outside:
+                inside = self.n - self.outside
+                out["labels_outside_train_range"] = {
+                    "examples": self.outside, "train_range": list(self.label_range),
+                    "share_of_squared_error": self.outside_sq / self.sq if self.sq else 0.0,
+                    "rmse_of_the_others": math.sqrt((self.sq - self.outside_sq) / inside)
+                    if inside else None}
+            return out
         return {"examples": self.n, "accuracy": self.correct / max(self.weight, 1.0),
                 "unknown_label_examples": int(self.n - self.weight)}

@@ -15,7 +15,7 @@ from beam_jobs import preprocess
 from beam_jobs import preprocess_steps as pp
 from beam_jobs.args import BatchPredictArgs, PreprocessArgs
 from beam_jobs.shared.local_runner import LocalRunner
-from inference.batch import FormatPredictions, ParseInputs
+from inference.batch import EvalMetrics, FormatPredictions, ParseInputs
 from inference.model.model_handler import RowBatch
 from inference.outputs.predictions import PredictionBlock
 from preprocessing.accounting import counting
@@ -233,3 +233,29 @@ def test_a_symlinked_newest_version_is_followed_and_a_dangling_one_reported(tmp_
         newest = versions.resolve_model_dir(str(tmp_path / "base"))
     assert newest == str(tmp_path / "base" / "9")
     assert "base/12" in caplog.text and "does not exist" in caplog.text
+
+
+def test_batch_metrics_name_the_rows_whose_label_lies_outside_the_train_range():
+    """A label past anything training saw is out of reach of a model bounded by its train
+    labels (ISLR's College: one row, 95% of the squared error over the whole file)."""
+    def block(preds, labels):
+        return PredictionBlock([f"k{i}" for i in range(len(preds))],
+                               {"predictions": np.array(preds, np.float32)}, "1", labels=labels)
+    blocks = [block([10, 20, 30], [10, 20, 300]), block([15], [18])]
+    for label_range in ((0.0, 100.0), None):
+        with _pipeline() as p:
+            got = (p | beam.Create(blocks)
+                   | beam.CombineGlobally(EvalMetrics("regression", label_range)))
+
+            def check(out, label_range=label_range):
+                (m,) = out
+                assert m["examples"] == 4
+                assert m["rmse"] == pytest.approx(np.sqrt((270 ** 2 + 3 ** 2) / 4))
+                if label_range is None:
+                    assert "labels_outside_train_range" not in m
+                    return
+                outside = m["labels_outside_train_range"]
+                assert outside["examples"] == 1 and outside["train_range"] == [0.0, 100.0]
+                assert outside["share_of_squared_error"] == pytest.approx(270 ** 2 / (270 ** 2 + 9))
+                assert outside["rmse_of_the_others"] == pytest.approx(np.sqrt(9 / 3))
+            assert_that(got, check)
