@@ -169,6 +169,7 @@ def run_table(name, work, seed=0) -> dict:
             "baseline": base, "vs_baseline": ratio, "evaluated": ours["examples"],
             "kept": trained["model"]["family"], "families_eval": families,
             "trainer_eval": trained["eval"][metric], "train_file": on_train[metric],
+            "outside_train_range": on_train.get("labels_outside_train_range"),
             "secs": {k: round(v, 1) for k, v in secs.items()}}
 
 
@@ -220,6 +221,14 @@ def main(argv=None):
             continue
         print(_line(results[-1]), flush=True)
     print(summarize(results))
+    for r in results:  # what a model bounded by its training labels cannot reach
+        if r.get("outside_train_range"):
+            o = r["outside_train_range"]
+            print(f"{r['table']}: train/s {r['train_file'] / r['trainer_eval']:.2f}x; "
+                  f"{o['examples']} row(s) of train.csv have a label outside the train "
+                  f"split's range {o['train_range']}, {o['share_of_squared_error']:.0%} of the "
+                  f"squared error; the other rows' RMSE is "
+                  f"{o['rmse_of_the_others'] / r['trainer_eval']:.2f}x the trainer's eval")
     print(f"(work dir {work}; vs: RMSE ratio or accuracy difference to the baseline; "
           f"train/s: batch prediction over the whole train.csv against the trainer's eval "
           f"figure)")
