@@ -10,6 +10,7 @@ Only the chief writes the export, metrics.json and the curves PNG.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
 import logging
@@ -140,6 +141,44 @@ def _checked_start(cfg: TrainConfig, kind: str, chief: bool) -> tuple:
     return info, deterministic
 
 
+def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, families,
+                  train_files, eval_files, folds: int):
+    """(cfg as the network resolved it, network fit or None, trees run or None, {family:
+    (model, info it serves with)}, {family: figures}) of the families trained on fold 0's
+    train rows; None on a worker of a cluster once its part is done."""
+    net = trees = None
+    candidates, runs = {}, {}
+    both = "network" in families and "trees" in families
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        # On one process the trees grow beside the network (YDF releases the GIL; on a
+        # small split it trains on one thread): the same trees as grown after it.
+        grown = pool.submit(train_trees, cfg, info, train_files,
+                            holdout=data_lib.choice_fold(0, folds).other(),
+                            stop_on_fold=folds > 1) if both and kind == "single" else None
+        if "network" in families:
+            scratch = None if chief else tempfile.mkdtemp(prefix="worker_scratch_")
+            net = fit_network(cfg, info, kind, strategy, chief, train_files, eval_files,
+                              scratch, folds)
+            cfg = net.cfg
+            if not chief:  # the collective save needs every worker; the chief's is the export
+                export_model(net.model, cfg.data_dir, info,
+                             next_version_dir(os.path.join(scratch, "export")))
+                shutil.rmtree(scratch, ignore_errors=True)
+                return None
+            runs[net.model.name] = (net.model, info)
+            candidates[net.model.name] = {"train_seconds": round(net.seconds, 2)}
+    if "trees" in families:
+        trees = grown.result() if grown else train_trees(
+            cfg, info, train_files,
+            holdout=data_lib.choice_fold(0, folds).other() if runs else None,
+            stop_on_fold=folds > 1)
+        runs["boosted_trees"] = (trees.model, trees.info)
+        candidates["boosted_trees"] = {"train_seconds": trees.seconds, "rows": trees.rows,
+                                       "num_trees": trees.num_trees,
+                                       "early_stopping": trees.early_stopping}
+    return cfg, net, trees, runs, candidates
+
+
 def _train_and_evaluate(cfg: TrainConfig) -> dict:
     keras.utils.set_random_seed(cfg.seed)
     if cfg.model == "boosted_trees" and not is_chief():
@@ -158,27 +197,11 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
                                   len(families) == 2 and cfg.model == "auto",
                                   cfg.early_stopping_patience)
     log.info("choice_folds=%s (%s)", *folds)
-    candidates, runs = {}, {}  # each family trained: (model, info it serves with), figures
-    if "network" in families:
-        scratch = None if chief else tempfile.mkdtemp(prefix="worker_scratch_")
-        net = fit_network(cfg, info, kind, strategy, chief, train_files, eval_files, scratch,
-                          folds[0])
-        cfg = net.cfg
-        if not chief:  # the collective save needs every worker; the chief's is the export
-            export_model(net.model, cfg.data_dir, info,
-                         next_version_dir(os.path.join(scratch, "export")))
-            shutil.rmtree(scratch, ignore_errors=True)
-            return {"chief": False}
-        runs[net.model.name] = (net.model, info)
-        candidates[net.model.name] = {"train_seconds": round(net.seconds, 2)}
-    if "trees" in families:
-        trees = train_trees(cfg, info, train_files,
-                            holdout=data_lib.choice_fold(0, folds[0]).other() if runs else None,
-                            stop_on_fold=folds[0] > 1)
-        runs["boosted_trees"] = (trees.model, trees.info)
-        candidates["boosted_trees"] = {"train_seconds": trees.seconds, "rows": trees.rows,
-                                       "num_trees": trees.num_trees,
-                                       "early_stopping": trees.early_stopping}
+    fitted = _fit_families(cfg, info, kind, strategy, chief, families, train_files,
+                           eval_files, folds[0])
+    if fitted is None:  # a worker of a cluster: the chief exports
+        return {"chief": False}
+    cfg, net, trees, runs, candidates = fitted
     batch = cfg.batch_size or 1024
     refit = None
     if "network" in families and "trees" in families and kind == "single" and not net.patience:
@@ -186,8 +209,7 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         # again with it (a multi-worker fit would need the whole cluster again).
         refit = functools.partial(refit_network, net, info, strategy, kind, train_files)
     chosen, model, served, final, why = keep_one(
-        cfg, info, runs, candidates, train_files, eval_files, batch, refit, folds[0],
-        trees if "trees" in families else None)
+        cfg, info, runs, candidates, train_files, eval_files, batch, refit, folds[0], trees)
     if no_eval:
         final = dict(candidates[chosen]["validation"], measured_on=(
             f"the validation rows of the choice ({folds[0]} fold(s) of the train split): "
