@@ -127,8 +127,16 @@ def _z_stats(x, name, per_element=False):
 
 def _bounded_z(x, mean, scale, low, high):
     """x's z-score, bounded to what the train range [low, high] maps to."""
-    return tf.clip_by_value((x - mean) * scale, (low - mean) * scale,
-                            tf.maximum(low, high) * scale - mean * scale)
+    return _clipped_z(x, mean, scale, *_z_bounds(mean, scale, low, high))
+
+
+def _z_bounds(mean, scale, low, high):
+    """What the train range [low, high] maps to as z-scores (element by element)."""
+    return (low - mean) * scale, tf.maximum(low, high) * scale - mean * scale
+
+
+def _clipped_z(x, mean, scale, z_low, z_high):
+    return tf.clip_by_value((x - mean) * scale, z_low, z_high)
 
 
 def _mean_fill(x, missing, name, per_element=False):
@@ -173,9 +181,9 @@ def _numeric_columns(xs, imputed, num_buckets: int, name: str):
         cols = [tf.where(tf.math.is_nan(c), fills[i], c) if imputed[i] else c
                 for i, c in enumerate(cols)]
     mean, scale, low, high = _z_stats(stack, name, per_element=True)
-    # _bounded_z's bounds, element by element for all columns (the same float operations).
-    lows, highs = (low - mean) * scale, tf.maximum(low, high) * scale - mean * scale
-    means, scales, lows, highs = (tf.unstack(v, num=k) for v in (mean, scale, lows, highs))
+    # _bounded_z for each column, its bounds computed for all columns at once.
+    means, scales, lows, highs = (tf.unstack(v, num=k) for v in
+                                  (mean, scale, *_z_bounds(mean, scale, low, high)))
     # As tft.bucketize(elementwise=True), whose buckets would read the stack.
     boundaries = tft.quantiles(stack, num_buckets, min(1.0 / num_buckets, 0.01),
                                reduce_instance_dims=False, name=f"{name}_buckets")
@@ -186,7 +194,7 @@ def _numeric_columns(xs, imputed, num_buckets: int, name: str):
     one_row, flat = tf.constant([1, -1]), tf.constant([-1])
     out = []
     for i, c in enumerate(cols):
-        z = tf.maximum(tf.minimum((c - means[i]) * scales[i], highs[i]), lows[i])  # clip
+        z = _clipped_z(c, means[i], scales[i], lows[i], highs[i])
         if c.shape.rank == 1:  # tft.apply_buckets(c, rows[i]) in 3 ops instead of ~12
             bucket = tf.reshape(tf.raw_ops.UpperBound(
                 sorted_inputs=rows[i], values=tf.reshape(c, one_row), out_type=tf.int64), flat)
