@@ -102,7 +102,7 @@ class PreprocessOptions(PipelineOptions):
                             "typed float, and text in them is rejected. 0: the whole input.")
         parser.add_argument("--max_columns", type=int, default=MAX_COLUMNS, help=(
             "Most columns a header may have when the schema is inferred: the transform's "
-            "graph, and the launch's memory, grow with them (1,108 columns: 6.2 GB, 4 min; "
+            "graph, and the job's memory, grow with them (1,108 columns: 2.1 GB, 61 s; "
             "docs/performance.md). A longer header is refused at launch; a --schema_spec "
             "names its columns and is not bounded."))
         parser.add_argument("--golden_rows", type=int, default=golden.DEFAULT_ROWS, help=(

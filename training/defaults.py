@@ -43,8 +43,8 @@ CHOICE_FOLDS = 4  # `--model auto` on a small train split: the folds scored (cho
 # of the folds (Ecdat's Car, 6 classes: 65 s a fold for 300 rounds; docs/performance.md).
 FOLD_LOOK_AHEAD = 50
 # YDF's trees train on one thread below this many train rows, where its threads measured
-# slower than one (2 cores: 3x slower at 7,500 rows, 1.6x at 32k, 1.1x at 100k; 0.94x at
-# 300k; docs/performance.md): their work per node is too small to share.
+# slower than one (benchmarks/tree_threads.py, docs/performance.md): their work per node is
+# too small to share.
 TREES_ONE_THREAD_ROWS = 200_000
 FOLD_TREE_WORKERS = 2  # the cross-fitted folds' trees grown at once (training/selection.py)
 
