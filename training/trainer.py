@@ -149,12 +149,14 @@ def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, fami
     net = trees = None
     candidates, runs = {}, {}
     both = "network" in families and "trees" in families
+    fold0 = data_lib.choice_fold(0, folds).other()  # the trees' rows beside a network
+
+    def grow(cfg, holdout):
+        return train_trees(cfg, info, train_files, holdout=holdout, stop_on_fold=folds > 1)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         # On one process the trees grow beside the network (YDF releases the GIL; on a
         # small split it trains on one thread): the same trees as grown after it.
-        grown = pool.submit(train_trees, cfg, info, train_files,
-                            holdout=data_lib.choice_fold(0, folds).other(),
-                            stop_on_fold=folds > 1) if both and kind == "single" else None
+        grown = pool.submit(grow, cfg, fold0) if both and kind == "single" else None
         if "network" in families:
             scratch = None if chief else tempfile.mkdtemp(prefix="worker_scratch_")
             net = fit_network(cfg, info, kind, strategy, chief, train_files, eval_files,
@@ -168,10 +170,7 @@ def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, fami
             runs[net.model.name] = (net.model, info)
             candidates[net.model.name] = {"train_seconds": round(net.seconds, 2)}
     if "trees" in families:
-        trees = grown.result() if grown else train_trees(
-            cfg, info, train_files,
-            holdout=data_lib.choice_fold(0, folds).other() if runs else None,
-            stop_on_fold=folds > 1)
+        trees = grown.result() if grown else grow(cfg, fold0 if runs else None)
         runs["boosted_trees"] = (trees.model, trees.info)
         candidates["boosted_trees"] = {"train_seconds": trees.seconds, "rows": trees.rows,
                                        "num_trees": trees.num_trees,
