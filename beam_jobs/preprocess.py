@@ -46,10 +46,9 @@ from preprocessing.accounting import counting
 from preprocessing.accounting.rejects import WriteDeadLetters
 from preprocessing.contract.schema import RAW_SCHEMA_FILE, Schema
 from preprocessing.contract.split import SPLITS, parse_fractions
-from preprocessing.files import filesys, reading
+from preprocessing.files import filesys
 from preprocessing.files.tfrecords import GZIP_LEVEL
 from preprocessing.images.checks import ImageLimits
-from preprocessing.images.sources import ReadImageItems
 from preprocessing.parsing import record_batches
 from preprocessing.reference import golden
 from preprocessing.reference.golden import GOLDEN_DIR
@@ -203,34 +202,21 @@ def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig):
     schema, o, staging = cfg.schema, cfg.args, cfg.staging
     if o.format == "images":
         labels_csv = cfg.image_mode == "labels_csv"
-        items, read_rejects, counts = p | "ReadImageItems" >> ReadImageItems(
-            JOB, list_files=cfg.patterns if labels_csv else (),
-            image_patterns=() if labels_csv else cfg.patterns, input_format="csv",
-            label="label", header=cfg.labels_header)
-        parsed = (items
-                  | "Redistribute" >> beam.Reshuffle()
-                  | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=64)
-                  | "ProcessImages" >> beam.ParDo(pp.ProcessImages(
-                      schema, cfg.fractions, cfg.classes, ImageLimits.of(o))).with_outputs(
-                      "rejects", *SPLITS))
+        parsed = p | "ReadImages" >> pp.ReadImageSplits(
+            schema, cfg.fractions, ImageLimits.of(o), cfg.classes,
+            list_files=cfg.patterns if labels_csv else (),
+            image_patterns=() if labels_csv else cfg.patterns, header=cfg.labels_header)
     else:
-        # Blocks are parsed column-wise (fast_csv), which reads comma-separated CSV only.
-        block_bytes = int(o.csv_block_mb * (1 << 20)) if o.delimiter == "," else 0
-        chunks, read_rejects, counts = p | "ReadCsv" >> reading.ReadChunks(
-            JOB, cfg.patterns, o.rows_per_batch, block_bytes=block_bytes or None,
-            total_bytes=cfg.input_bytes, max_bytes=o.max_record_bytes,
-            max_lines=o.max_record_lines)
-        parsed = chunks | "ParseAndSplit" >> beam.ParDo(
-            pp.ParseAndSplit(schema, cfg.fractions, o.delimiter,
-                             (o.max_record_bytes, o.max_record_lines))).with_outputs(
-            "rejects", counting.COUNTS, *SPLITS)
-        counts = (counts, parsed[counting.COUNTS]) | "ReadCounts" >> beam.Flatten()
-    dead = (read_rejects, parsed.rejects) | "AllRejects" >> beam.Flatten()
+        parsed = p | "ReadCsv" >> pp.ReadCsvSplits(
+            schema, cfg.patterns, cfg.fractions, o.delimiter, o.rows_per_batch,
+            block_bytes=int(o.csv_block_mb * (1 << 20)), total_bytes=cfg.input_bytes,
+            record_bounds=(o.max_record_bytes, o.max_record_lines))
+    dead = parsed.rejects
     written = [dead | "DeadLetters" >> WriteDeadLetters(
         FileSystems.join(staging, "rejects"))]
     written.append(p | "RawSchema" >> pp.WriteRawSchema(schema, staging))
     written += pp.write_references(parsed, schema, staging, cfg.fractions, o.golden_rows)
-    tallies = [counts]
+    tallies = [parsed.counts]
 
     tac = record_batches.tensor_adapter_config(schema)
     with tft_beam.Context(temp_dir=cfg.tft_temp_dir):
@@ -239,7 +225,7 @@ def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig):
         for split, fraction in zip(SPLITS, cfg.fractions):
             if fraction <= 0:
                 continue
-            data, metadata = (((parsed[split], tac), transform_fn)
+            data, metadata = (((parsed.split(split), tac), transform_fn)
                               | f"Transform_{split}" >> tft_beam.TransformDataset(
                                   output_record_batches=True))
             counted = data | f"Count_{split}" >> beam.ParDo(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import NamedTuple, Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
@@ -15,14 +16,90 @@ from preprocessing.accounting import counting, rejects
 from preprocessing.accounting.rejects import Reject
 from preprocessing.contract.schema import RAW_SCHEMA_FILE, Schema
 from preprocessing.contract.split import SPLITS, boundaries, split_index, split_indices
-from preprocessing.files import csv_blocks, filesys
+from preprocessing.files import csv_blocks, filesys, reading
 from preprocessing.files.tfrecords import WriteExampleBatches
 from preprocessing.images.checks import ImageLimits, normalize_image, read_image
+from preprocessing.images.sources import ReadImageItems
 from preprocessing.parsing import fast_csv, record_batches, row_parser
 from preprocessing.reference import golden
 from preprocessing.reference.statistics import TableStatistics
 
 JOB = "preprocess"  # the metrics namespace
+
+
+class RawSplits(NamedTuple):
+    """What reading gives the rest of the preprocess job: raw RecordBatches per split (in
+    tf.transform's raw format), every dead letter (JSON lines) and the (name, n) tallies."""
+    train: beam.PCollection
+    eval: beam.PCollection
+    test: beam.PCollection
+    rejects: beam.PCollection
+    counts: beam.PCollection
+
+    def split(self, name: str) -> beam.PCollection:
+        return getattr(self, name)
+
+
+def _raw_splits(parsed, read_rejects, counts) -> RawSplits:
+    """ParseAndSplit's or ProcessImages' tagged outputs, with the reader's rejects and tallies."""
+    dead = (read_rejects, parsed.rejects) | "AllRejects" >> beam.Flatten()
+    return RawSplits(*(parsed[s] for s in SPLITS), rejects=dead, counts=counts)
+
+
+class ReadCsvSplits(beam.PTransform):
+    """CSV globs -> RawSplits: files read in chunks (ReadChunks: whole records as CsvBlocks
+    of `block_bytes`, or record by record), parsed against the schema and split by the key.
+    `record_bounds`: (--max_record_bytes, --max_record_lines); `total_bytes`: the inputs'
+    size for progress ETAs."""
+
+    def __init__(self, schema: Schema, patterns: Sequence[str], fractions,
+                 delimiter: str = ",", rows_per_batch: int = 2000,
+                 block_bytes: Optional[int] = None, total_bytes: Optional[int] = None,
+                 record_bounds: tuple = (row_parser.MAX_RECORD_BYTES,
+                                         row_parser.MAX_RECORD_LINES)):
+        super().__init__()
+        self.schema, self.patterns, self.fractions = schema, tuple(patterns), tuple(fractions)
+        self.delimiter, self.rows_per_batch = delimiter, rows_per_batch
+        # Blocks are parsed column-wise (fast_csv), which reads comma-separated CSV only.
+        self.block_bytes = block_bytes if delimiter == "," else None
+        self.total_bytes, self.record_bounds = total_bytes, tuple(record_bounds)
+
+    def expand(self, pbegin):
+        chunks, read_rejects, counts = pbegin | "ReadCsv" >> reading.ReadChunks(
+            JOB, self.patterns, self.rows_per_batch, block_bytes=self.block_bytes or None,
+            total_bytes=self.total_bytes, max_bytes=self.record_bounds[0],
+            max_lines=self.record_bounds[1])
+        parsed = chunks | "ParseAndSplit" >> beam.ParDo(
+            ParseAndSplit(self.schema, self.fractions, self.delimiter, self.record_bounds)
+        ).with_outputs("rejects", counting.COUNTS, *SPLITS)
+        counts = (counts, parsed[counting.COUNTS]) | "ReadCounts" >> beam.Flatten()
+        return _raw_splits(parsed, read_rejects, counts)
+
+
+class ReadImageSplits(beam.PTransform):
+    """A labels CSV (`list_files`, columns uri,label, or `header` when it has none) or globs
+    of class folders (`image_patterns`) -> RawSplits of normalised images: every image that
+    cannot be used is a dead letter with its reason."""
+
+    def __init__(self, schema: Schema, fractions, limits: ImageLimits, classes=(),
+                 list_files: Sequence[str] = (), image_patterns: Sequence[str] = (),
+                 header: Optional[tuple] = None):
+        super().__init__()
+        self.schema, self.fractions, self.limits = schema, tuple(fractions), limits
+        self.classes, self.header = tuple(classes), header
+        self.list_files, self.image_patterns = tuple(list_files), tuple(image_patterns)
+
+    def expand(self, pbegin):
+        items, read_rejects, counts = pbegin | "ReadImageItems" >> ReadImageItems(
+            JOB, list_files=self.list_files, image_patterns=self.image_patterns,
+            input_format="csv", label="label", header=self.header)
+        parsed = (items
+                  | "Redistribute" >> beam.Reshuffle()
+                  | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=64)
+                  | "ProcessImages" >> beam.ParDo(ProcessImages(
+                      self.schema, self.fractions, self.classes, self.limits)).with_outputs(
+                      "rejects", *SPLITS))
+        return _raw_splits(parsed, read_rejects, counts)
 
 
 class ParseAndSplit(beam.DoFn):
@@ -242,7 +319,7 @@ class WriteRawSchema(beam.PTransform):
                                                        append_trailing_newlines=False))
 
 
-def write_references(parsed, schema: Schema, staging: str, fractions, golden_rows: int) -> list:
+def write_references(parsed: RawSplits, schema: Schema, staging: str, fractions, golden_rows: int) -> list:
     """What serving checks itself against, from the parsed raw rows: the train split's
     feature statistics (statistics.json: the skew report's reference), the golden set (a
     sample of the eval split, else the test split) and the calibration set (a sample of the
@@ -251,7 +328,7 @@ def write_references(parsed, schema: Schema, staging: str, fractions, golden_row
     written = [filesys.write_json_file(stats, staging, "statistics")]
     held_out = [s for s, f in zip(SPLITS[1:], fractions[1:]) if f > 0]
     if golden_rows and held_out:
-        written.append(parsed[held_out[0]]
+        written.append(parsed.split(held_out[0])
                        | "GoldenSet" >> golden.SampleGolden(schema, staging, golden_rows))
     if golden_rows:
         written.append(parsed.train | "CalibrationSet" >> golden.SampleGolden(

@@ -203,7 +203,7 @@ def test_a_job_runs_on_the_pipeline_a_test_hands_it(tmp_path):
                               "--schema_spec", str(spec)], save_main_session=False,
                              test_pipeline=p)
     labels = {t.full_label for t in p.transforms_stack[0].parts}
-    assert "ParseAndSplit" in labels and "Finalize" in labels
+    assert "ReadCsv" in labels and "Finalize" in labels
     assert summary["rows_read"] == 120 and sum(summary["splits"].values()) == 120
 
 
