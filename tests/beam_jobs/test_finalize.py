@@ -16,7 +16,8 @@ import pytest
 
 from beam_jobs.shared import finalize, local_runner, publish
 from preprocessing import TAXI_SPEC
-from tests.helpers import ROOT  # noqa: E402
+from preprocessing.accounting.rejects import WriteDeadLetters
+from tests.helpers import ROOT, read_jsonl  # noqa: E402
 from tools.datagen import write_csv
 
 # Runs a job's module the way a template launch does: the pipeline runs to completion, then
@@ -98,16 +99,19 @@ def test_batch_predict_completes_inside_the_pipeline(trained, taxi_csv, tmp_path
     assert "batch_predict: predicted " in r.stderr
 
 
-def _finalize_pipeline(tmp_path, tallies, rejects):
-    """A pipeline whose sink writes one staged file, then Finalize with the given tallies."""
+def _finalize_pipeline(tmp_path, tallies, rejects, require=()):
+    """A pipeline whose sinks write one staged file and the dead letters, then Finalize with
+    the given tallies."""
     out, staging = str(tmp_path / "out"), str(tmp_path / "out" / "_staging-x")
     p = beam.Pipeline(runner=local_runner.LocalRunner())
-    written = [p | "Rows" >> beam.Create(["a", "b"])
-               | "Write" >> beam.io.WriteToText(os.path.join(staging, "part"))]
-    counts = p | "Counts" >> beam.Create(tallies)
     bad = p | "Rejects" >> beam.Create(rejects)
-    spec = finalize.OutputSpec("job", managed=("part-*",), outputs={"rows_out": "rows_out"},
-                               sized=("part-*",))
+    written = [p | "Rows" >> beam.Create(["a", "b"])
+               | "Write" >> beam.io.WriteToText(os.path.join(staging, "part")),
+               bad | "DeadLetters" >> WriteDeadLetters(os.path.join(staging, "rejects"))]
+    counts = p | "Counts" >> beam.Create(tallies)
+    spec = finalize.OutputSpec("job", managed=("part-*", "rejects"),
+                               outputs={"rows_out": "rows_out"}, sized=("part-*",),
+                               require=require)
     _ = (counts, bad) | finalize.Finalize(spec, staging, out, written, {"x": 1})
     return p, out
 
@@ -135,11 +139,39 @@ def test_finalize_publishes_when_counts_reconcile(tmp_path):
     p, out = _finalize_pipeline(tmp_path, [("rows_read", 3), ("rows_out", 2)], [reject])
     p.run().wait_until_finish()
     files = sorted(os.listdir(out))
-    assert files == ["_SUCCESS", "part-00000-of-00001", "summary.json"]
+    assert files == ["_SUCCESS", "part-00000-of-00001", "rejects", "summary.json"]
     summary = json.load(open(os.path.join(out, "summary.json")))
     assert summary["rows_out"] == 2 and summary["reconciled"] and summary["x"] == 1
     # The sizes a reader checks the published files against (training.guards.check_shards).
     assert summary["files"] == {"part-00000-of-00001": 4}
+
+
+def test_a_file_cut_short_publishes_what_was_read_as_partial_without_success(tmp_path):
+    """A file-level dead letter (an input cut short, corrupt or unreadable: the reading
+    tests in test_preprocess_steps.py make them): what was read is published, the summary
+    says "complete": false, no _SUCCESS is written and the job fails saying so."""
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "_SUCCESS").write_text("")  # an earlier complete run's
+    cut = json.dumps({"reason": "truncated_file", "source": "b.csv.gz", "line": None})
+    p, out = _finalize_pipeline(tmp_path, [("rows_read", 3), ("rows_out", 2)], [cut])
+    with pytest.raises(Exception, match="cut short, corrupt or unreadable"):
+        p.run().wait_until_finish()
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    assert summary["complete"] is False and summary["reconciled"] and summary["rows_out"] == 2
+    assert not os.path.exists(os.path.join(out, "_SUCCESS"))
+    assert os.path.exists(os.path.join(out, "part-00000-of-00001"))
+
+
+def test_rows_all_rejected_publish_nothing_and_keep_the_dead_letters(tmp_path):
+    """Every row read was rejected (preprocess: a gzip bomb's one line), so an output that
+    must have rows has none: nothing is published, the dead letters wait in _FAILED_RUN/."""
+    big = json.dumps({"reason": "record_too_large", "source": "bomb.csv.gz", "line": 2})
+    p, out = _finalize_pipeline(tmp_path, [("rows_read", 1)], [big], require=("rows_out",))
+    with pytest.raises(Exception, match="no rows reached rows_out"):
+        p.run().wait_until_finish()
+    assert sorted(os.listdir(out)) == ["_FAILED_RUN"]
+    failed = read_jsonl(os.path.join(out, "_FAILED_RUN", "rejects", "*.jsonl"))
+    assert [r["reason"] for r in failed] == ["record_too_large"]
 
 
 def _staged(out, run, files):

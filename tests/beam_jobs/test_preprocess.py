@@ -3,7 +3,6 @@ import glob
 import gzip
 import json
 import os
-import shutil
 
 import numpy as np
 import pytest
@@ -142,19 +141,6 @@ def test_module_file_preprocessing_fn(taxi_csv, tmp_path):
     assert s["reconciled"]
 
 
-@pytest.mark.slow
-def test_bad_file_inside_a_glob_is_dead_lettered_not_fatal(taxi_csv, tmp_path):
-    d = tmp_path / "in"
-    d.mkdir()
-    shutil.copy(taxi_csv[0], d / "a.csv")
-    (d / "b.csv").write_bytes(b"key,fare_amount\nx,1.0\n\xff\xfe,2\n")
-    out = str(tmp_path / "out")
-    s = preprocess.run(["--input", str(d / "*.csv"), "--output", out, "--schema_spec", TAXI_SPEC])
-    assert s["files_read"] == 2 and s["reconciled"]
-    assert s["rejected"]["by_reason"]["missing_column"] == 1
-    assert s["rejected"]["by_reason"]["bad_encoding"] == 1
-
-
 @pytest.mark.parametrize("args, message", [
     (["--input", "/nonexistent/*.csv", "--output", "{tmp}/o", "--schema_spec", TAXI_SPEC],
      "no files match --input"),
@@ -211,73 +197,3 @@ def test_command_line_help_and_exit_status(tmp_path):
                        capture_output=True, text=True)
     assert h.returncode == 0 and "--schema_spec" in h.stdout and "--label_column" in h.stdout
 
-
-def _without_time(rows):
-    return sorted(json.dumps({k: v for k, v in r.items() if k != "time"}, sort_keys=True)
-                  for r in rows)
-
-
-@pytest.mark.slow
-def test_blocks_and_rows_give_the_same_splits_values_and_dead_letters(taxi_csv, tmp_path):
-    """Arrow blocks (the default) against record by record, on dirty rows plus the cases that
-    send a block or a row back to the row path: a quoted field spanning lines, bad UTF-8,
-    padded and exotic numbers, CRLF line ends. Rows, keys, splits, every dead letter (line,
-    raw, reason, detail) and every value are the same; z-scores only within float32
-    rounding (tf.transform sums in batch order)."""
-    header, *body = open(taxi_csv[0], "rb").read().rstrip(b"\n").split(b"\n")
-    odd = [b'trip-x1,2025-01-01 10:00:00 UTC,-73.9,40.7,-73.8,40.8,2,"Cash\nor card",A,5.0',
-           b"trip-x2,2025-01-01 10:00:00 UTC,-73.9,40.7,-73.8,40.8,2,Cash,Caf\xe9,5.0",
-           b"trip-x3,2025-01-01 10:00:00 UTC, -73.9 ,40.7,-73.8,40.8, 3 ,Cash,A,5e0",
-           b"trip-x4,2025-01-01 10:00:00 UTC,-73.9,40.7,-73.8,40.8,1,Cash,A,1e-400",
-           b"trip-x5,2025-01-01 10:00:00 UTC,-73.9,40.7,-73.8,40.8,,Cash,A,7.5\r",
-           b"trip-x6,2025-01-01 10:00:00 UTC,0x10,40.7,-73.8,40.8,1,Cash,A,7.5"]
-    for i, line in enumerate(odd):
-        body.insert(400 * i + 17, line)
-    src = tmp_path / "mixed.csv"
-    src.write_bytes(b"\n".join([header] + body) + b"\n")
-    outs = {}
-    for mb in ("0", "0.01"):  # 0.01 MB: ~40 blocks, some fast, some back to the row path
-        out = str(tmp_path / f"out{mb}")
-        outs[mb] = (out, preprocess.run(["--input", str(src), "--output", out,
-                                         "--schema_spec", TAXI_SPEC, "--csv_block_mb", mb]))
-    (rows_out, rows), (blocks_out, blocks) = outs["0"], outs["0.01"]
-    assert rows["rows_read"] == blocks["rows_read"] == len(body)  # records (one spans two lines)
-    assert rows["splits"] == blocks["splits"] and rows["rejected"] == blocks["rejected"]
-    assert blocks["reconciled"]
-    assert (_without_time(read_jsonl(os.path.join(rows_out, "rejects", "*.jsonl")))
-            == _without_time(read_jsonl(os.path.join(blocks_out, "rejects", "*.jsonl"))))
-    spec = _tft(blocks_out).transformed_feature_spec()
-    for split in ("train", "eval", "test"):
-        a, b = (read_examples(os.path.join(o, split, "*.tfrecord.gz"), spec)
-                for o in (rows_out, blocks_out))
-        order_a, order_b = np.argsort(a["key"]), np.argsort(b["key"])
-        for name in spec:
-            x, y = np.asarray(a[name])[order_a], np.asarray(b[name])[order_b]
-            if x.dtype.kind == "f":
-                np.testing.assert_allclose(x, y, rtol=0, atol=1e-3, err_msg=name)
-            else:
-                assert (x == y).all(), name
-    kept = set(_keys_by_split(blocks_out)["train"] + _keys_by_split(blocks_out)["eval"]
-               + _keys_by_split(blocks_out)["test"])
-    assert {b"trip-x1", b"trip-x3", b"trip-x5"} <= kept
-    reasons = {r["raw"][:7]: r["reason"] for r in read_jsonl(
-        os.path.join(blocks_out, "rejects", "*.jsonl")) if r["raw"].startswith("trip-x")}
-    assert reasons == {"trip-x2": "bad_encoding", "trip-x4": "number_out_of_range",
-                       "trip-x6": "unparsable_number"}
-
-
-@pytest.mark.slow
-def test_gzip_level_is_applied(tmp_path):
-    """--gzip_level 9 writes the same splits in smaller files than the default level 1."""
-    src = tmp_path / "in.csv"
-    src.write_text("id,x,y\n" + "".join(f"{i},{i % 7}.5,{i % 3}\n" for i in range(2000)))
-    runs = {}
-    for name, extra in (("level1", []), ("level9", ["--gzip_level", "9"])):
-        out = str(tmp_path / name)
-        runs[name] = (out, preprocess.run(["--input", str(src), "--output", out,
-                                           "--label_column", "y"] + extra))
-    assert runs["level1"][1]["splits"] == runs["level9"][1]["splits"]
-
-    def size(out):
-        return sum(os.path.getsize(f) for f in glob.glob(os.path.join(out, "*", "*.gz")))
-    assert size(runs["level9"][0]) < size(runs["level1"][0])

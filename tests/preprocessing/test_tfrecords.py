@@ -1,4 +1,5 @@
 """preprocessing/files/tfrecords.py: the batch TFRecord writer's background encoding and writing."""
+import os
 import pickle
 import threading
 import time
@@ -150,3 +151,37 @@ def test_close_reports_an_encoding_error_and_still_closes_the_file(tmp_path):
     with pytest.raises(ValueError, match="cannot encode"):
         sink.close(handle)
     assert handle.raw.closed
+
+
+def test_write_example_batches_shards_every_row_and_applies_the_gzip_level(tmp_path):
+    """WriteExampleBatches (the preprocess job's split writer) under TestPipeline: every row
+    of every batch is one tf.Example in the requested shards, and --gzip_level 9 writes the
+    same records in smaller files than the default level 1."""
+    import glob
+    import types
+
+    import apache_beam as beam
+    import tensorflow as tf
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from tensorflow_transform.tf_metadata import schema_utils
+
+    from beam_jobs.shared.local_runner import LocalRunner
+    schema = schema_utils.schema_from_feature_spec({
+        "id": tf.io.FixedLenFeature([], tf.int64), "x": tf.io.FixedLenFeature([], tf.float32)})
+    batches = [(_batch(1000 * k, 300), None) for k in range(6)]
+    with TestPipeline(runner=LocalRunner()) as p:
+        metadata = types.SimpleNamespace(
+            deferred_metadata=p | "Metadata" >> beam.Create([types.SimpleNamespace(schema=schema)]))
+        data = p | "Batches" >> beam.Create(batches, reshuffle=False)
+        for level in (1, 9):
+            _ = (data, metadata) | f"Write{level}" >> tfrecords.WriteExampleBatches(
+                str(tmp_path / f"level{level}" / "part"), num_shards=2, level=level)
+    expected = sorted(1000 * k + i for k in range(6) for i in range(300))
+    sizes = {}
+    for level in (1, 9):
+        files = sorted(glob.glob(str(tmp_path / f"level{level}" / "part-*.tfrecord.gz")))
+        assert [f.rsplit("/", 1)[-1] for f in files] == [
+            "part-00000-of-00002.tfrecord.gz", "part-00001-of-00002.tfrecord.gz"]
+        assert sorted(i for f in files for i, _ in _read(f)) == expected
+        sizes[level] = sum(os.path.getsize(f) for f in files)
+    assert sizes[9] < sizes[1], sizes
