@@ -49,7 +49,7 @@ from inference.batch import (
     SOURCES_FILE,
     EvalMetrics,
     FormatPredictions,
-    ParseInputs,
+    ReadInputs,
     RecordSources,
 )
 from inference.inputs.image_batches import ReadImageInputs
@@ -63,7 +63,7 @@ from inference.skew import SkewReport, kinds_of, row_batch_partial, train_label_
 from preprocessing.accounting import counting
 from preprocessing.accounting.rejects import WriteDeadLetters
 from preprocessing.contract.schema import Schema
-from preprocessing.files import filesys, reading
+from preprocessing.files import filesys
 from preprocessing.images.checks import ImageLimits
 from preprocessing.images.sources import LIST_EXTENSIONS
 
@@ -261,19 +261,16 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
         batches, read_rejects, parse_rejects, read_counts = p | "Images" >> ReadImageInputs(
             JOB, cfg.list_files, cfg.image_patterns, o.rows_per_chunk, o.input_format, o.key_column,
             cfg.label, o.max_batch_size, ImageLimits.of(o))
+        read_rejects = (read_rejects, parse_rejects) | "ImageRejects" >> beam.Flatten()
         tallies = [read_counts]
     else:
-        chunks, read_rejects, read_counts = p | "Read" >> reading.ReadChunks(
-            JOB, cfg.patterns, o.rows_per_chunk, o.input_format,
-            block_bytes=int(o.csv_block_mb * (1 << 20)) or None, total_bytes=cfg.input_bytes,
-            max_bytes=o.max_record_bytes, max_lines=o.max_record_lines)
-        parsed = chunks | "Parse" >> beam.ParDo(
-            ParseInputs(JOB, cfg.schema, cfg.key, cfg.passthrough,
-                        (o.max_record_bytes, o.max_record_lines))
-        ).with_outputs("rejects", counting.COUNTS, main="batches")
-        batches, parse_rejects = parsed.batches, parsed.rejects
-        tallies = [read_counts, parsed[counting.COUNTS]]
-        written.append(chunks | "Sources" >> RecordSources(staging))
+        inputs = p | "Read" >> ReadInputs(
+            JOB, cfg.schema, cfg.patterns, cfg.key, cfg.passthrough, o.rows_per_chunk,
+            o.input_format, block_bytes=int(o.csv_block_mb * (1 << 20)) or None,
+            total_bytes=cfg.input_bytes, record_bounds=(o.max_record_bytes, o.max_record_lines))
+        batches, read_rejects = inputs.batches, inputs.rejects
+        tallies = [inputs.counts]
+        written.append(inputs.chunks | "Sources" >> RecordSources(staging))
     # Each element is already a chunk of rows (see RowBatch), scored --max_batch_size at a time.
     handler = mh.SavedModelHandler(cfg.model_path, rows_per_call=o.max_batch_size,
                                    intra_op_threads=o.model_threads or None)
@@ -281,7 +278,7 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
     formatted = results | "Format" >> beam.ParDo(
         FormatPredictions(JOB, cfg.label)).with_outputs("rejects", counting.COUNTS, main="predictions")
     tallies.append(formatted[counting.COUNTS])
-    dead = ((read_rejects, parse_rejects, formatted.rejects) | "AllRejects" >> beam.Flatten())
+    dead = (read_rejects, formatted.rejects) | "AllRejects" >> beam.Flatten()
     written.append(dead | "DeadLetters" >> WriteDeadLetters(FileSystems.join(staging, "rejects")))
     preds = formatted.predictions  # PredictionBlocks, one per batch
     prefix = FileSystems.join(staging, "predictions")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -18,7 +18,7 @@ from inference.outputs.predictions import PredictionBlock
 from preprocessing.accounting import counting, rejects
 from preprocessing.contract.schema import Schema
 from preprocessing.contract.values import parse_json
-from preprocessing.files import csv_blocks, filesys
+from preprocessing.files import csv_blocks, filesys, reading
 from preprocessing.parsing import fast_csv, row_parser
 from preprocessing.reference.evaluation import EvalSums
 
@@ -45,6 +45,47 @@ class RecordSources(beam.PTransform):
                    | "AsRecord" >> beam.Map(lambda pairs: {"csv_headers": {
                        path: list(header) for path, header in sorted(pairs)}}))
         return filesys.write_json_file(headers, self.staging, SOURCES_FILE[:-len(".json")])
+
+
+class ParsedInputs(NamedTuple):
+    """What reading gives batch prediction: RowBatches to score, the dead letters of records
+    that cannot be (JSON lines), (name, n) tallies, and the chunks read (for RecordSources)."""
+    batches: beam.PCollection
+    rejects: beam.PCollection
+    counts: beam.PCollection
+    chunks: beam.PCollection
+
+
+class ReadInputs(beam.PTransform):
+    """Globs of CSV, JSON lines or tf.Example files -> ParsedInputs: files read in chunks
+    (ReadChunks: CSV as CsvBlocks of `block_bytes`, or record by record), parsed against the
+    model's raw schema into RowBatches keyed by `key` (else file:line), with the
+    `passthrough` columns. `record_bounds`: (--max_record_bytes, --max_record_lines)."""
+
+    def __init__(self, job: str, schema: Schema, patterns: Sequence[str],
+                 key: Optional[str] = None, passthrough: Sequence[str] = (),
+                 rows_per_chunk: int = 2000, input_format: str = "auto",
+                 block_bytes: Optional[int] = None, total_bytes: Optional[int] = None,
+                 record_bounds: tuple = (row_parser.MAX_RECORD_BYTES,
+                                         row_parser.MAX_RECORD_LINES)):
+        super().__init__()
+        self.job, self.schema, self.patterns = job, schema, tuple(patterns)
+        self.key, self.passthrough = key, tuple(passthrough)
+        self.rows_per_chunk, self.input_format = rows_per_chunk, input_format
+        self.block_bytes, self.total_bytes = block_bytes, total_bytes
+        self.record_bounds = tuple(record_bounds)
+
+    def expand(self, pbegin):
+        chunks, read_rejects, read_counts = pbegin | "Read" >> reading.ReadChunks(
+            self.job, self.patterns, self.rows_per_chunk, self.input_format,
+            block_bytes=self.block_bytes or None, total_bytes=self.total_bytes,
+            max_bytes=self.record_bounds[0], max_lines=self.record_bounds[1])
+        parsed = chunks | "Parse" >> beam.ParDo(
+            ParseInputs(self.job, self.schema, self.key, self.passthrough, self.record_bounds)
+        ).with_outputs("rejects", counting.COUNTS, main="batches")
+        dead = (read_rejects, parsed.rejects) | "ReadRejects" >> beam.Flatten()
+        counts = (read_counts, parsed[counting.COUNTS]) | "ReadCounts" >> beam.Flatten()
+        return ParsedInputs(parsed.batches, dead, counts, chunks)
 
 
 class ParseInputs(beam.DoFn):

@@ -78,32 +78,6 @@ def test_eval_split_reproduces_the_trainers_metric(trained, taxi_csv, tmp_path):
 
 
 @pytest.mark.slow
-def test_jsonl_objects_instances_and_bad_lines(trained, tmp_path):
-    _, _, m = trained
-    good = {"pickup_datetime": "2025-06-02 08:15:00", "pickup_longitude": -73.95,
-            "pickup_latitude": 40.75, "dropoff_longitude": -73.9, "dropoff_latitude": 40.8,
-            "passenger_count": 1, "payment_type": "Cash", "company": "Sun Taxi"}
-    lines = [json.dumps(dict(good, key="a1", tip="x")),          # 1: keyed object
-             json.dumps({**good}),                                # 2: no key -> file:line
-             json.dumps({"instances": [good, dict(good, key="i2"), 7]}),  # 3: 2 rows + 1 bad
-             "{not json",                                          # 4
-             json.dumps(dict(good, pickup_latitude="north")),      # 5
-             json.dumps({"instances": []})]                        # 6
-    src = tmp_path / "in.jsonl"
-    src.write_text("\n".join(lines) + "\n")
-    out = str(tmp_path / "out")
-    s = _run(m["export_dir"], str(src), out, "--passthrough_columns", "tip")
-    preds = {p["key"]: p for p in read_jsonl(os.path.join(out, "predictions-*.jsonl"))}
-    assert set(preds) == {"a1", "in.jsonl:2", "in.jsonl:3#0", "i2"}
-    assert preds["a1"]["tip"] == "x" and "tip" not in preds["i2"]
-    assert abs(preds["in.jsonl:2"]["prediction"] - preds["in.jsonl:3#0"]["prediction"]) < 1e-5
-    assert s["rows_read"] == 8 and s["reconciled"]
-    assert s["rejected"]["by_reason"] == {"invalid_json": 3, "unparsable_number": 1}
-    lines_rejected = sorted(str(r["line"]) for r in read_jsonl(os.path.join(out, "rejects", "*")))
-    assert lines_rejected == ["3#2", "4", "5", "6"]
-
-
-@pytest.mark.slow
 def test_tfrecord_of_raw_examples(trained, tmp_path):
     _, _, m = trained
     good = {"key": "t1", "pickup_datetime": "2025-06-02 08:15:00", "pickup_longitude": -73.95,
@@ -259,46 +233,6 @@ def test_command_line_multi_process_run_gives_the_same_predictions(trained, taxi
         == pytest.approx(by_key, rel=1e-6)
 
 
-@pytest.mark.slow
-def test_csv_blocks_give_what_record_by_record_reading_gives(trained, taxi_csv, tmp_path):
-    """Blocks of a few hundred bytes (cut inside quoted fields spanning lines, around empty
-    lines, CRLF endings and bad UTF-8) give the same predictions and dead letters as
-    --csv_block_mb 0; so does a .gz file."""
-    import gzip
-    _, _, m = trained
-    lines = open(taxi_csv[0], newline="").read().split("\n")
-    body = lines[1:400]
-    for i in range(5, 80, 2):  # keys spanning two lines: some block cuts fall inside them
-        body[i] = '"' + body[i].replace("-", "-\n", 1).replace(",", '",', 1)
-    body[40] = ""
-    body[70] = body[70] + "\r"
-    raw = ("\n".join([lines[0]] + body) + "\n").encode("utf-8")
-    raw = raw.replace(body[90].encode("utf-8"), body[90].encode("utf-8")[:-2] + b"\xff\xfe", 1)
-    src = tmp_path / "in"
-    src.mkdir()
-    (src / "a.csv").write_bytes(raw)
-    with gzip.open(src / "b.csv.gz", "wb") as f:
-        f.write(raw)
-    runs = {}
-    for mb in ("0", "0.0003"):
-        out = str(tmp_path / f"out{mb}")
-        s = _run(m["export_dir"], str(src / "*"), out, "--csv_block_mb", mb)
-        assert s["reconciled"]
-        preds = sorted((p["key"], p["prediction"])
-                       for p in read_jsonl(os.path.join(out, "predictions-*.jsonl")))
-        rejects = sorted((r["source"], r["line"], r["reason"], r["raw"])
-                         for r in read_jsonl(os.path.join(out, "rejects", "*.jsonl")))
-        runs[mb] = (s["rows_read"], s["rows_predicted"], preds, rejects)
-    (read0, pred0, preds0, rejects0), (read1, pred1, preds1, rejects1) = runs.values()
-    assert (read1, pred1, rejects1) == (read0, pred0, rejects0)
-    assert read0 == 2 * (len(body) - 1) and "bad_encoding" in {r[2] for r in rejects0}
-    keys = [k for k, _ in preds0]
-    assert sum("\n" in k for k in keys) == 2 * len(range(5, 80, 2))
-    assert [k for k, _ in preds1] == [k for k, _ in preds0]
-    for (_, a), (_, b) in zip(preds0, preds1):  # batches differ: float32 kernels may round
-        assert b == pytest.approx(a, rel=1e-5, abs=1e-5)  # differently
-
-
 def test_block_cut_is_the_last_newline_after_an_even_number_of_quotes():
     import random
 
@@ -374,32 +308,6 @@ def test_extreme_inputs_give_strict_json_and_csv_outputs(trained, tmp_path):
     with open(glob.glob(os.path.join(out, "predictions-*.csv"))[0], newline="") as f:
         keys = [r[0] for r in csv.reader(f)][1:]
     assert "line\nbreak" in keys and sorted(keys) == sorted(p["key"] for p in preds)
-
-
-@pytest.mark.slow
-def test_one_row_files_are_scored_together_with_the_same_results_as_one_file(
-        trained, taxi_csv, tmp_path):
-    """400 one-row files: their rows share model calls (up to --max_batch_size), and every
-    prediction and dead letter is the one the same rows get from a single file."""
-    _, _, m = trained
-    lines = open(taxi_csv[0]).read().splitlines()
-    header, rows = lines[0], lines[1:401]
-    many = tmp_path / "many"
-    many.mkdir()
-    for i, row in enumerate(rows):
-        (many / f"part-{i:04d}.csv").write_text(f"{header}\n{row}\n")
-    (tmp_path / "one.csv").write_text("\n".join([header] + rows) + "\n")
-    got = {}
-    for name, pattern in (("one", str(tmp_path / "one.csv")), ("many", str(many / "*.csv"))):
-        out = str(tmp_path / f"out_{name}")
-        s = _run(m["export_dir"], pattern, out)
-        preds = {p["key"]: p["prediction"] for p in read_jsonl(os.path.join(out, "predictions-*"))}
-        reasons = sorted(r["reason"] for r in read_jsonl(os.path.join(out, "rejects", "*")))
-        got[name] = (s["rows_read"], preds, reasons)
-    assert got["one"][0] == got["many"][0] == 400 and got["one"][2] == got["many"][2]
-    assert got["one"][2], "the sample should hold some dirty rows"
-    assert got["one"][1].keys() == got["many"][1].keys()
-    assert all(abs(got["one"][1][k] - got["many"][1][k]) < 1e-4 for k in got["one"][1])
 
 
 @pytest.mark.slow

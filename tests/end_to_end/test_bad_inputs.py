@@ -12,7 +12,6 @@ from preprocessing import TAXI_SPEC
 from preprocessing.accounting.rejects import Reject
 from preprocessing.files import filesys
 from preprocessing.images.checks import MIN_SIDE, ImageLimits, normalize_image, read_image
-from tests.helpers import read_jsonl
 from tools.datagen import write_csv
 
 
@@ -96,31 +95,6 @@ def test_degenerate_images_are_rejected(size):
         normalize_image(_png(size), "x.png", ImageLimits(max_pixels=10**9))
     assert e.value.reason == "degenerate_image"
     assert normalize_image(_png((MIN_SIDE, MIN_SIDE * 32)), "ok.png").width > 0
-
-
-def _with_stray_quote(src, dst, row=1):
-    lines = open(src).read().split("\n")
-    fields = lines[row].split(",")
-    fields[1] = '"' + fields[1]  # an opening quote that never closes
-    lines[row] = ",".join(fields)
-    open(dst, "w").write("\n".join(lines))
-    return dst
-
-
-@pytest.mark.slow
-def test_batch_predict_blocks_and_rows_reject_a_stray_quote_alike(trained, small_csv, tmp_path):
-    from beam_jobs import batch_predict
-    bad = _with_stray_quote(small_csv, str(tmp_path / "quote.csv"), row=5)
-    model = os.path.join(trained[1], "export")
-    runs = {}
-    for mb in ("2", "0"):  # CSV blocks (Arrow), and record by record
-        out = str(tmp_path / f"out{mb}")
-        s = batch_predict.run(["--model_dir", model, "--input", bad, "--output", out,
-                               "--csv_block_mb", mb])
-        assert s["rows_read"] == 300 and s["reconciled"], s
-        assert s["rows_predicted"] == 299 and s["rejected"]["total"] == 1, s
-        runs[mb] = sorted(p["key"] for p in read_jsonl(os.path.join(out, "predictions-*.jsonl")))
-    assert runs["2"] == runs["0"]
 
 
 def test_a_first_file_with_cr_only_line_ends_fails_at_launch_saying_so(small_csv, tmp_path):

@@ -1,0 +1,198 @@
+"""inference/batch.py: batch prediction's reading composite (ReadInputs) under Beam's
+TestPipeline + assert_that: CSV blocks against record by record, one-row files, JSON lines
+objects and instances, and what is rejected why. No model is loaded here: the rows a model
+would score are compared; tests/beam_jobs/test_batch_predict.py runs the whole job."""
+import collections
+import gzip
+import json
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that
+
+from beam_jobs.shared.local_runner import LocalRunner
+from inference.batch import ReadInputs
+from preprocessing import TAXI_SPEC
+from preprocessing.accounting.counting import Tallies
+from preprocessing.contract.schema import Schema
+from tools.datagen import write_csv
+
+JOB = "batch_predict"
+
+
+@pytest.fixture(scope="module")
+def schema():
+    return Schema.load(TAXI_SPEC)  # what preprocess writes as raw_schema.json for the taxi spec
+
+
+@pytest.fixture(scope="module")
+def dirty_csv(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dirty") / "taxi.csv"
+    write_csv(str(path), 400, seed=22, dirty_fraction=0.05)
+    return path
+
+
+def _plain(v):
+    if isinstance(v, pa.Scalar):
+        v = v.as_py()
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "backslashreplace")
+    if isinstance(v, float) and v != v:
+        return "nan"
+    return v
+
+
+def _rows(batch):
+    """A RowBatch's rows as (key, {column: value} as JSON, passthrough dict as JSON)."""
+    columns = [c.tolist() if isinstance(c, np.ndarray) else list(c) for c in batch.columns]
+    for i, key in enumerate(batch.keys):
+        values = {n: _plain(col[i]) for n, col in zip(batch.names, columns)}
+        extra = batch.extras[i] if batch.extras is not None else None
+        yield _plain(key), json.dumps(values, sort_keys=True), json.dumps(extra, sort_keys=True)
+
+
+def _outcome(inputs, label):
+    """One element: {"rows": [...], "rejects": [...], "totals": {...}} for a ReadInputs."""
+    rows = inputs.batches | f"{label}Rows" >> beam.FlatMap(_rows)
+    n_rows = inputs.batches | f"{label}N" >> beam.Map(lambda b: ("rows", len(b)))
+    totals = ((inputs.counts, n_rows) | f"{label}Counts" >> beam.Flatten(),
+              inputs.rejects) | f"{label}Totals" >> Tallies()
+    dead = inputs.rejects | f"{label}Dead" >> beam.Map(
+        lambda r: tuple(json.loads(r)[k] for k in ("source", "line", "reason", "raw")))
+    parts = [(name, pc | f"{label}List{name}" >> beam.combiners.ToList())
+             for name, pc in (("rows", rows), ("rejects", dead))]
+    parts.append(("totals", totals))
+    keyed = [pc | f"{label}Key{name}" >> beam.Map(lambda v, n=name: (n, v)) for name, pc in parts]
+    return (tuple(keyed) | f"{label}All" >> beam.Flatten()
+            | f"{label}One" >> beam.combiners.ToDict()
+            | f"{label}Tag" >> beam.Map(lambda d, lb=label: (lb, d)))
+
+
+def _read(p, schema, pattern, label, **kw):
+    return _outcome(p | label >> ReadInputs(JOB, schema, [str(pattern)], schema.key, **kw),
+                    label)
+
+
+def _check(got, expect):
+    outcomes = dict(got)
+    for o in outcomes.values():  # every record is a row or a dead letter
+        t = o["totals"]
+        assert t["rows_read"] == t.get("rows", 0) + len(o["rejects"]), t
+    expect(outcomes)
+
+
+def _run(build, expect):
+    with BeamTestPipeline(runner=LocalRunner()) as p:
+        assert_that(tuple(build(p)) | beam.Flatten(), lambda got: _check(got, expect))
+
+
+def test_csv_blocks_give_the_rows_and_dead_letters_record_by_record_reading_gives(
+        schema, dirty_csv, tmp_path):
+    """Blocks of a few hundred bytes (cut inside quoted fields spanning lines, around empty
+    lines, CRLF endings and bad UTF-8; under csv_blocks.SMALL_BLOCK_BYTES, so read record by
+    record) and of 5 kB (parsed column-wise by Arrow where it can be exact) give the same
+    rows, keys and dead letters as --csv_block_mb 0; so does a .gz file."""
+    lines = open(dirty_csv, newline="").read().split("\n")
+    body = lines[1:400]
+    for i in range(5, 80, 2):  # keys spanning two lines: some block cuts fall inside them
+        body[i] = '"' + body[i].replace("-", "-\n", 1).replace(",", '",', 1)
+    body[40] = ""
+    body[70] = body[70] + "\r"
+    raw = ("\n".join([lines[0]] + body) + "\n").encode("utf-8")
+    raw = raw.replace(body[90].encode("utf-8"), body[90].encode("utf-8")[:-2] + b"\xff\xfe", 1)
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.csv").write_bytes(raw)
+    with gzip.open(src / "b.csv.gz", "wb") as f:
+        f.write(raw)
+
+    def expect(o):
+        rows = o["rows"]
+        assert rows["totals"]["rows_read"] == 2 * (len(body) - 1)
+        # keys spanning lines that are no dirty row (2 files)
+        assert sum("\n" in k for k, _, _ in rows["rows"]) > len(range(5, 80, 2))
+        assert {"bad_encoding", "unparsable_number"} <= {r[2] for r in o["blocks"]["rejects"]}
+        for blocks in (o["small_blocks"], o["blocks"]):
+            assert blocks["totals"]["rows_read"] == rows["totals"]["rows_read"]
+            assert collections.Counter(blocks["rows"]) == collections.Counter(rows["rows"])
+            assert sorted(blocks["rejects"]) == sorted(rows["rejects"])
+
+    _run(lambda p: [_read(p, schema, src / "*", "rows"),
+                    _read(p, schema, src / "*", "small_blocks", block_bytes=300),
+                    _read(p, schema, src / "*", "blocks", block_bytes=5000)], expect)
+
+
+def test_a_stray_quote_costs_that_row_alone_in_blocks_and_rows_alike(schema, tmp_path):
+    path = tmp_path / "clean.csv"
+    write_csv(str(path), 300, seed=21, dirty_fraction=0.0)
+    lines = open(path).read().split("\n")
+    fields = lines[5].split(",")
+    fields[1] = '"' + fields[1]  # an opening quote that never closes
+    lines[5] = ",".join(fields)
+    bad = tmp_path / "quote.csv"
+    bad.write_text("\n".join(lines))
+
+    def expect(o):
+        for mode in ("rows", "blocks"):
+            assert o[mode]["totals"]["rows_read"] == 300 and len(o[mode]["rows"]) == 299
+            assert len(o[mode]["rejects"]) == 1
+        assert sorted(k for k, _, _ in o["rows"]["rows"]) == sorted(
+            k for k, _, _ in o["blocks"]["rows"])
+
+    _run(lambda p: [_read(p, schema, bad, "rows"),
+                    _read(p, schema, bad, "blocks", block_bytes=2 << 20)], expect)
+
+
+def test_one_row_files_give_the_rows_one_file_gives(schema, dirty_csv, tmp_path):
+    """400 one-row files (each a small block, read record by record) against the same rows
+    in one file: the same rows, values and dead letters."""
+    lines = open(dirty_csv).read().splitlines()
+    header, rows = lines[0], lines[1:401]
+    many = tmp_path / "many"
+    many.mkdir()
+    for i, row in enumerate(rows):
+        (many / f"part-{i:04d}.csv").write_text(f"{header}\n{row}\n")
+    (tmp_path / "one.csv").write_text("\n".join([header] + rows) + "\n")
+
+    def expect(o):
+        one, many_ = o["one"], o["many"]
+        assert one["totals"]["rows_read"] == many_["totals"]["rows_read"] == 400
+        assert one["rejects"], "the sample should hold some dirty rows"
+        assert sorted(r[2] for r in one["rejects"]) == sorted(r[2] for r in many_["rejects"])
+        assert collections.Counter(one["rows"]) == collections.Counter(many_["rows"])
+
+    _run(lambda p: [_read(p, schema, tmp_path / "one.csv", "one", block_bytes=2 << 20),
+                    _read(p, schema, many / "*.csv", "many", block_bytes=2 << 20)], expect)
+
+
+def test_json_lines_objects_instances_and_bad_lines(schema, tmp_path):
+    good = {"pickup_datetime": "2025-06-02 08:15:00", "pickup_longitude": -73.95,
+            "pickup_latitude": 40.75, "dropoff_longitude": -73.9, "dropoff_latitude": 40.8,
+            "passenger_count": 1, "payment_type": "Cash", "company": "Sun Taxi"}
+    lines = [json.dumps(dict(good, key="a1", tip="x")),          # 1: keyed object
+             json.dumps({**good}),                                # 2: no key -> file:line
+             json.dumps({"instances": [good, dict(good, key="i2"), 7]}),  # 3: 2 rows + 1 bad
+             "{not json",                                          # 4
+             json.dumps(dict(good, pickup_latitude="north")),      # 5
+             json.dumps({"instances": []})]                        # 6
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+
+    def expect(o):
+        got = o["json"]
+        rows = {k: (json.loads(v), json.loads(x)) for k, v, x in got["rows"]}
+        assert set(rows) == {"a1", "in.jsonl:2", "in.jsonl:3#0", "i2"}
+        assert rows["a1"][1] == {"tip": "x"} and rows["i2"][1] == {}
+        # the same values whether a row comes alone or in "instances"
+        assert rows["in.jsonl:2"][0] == rows["in.jsonl:3#0"][0]
+        assert got["totals"]["rows_read"] == 8
+        assert collections.Counter(r[2] for r in got["rejects"]) == {"invalid_json": 3,
+                                                                     "unparsable_number": 1}
+        assert sorted(str(r[1]) for r in got["rejects"]) == ["3#2", "4", "5", "6"]
+
+    _run(lambda p: [_read(p, schema, src, "json", passthrough=("tip",))], expect)
