@@ -59,7 +59,7 @@ from inference.model.serving_model import choose_version
 from inference.model.shadow import CombineShadow, ShadowScore
 from inference.outputs import sinks
 from inference.outputs.predictions import PredictionBlock
-from inference.skew import SkewReport, kinds_of, row_batch_partial, train_label_range
+from inference.skew import SkewOfBatches, train_label_range
 from preprocessing.accounting import counting
 from preprocessing.accounting.rejects import WriteDeadLetters
 from preprocessing.contract.schema import Schema
@@ -339,10 +339,7 @@ def _reports(cfg: BatchPredictConfig, batches, results, preds) -> list:
                                                      file_name_suffix=".json",
                                                      shard_name_template=""))
     if cfg.train_statistics:  # train/serve skew of the rows served, one report per run
-        kinds = kinds_of(cfg.train_statistics)
-        report = (batches | "SkewPartials" >> beam.Map(lambda rb: row_batch_partial(kinds, rb))
-                  | "Skew" >> beam.CombineGlobally(SkewReport(cfg.train_statistics,
-                                                              o.skew_threshold)))
+        report = batches | "Skew" >> SkewOfBatches(cfg.train_statistics, o.skew_threshold)
         written.append(filesys.write_json_file(report, staging, "skew"))
     if cfg.shadow_path:  # the shadow model's comparison, one per run
         compared = (results | "Shadow" >> beam.ParDo(ShadowScore(

@@ -167,6 +167,20 @@ def row_batch_partial(kinds: dict, rb) -> TableAcc:
     return TableAcc(kinds).add(len(rb), {n: rb.column(n) for n in rb.names if n in kinds})
 
 
+class SkewOfBatches(beam.PTransform):
+    """Batch jobs: RowBatches -> one skew report of the rows served against the train
+    statistics (the features the model was trained on; not the label, key or passthrough)."""
+
+    def __init__(self, train_stats: dict, threshold: float = DEFAULT_THRESHOLD):
+        super().__init__()
+        self.train_stats, self.threshold = train_stats, threshold
+
+    def expand(self, batches):
+        kinds = kinds_of(self.train_stats)
+        return (batches | "Partials" >> beam.Map(lambda rb: row_batch_partial(kinds, rb))
+                | "Report" >> beam.CombineGlobally(SkewReport(self.train_stats, self.threshold)))
+
+
 class RowPartials(beam.DoFn):
     """Streaming: (MessageMeta, row dict) -> a partial TableAcc per event-time window of
     `window_secs`, per bundle (row by row would cost a numpy call per value)."""

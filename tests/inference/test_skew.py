@@ -10,8 +10,10 @@ import shutil
 
 import numpy as np
 import pytest
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 
 from beam_jobs import batch_predict, stream_predict
+from beam_jobs.shared.local_runner import LocalRunner
 from inference.skew import js_divergence, skew_line, skew_report
 from preprocessing.reference import statistics
 from preprocessing.reference.statistics import ColumnAcc, TableAcc
@@ -105,27 +107,46 @@ def test_preprocess_keeps_train_statistics_and_the_export_carries_them(preproces
         assert json.load(f) == stats
 
 
-def test_batch_reports_no_skew_on_its_own_data_and_names_the_shifted_columns(
-        trained, taxi_csv, tmp_path):
-    export = trained[2]["export_dir"]
-    summary = batch_predict.run(["--model_dir", export, "--input", taxi_csv[0],
-                                 "--output", str(tmp_path / "same")])
-    assert summary["skew"]["flagged"] == [], summary["skew"]["features"]
+def _train_statistics(schema, csv_path: str, tmp_path) -> dict:
+    """statistics.json as the preprocess job computes it (TableStatistics over the train
+    split ReadCsvSplits gives), without tf.transform."""
+    import apache_beam as beam
+
+    from beam_jobs.preprocess_steps import ReadCsvSplits
+    from preprocessing.reference.statistics import TableStatistics
+    out = tmp_path / "statistics.json"
+    with BeamTestPipeline(runner=LocalRunner()) as p:
+        raw = p | ReadCsvSplits(schema, [csv_path], (0.8, 0.1, 0.1))
+        _ = (raw.train | beam.CombineGlobally(TableStatistics(schema))
+             | beam.Map(lambda stats: out.write_text(json.dumps(stats))))
+    return json.loads(out.read_text())
+
+
+def _skew_of(schema, stats, inputs: dict, folder, passthrough=()) -> dict:
+    """{name: the skew report of that CSV's rows} through ReadInputs and SkewOfBatches."""
+    import apache_beam as beam
+
+    from inference.batch import ReadInputs
+    from inference.skew import SkewOfBatches, feature_statistics
+    # what the job's launch keeps of them: the model's features (no label, key, passthrough)
+    stats = feature_statistics(stats, schema, passthrough)
+    with BeamTestPipeline(runner=LocalRunner()) as p:
+        for name, path in inputs.items():
+            batches = (p | f"Read_{name}" >> ReadInputs("batch_predict", schema, [path],
+                                                         schema.key, passthrough)).batches
+            _ = (batches | f"Skew_{name}" >> SkewOfBatches(stats)
+                 | f"Keep_{name}" >> beam.Map(
+                     lambda r, n=name: (folder / f"{n}.json").write_text(json.dumps(r))))
+    return {name: json.loads((folder / f"{name}.json").read_text()) for name in inputs}
+
+
+def test_skew_of_served_rows_flags_only_the_shifted_columns(taxi_csv, tmp_path):
+    from preprocessing import TAXI_SPEC
+    from preprocessing.contract.schema import Schema
+    schema = Schema.load(TAXI_SPEC)
+    stats = _train_statistics(schema, taxi_csv[0], tmp_path)
     _shifted_csv(taxi_csv[0], str(tmp_path / "shifted.csv"))
-    summary = batch_predict.run(["--model_dir", export, "--input", str(tmp_path / "shifted.csv"),
-                                 "--output", str(tmp_path / "shifted")])
-    skew = summary["skew"]
-    assert set(skew["flagged"]) == {"dropoff_latitude", "payment_type", "passenger_count"}
-    assert skew["features"]["payment_type"]["unseen_share"] == pytest.approx(0.3, abs=0.05)
-    summary = batch_predict.run(["--model_dir", export, "--input", str(tmp_path / "shifted.csv"),
-                                 "--output", str(tmp_path / "off"), "--skew_report", "off"])
-    assert "skew" not in summary
-
-
-def test_serving_rows_without_the_label_flag_nothing(trained, taxi_csv, tmp_path):
-    """Rows to predict carry no label: the skew report compares the model's features only
-    (not the label, the key or a passthrough column), so train-like rows flag nothing."""
-    with open(taxi_csv[0], newline="") as f:
+    with open(taxi_csv[0], newline="") as f:  # rows to predict: no label, a passthrough column
         rows = list(csv.DictReader(f))
     fields = [n for n in rows[0] if n != "fare_amount"] + ["note"]
     with open(tmp_path / "unlabelled.csv", "w", newline="") as f:
@@ -133,13 +154,31 @@ def test_serving_rows_without_the_label_flag_nothing(trained, taxi_csv, tmp_path
         w.writeheader()
         for r in rows:
             w.writerow(dict(r, note="n/a"))
-    summary = batch_predict.run(["--model_dir", trained[2]["export_dir"], "--input",
-                                 str(tmp_path / "unlabelled.csv"), "--output",
-                                 str(tmp_path / "out"), "--passthrough_columns", "note"])
-    skew = summary["skew"]
-    assert skew["flagged"] == [], skew["features"]
-    assert not {"fare_amount", "key", "note"} & set(skew["features"])
-    assert "payment_type" in skew["features"]
+    reports = _skew_of(schema, stats, {"same": taxi_csv[0],
+                                       "shifted": str(tmp_path / "shifted.csv")}, tmp_path)
+    reports.update(_skew_of(schema, stats, {"unlabelled": str(tmp_path / "unlabelled.csv")},
+                            tmp_path, passthrough=("note",)))
+    assert reports["same"]["flagged"] == [], reports["same"]["features"]
+    shifted = reports["shifted"]
+    assert set(shifted["flagged"]) == {"dropoff_latitude", "payment_type", "passenger_count"}
+    assert shifted["features"]["payment_type"]["unseen_share"] == pytest.approx(0.3, abs=0.05)
+    # The model's features only: not the label, the key or a passthrough column.
+    unlabelled = reports["unlabelled"]
+    assert unlabelled["flagged"] == [], unlabelled["features"]
+    assert not {"fare_amount", "key", "note"} & set(unlabelled["features"])
+    assert "payment_type" in unlabelled["features"]
+
+
+def test_batch_summary_carries_the_skew_report_unless_it_is_off(trained, taxi_csv, tmp_path):
+    export = trained[2]["export_dir"]
+    _shifted_csv(taxi_csv[0], str(tmp_path / "shifted.csv"))
+    summary = batch_predict.run(["--model_dir", export, "--input", str(tmp_path / "shifted.csv"),
+                                 "--output", str(tmp_path / "shifted")])
+    assert "payment_type" in summary["skew"]["flagged"]
+    assert json.load(open(tmp_path / "shifted" / "skew.json")) == summary["skew"]
+    summary = batch_predict.run(["--model_dir", export, "--input", str(tmp_path / "shifted.csv"),
+                                 "--output", str(tmp_path / "off"), "--skew_report", "off"])
+    assert "skew" not in summary and not (tmp_path / "off" / "skew.json").exists()
 
 
 def test_streaming_writes_a_skew_record_per_window(trained, tmp_path):
