@@ -1,7 +1,8 @@
 """beam_jobs/preprocess_steps.py: the preprocess job's reading composites (ReadCsvSplits,
 ReadImageSplits) under Beam's TestPipeline + assert_that, on the files users' inputs come
 as: every record lands in a split or in a dead letter with its reason, and the tallies
-reconcile. No tf.transform runs here; tests/beam_jobs/test_preprocess.py runs the whole job."""
+reconcile; and ParseAndSplit alone on chunks. No tf.transform runs here:
+tests/beam_jobs/test_preprocess.py runs the whole job."""
 import collections
 import gzip
 import json
@@ -13,17 +14,19 @@ import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
-from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import assert_that, equal_to
 
 from beam_jobs import preprocess
 from beam_jobs import preprocess_steps as pp
 from beam_jobs.preprocess_inputs import InputsFound
 from beam_jobs.shared.local_runner import LocalRunner
 from preprocessing import TAXI_SPEC
+from preprocessing.accounting import counting
 from preprocessing.accounting.counting import Tallies
 from preprocessing.accounting.rejects import FILE_REASONS
-from preprocessing.contract.schema import Schema
+from preprocessing.contract.schema import ColumnSpec, Schema
 from preprocessing.contract.split import SPLITS
+from preprocessing.files.reading import Chunk
 from preprocessing.images.checks import ImageLimits
 from tests.helpers import ROOT
 from tools import shapes as shape_gen
@@ -31,6 +34,15 @@ from tools.datagen import write_csv
 from tools.reliability import PEAK_RSS_MB
 
 FRACTIONS = (0.8, 0.1, 0.1)
+SCHEMA = Schema(columns=(ColumnSpec("id", "string"), ColumnSpec("x", "float", "zscore"),
+                         ColumnSpec("y", "float")),
+                label="y", key="id", task="regression")
+
+
+HEADER = ("id", "x", "y")
+
+
+RECORDS = [(2, "a,1.5,3"), (3, "b,oops,4"), (4, "c,2.5,5"), (5, "d,,6")]
 
 
 @pytest.fixture(scope="module")
@@ -322,3 +334,73 @@ def test_a_labels_csv_without_a_header_and_hostile_uris(tmp_path):
                                                       json.loads(r)["reason"])),
                     lambda got: _equal(got, [(n + 1, "not_a_file"), (n + 2, "not_a_file"),
                                              (n + 3, "degenerate_image")]), label="lines")
+
+
+def test_parse_and_split_gives_every_row_one_split_or_one_dead_letter():
+    with _pipeline() as p:
+        out = (p | beam.Create([Chunk("in.csv", "csv", HEADER, RECORDS)])
+               | beam.ParDo(pp.ParseAndSplit(SCHEMA, (1.0, 0.0, 0.0))).with_outputs(
+                   "rejects", counting.COUNTS, "train", "eval", "test"))
+        # tf.transform's raw RecordBatch: one list per value, strings as bytes
+        ids = out.train | beam.FlatMap(lambda rb: [v[0].decode() for v in
+                                                   rb.column("id").to_pylist()])
+        xs = out.train | beam.FlatMap(lambda rb: [v[0] for v in rb.column("x").to_pylist()])
+        reasons = out.rejects | beam.Map(lambda r: (json.loads(r)["line"],
+                                                    json.loads(r)["reason"]))
+        assert_that(ids, equal_to(["a", "c"]), label="train_ids")
+        assert_that(xs, equal_to([1.5, 2.5]), label="train_values")
+        assert_that(reasons, equal_to([(3, "unparsable_number"), (5, "missing_value")]),
+                    label="dead_letters")
+        assert_that(out.eval, equal_to([]), label="no_eval")
+
+
+def test_many_small_chunks_become_few_batches_with_every_row():
+    """One-row files: their rows are gathered into batches (tf.transform pays per batch),
+    none lost or doubled, the bad ones dead-lettered."""
+    from preprocessing.files.csv_blocks import CsvBlock
+    chunks = [Chunk(f"f{i}.csv", "csv", HEADER,
+                    CsvBlock(2, f"r{i},{'oops' if i % 50 == 0 else i},{i}\n".encode()))
+              for i in range(600)]
+    with _pipeline() as p:
+        out = (p | beam.Create(chunks, reshuffle=False)
+               | beam.ParDo(pp.ParseAndSplit(SCHEMA, (0.5, 0.5, 0.0))).with_outputs(
+                   "rejects", counting.COUNTS, "train", "eval", "test"))
+        batches = (out.train, out.eval) | beam.Flatten()
+        ids = batches | beam.FlatMap(lambda rb: [v[0].decode() for v in
+                                                 rb.column("id").to_pylist()])
+        sizes = batches | beam.Map(lambda rb: rb.num_rows)
+        assert_that(ids, equal_to([f"r{i}" for i in range(600) if i % 50]), label="ids")
+        assert_that(sizes | "NBatches" >> beam.combiners.Count.Globally(),
+                    lambda n: _check(n[0] <= 8, f"{n[0]} batches"), label="few_batches")
+        assert_that(out.rejects | "NRejects" >> beam.combiners.Count.Globally(), equal_to([12]),
+                    label="rejects")
+
+
+def test_a_number_key_is_split_by_its_text_in_rows_and_blocks_alike():
+    """An int key column (declared in a spec) is hashed as its text, whether the rows come
+    record by record or in CSV blocks (the column-wise parser)."""
+    from preprocessing.contract.split import boundaries, split_index
+    from preprocessing.files.csv_blocks import CsvBlock
+    schema = Schema(columns=(ColumnSpec("id", "int"), ColumnSpec("x", "float", "zscore"),
+                             ColumnSpec("y", "float")), label="y", key="id", task="regression")
+    lines = [f"{i},{i % 7}.5,{i % 3}" for i in range(400)]
+    rows = Chunk("in.csv", "csv", HEADER, [(i + 2, line) for i, line in enumerate(lines)])
+    block = Chunk("in.csv", "csv", HEADER, CsvBlock(2, ("\n".join(lines) + "\n").encode()))
+    fractions = (0.5, 0.5, 0.0)
+    expected = {n: sorted(i for i in range(400)
+                          if split_index(str(i), boundaries(fractions)) == s)
+                for s, n in enumerate(("train", "eval"))}
+    assert len(expected["eval"]) > 100
+    for name, chunk in (("rows", rows), ("blocks", block)):
+        with _pipeline() as p:
+            out = (p | name >> beam.Create([chunk])
+                   | beam.ParDo(pp.ParseAndSplit(schema, fractions)).with_outputs(
+                       "rejects", counting.COUNTS, "train", "eval", "test"))
+            for split in ("train", "eval"):
+                ids = out[split] | f"{split}Ids" >> beam.FlatMap(
+                    lambda rb: [v[0] for v in rb.column("id").to_pylist()])
+                assert_that(ids, equal_to(expected[split]), label=f"{name}_{split}")
+
+
+def _check(ok, what):
+    assert ok, what

@@ -1,7 +1,8 @@
-"""inference/batch.py: batch prediction's reading composite (ReadInputs) under Beam's
-TestPipeline + assert_that: CSV blocks against record by record, one-row files, JSON lines
-objects and instances, and what is rejected why. No model is loaded here: the rows a model
-would score are compared; tests/beam_jobs/test_batch_predict.py runs the whole job."""
+"""inference/batch.py under Beam's TestPipeline + assert_that: ParseInputs,
+FormatPredictions and EvalMetrics alone, and the reading composite (ReadInputs): CSV
+blocks against record by record, one-row files, JSON lines objects and instances, and what
+is rejected why. No model is loaded here: the rows a model would score are compared;
+tests/beam_jobs/test_batch_predict.py runs the whole job."""
 import collections
 import gzip
 import json
@@ -10,17 +11,28 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pytest
+from apache_beam.ml.inference.base import PredictionResult
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
-from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import assert_that, equal_to
 
 from beam_jobs.shared.local_runner import LocalRunner
-from inference.batch import ReadInputs
+from inference.batch import EvalMetrics, FormatPredictions, ParseInputs, ReadInputs
+from inference.model.model_handler import RowBatch
+from inference.outputs.predictions import PredictionBlock
 from preprocessing import TAXI_SPEC
+from preprocessing.accounting import counting
 from preprocessing.accounting.counting import Tallies
-from preprocessing.contract.schema import Schema
+from preprocessing.accounting.rejects import Reject
+from preprocessing.contract.schema import ColumnSpec, Schema
+from preprocessing.files.reading import Chunk
 from tools.datagen import write_csv
 
 JOB = "batch_predict"
+HEADER = ("id", "x", "y")
+
+
+def _pipeline():
+    return BeamTestPipeline(runner=LocalRunner())
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +99,7 @@ def _check(got, expect):
 
 
 def _run(build, expect):
-    with BeamTestPipeline(runner=LocalRunner()) as p:
+    with _pipeline() as p:
         assert_that(tuple(build(p)) | beam.Flatten(), lambda got: _check(got, expect))
 
 
@@ -196,3 +208,69 @@ def test_json_lines_objects_instances_and_bad_lines(schema, tmp_path):
         assert sorted(str(r[1]) for r in got["rejects"]) == ["3#2", "4", "5", "6"]
 
     _run(lambda p: [_read(p, schema, src, "json", passthrough=("tip",))], expect)
+
+
+def test_parse_inputs_types_csv_and_json_records_and_rejects_the_rest():
+    schema = Schema(columns=(ColumnSpec("id", "string"), ColumnSpec("x", "float", "zscore"),
+                             ColumnSpec("y", "float")), label="y", key="id", task="regression")
+    json_records = [(1, json.dumps({"id": "e", "x": 7.0})), (2, "{not json")]
+    with _pipeline() as p:
+        out = (p | beam.Create([Chunk("in.csv", "csv", HEADER, [(2, "a,1.5,3"), (3, "b,oops,4")]),
+                                Chunk("in.jsonl", "json", None, json_records)])
+               | beam.ParDo(ParseInputs("test", schema, "id", [])).with_outputs("rejects", counting.COUNTS,
+                                                                        main="rows"))
+        keys = out.rows | beam.FlatMap(lambda b: list(b.keys))
+        xs = out.rows | beam.FlatMap(lambda b: [float(v) for v in b.column("x")])
+        reasons = out.rejects | beam.Map(lambda r: (json.loads(r)["source"],
+                                                    json.loads(r)["reason"]))
+        assert_that(keys, equal_to(["a", "e"]), label="keys")
+        assert_that(xs, equal_to([1.5, 7.0]), label="values")
+        assert_that(reasons, equal_to([("in.csv", "unparsable_number"),
+                                       ("in.jsonl", "invalid_json")]), label="dead_letters")
+
+
+def test_format_predictions_keeps_keys_and_labels_and_dead_letters_model_rejections():
+    batch = RowBatch(names=("id", "y"), columns=[["a", "b", "c"], np.array([1.0, 2.0, 3.0])],
+                     keys=["a", "b", "c"], extras=None, path="in.csv",
+                     sources=[(2, "a,1"), (3, "b,2"), (4, "c,3")])
+    result = PredictionBlock(None, {"prediction": np.array([10.0, 30.0])}, "v1", index=[0, 2],
+                             rejections=[(1, Reject("model_rejected", "bad input"))])
+    with _pipeline() as p:
+        out = (p | beam.Create([PredictionResult(batch, result, "v1")])
+               | beam.ParDo(FormatPredictions("test", "y")).with_outputs("rejects", counting.COUNTS,
+                                                                 main="blocks"))
+        rows = out.blocks | beam.FlatMap(
+            lambda b: [(k, float(p), lab, b.version) for k, p, lab in
+                       zip(b.keys, b.outputs["prediction"], b.labels)])
+        reasons = out.rejects | beam.Map(lambda r: (json.loads(r)["line"],
+                                                    json.loads(r)["reason"]))
+        assert_that(rows, equal_to([("a", 10.0, 1.0, "v1"), ("c", 30.0, 3.0, "v1")]),
+                    label="predictions")
+        assert_that(reasons, equal_to([(3, "model_rejected")]), label="dead_letters")
+        assert_that(out[counting.COUNTS], equal_to([("rows_predicted", 2)]), label="tally")
+
+
+def test_batch_metrics_name_the_rows_whose_label_lies_outside_the_train_range():
+    """A label past anything training saw is out of reach of a model bounded by its train
+    labels (ISLR's College: one row, 95% of the squared error over the whole file)."""
+    def block(preds, labels):
+        return PredictionBlock([f"k{i}" for i in range(len(preds))],
+                               {"predictions": np.array(preds, np.float32)}, "1", labels=labels)
+    blocks = [block([10, 20, 30], [10, 20, 300]), block([15], [18])]
+    for label_range in ((0.0, 100.0), None):
+        with _pipeline() as p:
+            got = (p | beam.Create(blocks)
+                   | beam.CombineGlobally(EvalMetrics("regression", label_range)))
+
+            def check(out, label_range=label_range):
+                (m,) = out
+                assert m["examples"] == 4
+                assert m["rmse"] == pytest.approx(np.sqrt((270 ** 2 + 3 ** 2) / 4))
+                if label_range is None:
+                    assert "labels_outside_train_range" not in m
+                    return
+                outside = m["labels_outside_train_range"]
+                assert outside["examples"] == 1 and outside["train_range"] == [0.0, 100.0]
+                assert outside["share_of_squared_error"] == pytest.approx(270 ** 2 / (270 ** 2 + 9))
+                assert outside["rmse_of_the_others"] == pytest.approx(np.sqrt(9 / 3))
+            assert_that(got, check)

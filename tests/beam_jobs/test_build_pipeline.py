@@ -1,0 +1,85 @@
+"""A job built by `build_pipeline` from a config the test constructs itself, with no
+launch-time I/O, and a job run on the pipeline a test hands it (as Beam's own examples are
+tested). The jobs' PTransforms and DoFns alone are tested beside their modules
+(test_preprocess_steps.py, tests/inference/test_batch.py, ...)."""
+import json
+import os
+
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+
+from beam_jobs import preprocess
+from beam_jobs.args import BatchPredictArgs, PreprocessArgs
+from beam_jobs.shared.local_runner import LocalRunner
+from preprocessing.contract.schema import ColumnSpec, Schema
+from preprocessing.features.transform import make_preprocessing_fn
+
+SCHEMA = Schema(columns=(ColumnSpec("id", "string"), ColumnSpec("x", "float", "zscore"),
+                         ColumnSpec("y", "float")),
+                label="y", key="id", task="regression")
+
+
+def _pipeline():
+    return BeamTestPipeline(runner=LocalRunner())
+
+
+@pytest.mark.slow
+def test_preprocess_builds_from_a_config_the_test_constructs(tmp_path):
+    src = tmp_path / "in.csv"
+    src.write_text("id,x,y\n" + "".join(f"r{i},{i * 0.5},{i % 7}\n" for i in range(200))
+                   + "bad,oops,1\n")
+    out = str(tmp_path / "out")
+    args = PreprocessArgs(input=str(src), output=out)  # every other flag at its default
+    cfg = preprocess.PreprocessConfig(
+        args=args, schema=SCHEMA, preprocessing_fn=make_preprocessing_fn(SCHEMA),
+        patterns=(str(src),), staging=os.path.join(out, "_staging-0-test"),
+        tft_temp_dir=str(tmp_path / "tft"))
+    p = _pipeline()
+    preprocess.build_pipeline(p, cfg)
+    p.run().wait_until_finish()
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    assert summary["rows_read"] == 201
+    assert sum(summary["splits"].values()) == 200
+    assert summary["rejected"]["by_reason"] == {"unparsable_number": 1}
+    assert os.path.exists(os.path.join(out, "_SUCCESS"))
+    assert not os.path.exists(cfg.staging)
+
+
+def test_batch_predict_builds_from_a_config_the_test_constructs(trained, taxi_csv, tmp_path):
+    from beam_jobs import batch_predict
+    from inference.model import versions
+    _, _, metrics = trained
+    model_path = versions.resolve_model_dir(metrics["export_dir"])
+    schema = versions.load_raw_schema(model_path)
+    out = str(tmp_path / "pred")
+    args = BatchPredictArgs(input=taxi_csv[0], output=out, model_dir=model_path,
+                              rows_per_chunk=500)
+    cfg = batch_predict.BatchPredictConfig(
+        args=args, schema=schema, model_path=model_path,
+        version=versions.model_version(model_path), patterns=(taxi_csv[0],),
+        staging=os.path.join(out, "_staging-0-test"), key=schema.key)
+    p = _pipeline()
+    batch_predict.build_pipeline(p, cfg)
+    p.run().wait_until_finish()
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    assert summary["reconciled"] and summary["rows_read"] == 3000
+    assert summary["rows_predicted"] + summary["rejected"]["total"] == 3000
+    assert summary["rows_predicted"] > 2800
+    assert os.path.exists(os.path.join(out, "_SUCCESS"))
+
+
+@pytest.mark.slow
+def test_a_job_runs_on_the_pipeline_a_test_hands_it(tmp_path):
+    """run(argv, test_pipeline=...) as Beam's examples are tested: the job's graph goes on
+    the given pipeline, which the job runs and whose summary it returns."""
+    src = tmp_path / "in.csv"
+    src.write_text("id,x,y\n" + "".join(f"r{i},{i * 0.5},{i % 7}\n" for i in range(120)))
+    spec = tmp_path / "spec.json"
+    spec.write_text(SCHEMA.dumps())
+    p = _pipeline()
+    summary = preprocess.run(["--input", str(src), "--output", str(tmp_path / "out"),
+                              "--schema_spec", str(spec)], save_main_session=False,
+                             test_pipeline=p)
+    labels = {t.full_label for t in p.transforms_stack[0].parts}
+    assert "ReadCsv" in labels and "Finalize" in labels
+    assert summary["rows_read"] == 120 and sum(summary["splits"].values()) == 120
