@@ -19,6 +19,9 @@ MAKEFLAGS += -j2
 
 install: $(VENV)/.installed
 
+# pip byte-compiles at install (~40 of its ~80 s here). Not skipped with --no-compile: these
+# machines set PYTHONDONTWRITEBYTECODE=1, so nothing would be compiled later either and every
+# import of TensorFlow would compile from source (a fresh test run went minutes slower).
 $(VENV)/.installed: requirements.txt requirements-dev.txt setup.py pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required (set PYTHON=python3.11)"'
 	$(PYTHON) -m venv $(VENV)
