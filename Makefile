@@ -11,6 +11,8 @@ STREAM_RATE ?= 100
 IMG_PER_CLASS ?= 1500
 IMG_EPOCHS ?= 20
 IMG_DIR ?= demo_images
+# Test processes at once: many tests wait on subprocesses, emulators and paced streams.
+TEST_PROCS ?= 3
 
 # The project's venv and the BigQuery emulator's install side by side.
 MAKEFLAGS += -j2
@@ -73,14 +75,12 @@ demo-images: install
 	    --input $(IMG_DIR)/new/labels.csv --output $(IMG_DIR)/predictions/{date} \
 	    --evaluate_label label
 
-# Two test processes at a time (pytest-xdist, a file per process), then, alone, the tests
-# that measure a job's memory or pace.
-# The two phases share the fixtures that run whole jobs (tests/conftest.py built_once).
+# TEST_PROCS test processes at a time (pytest-xdist, tests handed out one by one); they share
+# the fixtures that run whole jobs (tests/conftest.py built_once).
 test: install install-emulators
 	$(PY) -m ruff check .
 	export TESTS_SHARED_DIR="$$(mktemp -d)"; \
-	$(PY) -m pytest tests -m "not serial" -n 2 --dist worksteal && \
-	$(PY) -m pytest tests -m serial; \
+	$(PY) -m pytest tests -n $(TEST_PROCS) --dist worksteal; \
 	rc=$$?; rm -rf "$$TESTS_SHARED_DIR"; exit $$rc
 
 # The unit tier (~15 s here): no test that runs a whole job, trains or starts an emulator.

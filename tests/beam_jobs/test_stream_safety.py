@@ -166,7 +166,6 @@ def test_a_uri_read_that_hangs_is_a_timeout_dead_letter():
 
 
 @pytest.mark.slow
-@pytest.mark.serial
 def test_hot_reload_at_two_messages_a_second_loads_each_version_once(trained, tmp_path):
     """At a low rate (one message per bundle) the model is loaded once per version, the
     refresh is time-based, and a newer complete version is picked up."""
@@ -177,13 +176,19 @@ def test_hot_reload_at_two_messages_a_second_loads_each_version_once(trained, tm
     other = train_and_evaluate(small_train_config(
         trained[0], str(tmp_path / "job2"), epochs=1, hidden_units=[8], seed=7))
     lines = [json.dumps({"id": f"m{i:02d}", "data": GOOD}) for i in range(20)]
+    before = dict(mh.LOADS)
+    first = str(base / "100")
 
-    def publish():  # the replay spans >= 9.5 s (20 messages at 2/s): this lands inside it
-        time.sleep(4)
+    def publish():
+        # 2 s after the job has loaded 100 (not after a fixed delay: a busy machine may start
+        # the job later); the replay spans >= 9.5 s (20 messages at 2/s), so this lands inside.
+        deadline = time.time() + 120
+        while mh.LOADS.get(first, 0) == before.get(first, 0) and time.time() < deadline:
+            time.sleep(0.1)
+        time.sleep(2)
         shutil.copytree(other["export_dir"], base / "200")
     t = threading.Thread(target=publish)
     t.start()
-    before = dict(mh.LOADS)
     # 200 is a weaker model (the gate, tests/inference/test_gate.py, would refuse it): off here.
     preds, rejects = _replay(tmp_path, base, lines, "--model_refresh_secs", "1",
                              "--model_gate", "off", rate=2)
@@ -210,7 +215,6 @@ def test_image_uri_reads_are_bounded_and_regular_only_under_allowed_prefixes(tmp
 
 
 @pytest.mark.slow
-@pytest.mark.serial
 def test_soak_30_seconds_reconciles_every_window_across_a_model_swap(trained):
     """The CI version of benchmarks/stream_soak.py (the README figure is its 10-minute run)."""
     r = subprocess.run([sys.executable, "benchmarks/stream_soak.py", "--model_dir",
