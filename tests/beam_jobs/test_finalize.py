@@ -146,6 +146,37 @@ def test_finalize_publishes_when_counts_reconcile(tmp_path):
     assert summary["files"] == {"part-00000-of-00001": 4}
 
 
+def test_a_rerun_replaces_what_the_last_run_wrote_under_the_jobs_names(tmp_path):
+    """preprocess's OutputSpec over an earlier run's output: a rerun with one shard and no
+    test split leaves no stale shard and no test folder; a file the job does not own stays."""
+    from beam_jobs import preprocess
+    out = tmp_path / "out"
+    old = [f"train/part-0000{i}-of-00003.tfrecord.gz" for i in range(3)] + [
+        "eval/part-00000-of-00001.tfrecord.gz", "test/part-00000-of-00001.tfrecord.gz",
+        "summary.json", "_SUCCESS", "notes.txt"]
+    for rel in old:
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text("old")
+    staging = str(out / "_staging-x")
+    p = beam.Pipeline(runner=local_runner.LocalRunner())
+    written = [p | f"Rows{s}" >> beam.Create(rows)
+               | f"Write{s}" >> beam.io.WriteToText(os.path.join(staging, s, "part"),
+                                                   file_name_suffix=".txt", num_shards=1)
+               for s, rows in (("train", ["a", "b", "c"]), ("eval", ["d"]))]
+    bad = p | "Rejects" >> beam.Create([json.dumps({"reason": "bad_row"})])
+    written.append(bad | "DeadLetters" >> WriteDeadLetters(os.path.join(staging, "rejects")))
+    counts = p | "Counts" >> beam.Create([("rows_read", 5), ("rows_train", 3),
+                                          ("rows_eval", 1), ("rows_test", 0)])
+    _ = (counts, bad) | finalize.Finalize(preprocess.OUTPUTS, staging, str(out), written)
+    p.run().wait_until_finish()
+    assert os.listdir(out / "train") == ["part-00000-of-00001.txt"]  # no stale shards
+    assert os.listdir(out / "eval") == ["part-00000-of-00001.txt"]
+    assert not (out / "test").exists() and (out / "notes.txt").read_text() == "old"
+    summary = json.load(open(out / "summary.json"))
+    assert summary["splits"] == {"train": 3, "eval": 1, "test": 0} and summary["reconciled"]
+    assert (out / "_SUCCESS").exists() and not glob.glob(str(out / "_staging-*"))
+
+
 def test_a_file_cut_short_publishes_what_was_read_as_partial_without_success(tmp_path):
     """A file-level dead letter (an input cut short, corrupt or unreadable: the reading
     tests in test_preprocess_steps.py make them): what was read is published, the summary
@@ -472,8 +503,9 @@ def test_progress_after_many_small_files_is_a_few_lines_and_the_last(capsys):
 
 @pytest.mark.slow
 def test_a_designed_failure_is_one_line_at_the_command_line(tmp_path):
-    """A header-only input: Finalize refuses to publish (no rows read); the command line
-    says so in one line with exit status 1, without Beam's traceback."""
+    """A header-only input: Finalize refuses to publish (no rows read: no empty splits, no
+    _SUCCESS); the command line says so in one line with exit status 1, without Beam's
+    traceback."""
     import subprocess
     import sys
 
@@ -487,3 +519,5 @@ def test_a_designed_failure_is_one_line_at_the_command_line(tmp_path):
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and "preprocess: error: no rows read" in r.stderr, r.stderr[-2000:]
     assert "Traceback" not in r.stderr and "EmptyOutput" not in r.stderr
+    out = tmp_path / "out"
+    assert not (out / "_SUCCESS").exists() and not (out / "train").exists()

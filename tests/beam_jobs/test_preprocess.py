@@ -10,7 +10,7 @@ import pytest
 from beam_jobs import preprocess
 from preprocessing import TAXI_SPEC
 from tests.helpers import ROOT, read_examples, read_jsonl
-from tools.datagen import DIRTY_KINDS, write_csv
+from tools.datagen import DIRTY_KINDS
 
 
 def _tft(out):
@@ -81,21 +81,6 @@ def test_split_is_identical_across_runs_and_worker_counts(taxi_csv, preprocessed
     first = _keys_by_split(out)
     assert first == _keys_by_split(multi)
     assert all(first[s] for s in first)
-
-
-@pytest.mark.slow
-def test_rerun_replaces_earlier_outputs(taxi_csv, tmp_path):
-    out = str(tmp_path / "out")
-    small = str(tmp_path / "small.csv")
-    write_csv(small, 200, seed=5, dirty_fraction=0.05)
-    preprocess.run(["--input", small, "--output", out, "--schema_spec", TAXI_SPEC,
-                    "--num_shards", "3"])
-    assert len(glob.glob(os.path.join(out, "train", "*"))) == 3
-    summary = preprocess.run(["--input", small, "--output", out, "--schema_spec", TAXI_SPEC,
-                              "--num_shards", "1", "--split", "0.9,0.1"])
-    assert len(glob.glob(os.path.join(out, "train", "*"))) == 1  # no stale shards
-    assert not os.path.exists(os.path.join(out, "test"))
-    assert summary["splits"]["test"] == 0 and summary["reconciled"]
 
 
 @pytest.mark.slow

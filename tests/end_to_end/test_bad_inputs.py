@@ -39,15 +39,6 @@ def test_duplicate_header_names_fail_fast_naming_the_column(small_csv, tmp_path)
     assert not os.path.exists(tmp_path / "out" / "summary.json")
 
 
-@pytest.mark.slow
-def test_a_header_only_file_fails_instead_of_publishing_empty_splits(small_csv, tmp_path):
-    header = _csv(tmp_path, "header.csv", open(small_csv).readline())
-    out = tmp_path / "out"
-    with pytest.raises(Exception, match="no rows read"):
-        preprocess.run(["--input", header, "--output", str(out), "--schema_spec", TAXI_SPEC])
-    assert not (out / "_SUCCESS").exists() and not (out / "train").exists()
-
-
 def test_the_trainer_names_an_empty_split(tmp_path):
     from training.data import EmptySplitError, check_eval_split, check_splits
     (tmp_path / "summary.json").write_text(json.dumps(
