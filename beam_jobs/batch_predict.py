@@ -59,7 +59,7 @@ from inference.model.serving_model import choose_version
 from inference.model.shadow import CombineShadow, ShadowScore
 from inference.outputs import sinks
 from inference.outputs.predictions import PredictionBlock
-from inference.skew import SkewOfBatches, train_label_range
+from inference.skew import SkewOfBatches, load_train_statistics, train_label_range
 from preprocessing.accounting import counting
 from preprocessing.accounting.rejects import WriteDeadLetters
 from preprocessing.contract.schema import Schema
@@ -190,6 +190,7 @@ class _Launch:
             self.model_path, self.gate_record = choose_version(
                 o.model_dir, common_options.gate_settings(o))
             self.schema = versions.load_raw_schema(self.model_path)
+            self.train_stats = load_train_statistics(self.model_path)  # skew, label range
         except FileNotFoundError as e:
             raise errors.JobError(JOB, str(e))
         except Exception as e:
@@ -245,9 +246,9 @@ def launch(options: PipelineOptions) -> BatchPredictConfig:
         image=found.image, list_files=tuple(found.list_files),
         image_patterns=tuple(found.image_patterns), gate_record=found.gate_record,
         shadow_path=found.shadow_path,
-        train_statistics=common_options.train_statistics(found.args, found.model_path,
-                                                         found.schema, found.passthrough),
-        label_range=train_label_range(found.model_path, found.label)
+        train_statistics=common_options.train_statistics(
+            found.args, found.model_path, found.train_stats, found.schema, found.passthrough),
+        label_range=train_label_range(found.train_stats, found.label)
         if found.label and found.schema.task == "regression" else None)
 
 

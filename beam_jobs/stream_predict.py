@@ -56,7 +56,7 @@ from inference.model import versions
 from inference.model.serving_model import choose_version, gate_line
 from inference.model.shadow import CombineShadow, ShadowScoreStream
 from inference.outputs import sinks
-from inference.skew import RowPartials, SkewReport, kinds_of
+from inference.skew import RowPartials, SkewReport, kinds_of, load_train_statistics
 from inference.streaming import (
     MAX_MESSAGE_BYTES,
     MODEL_EVENTS,
@@ -213,7 +213,7 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
     return StreamPredictConfig(o, schema, model_path, image_kw, dead_letter_dir,
                                monitoring_dir, events, shadow_path=shadow_path,
                                train_statistics=common_options.train_statistics(
-                                   o, model_path, schema),
+                                   o, model_path, load_train_statistics(model_path), schema),
                                pubsub_id_label=None if local_runner.is_local_runner(options)
                                else o.id_attribute)
 

@@ -38,10 +38,12 @@ def load_train_statistics(export_dir: str) -> Optional[dict]:
         return json.loads(f.read(64 << 20).decode("utf-8"))
 
 
-def train_label_range(export_dir: str, label: str) -> Optional[Tuple[float, float]]:
-    """(min, max) of `label` over the export's train split, or None (not a number there, or
-    no statistics kept): what a model bounded by its training labels can predict."""
-    stats = (load_train_statistics(export_dir) or {}).get("features", {}).get(label) or {}
+def train_label_range(train_stats: Optional[dict],
+                      label: str) -> Optional[Tuple[float, float]]:
+    """(min, max) of `label` in an export's train statistics (load_train_statistics), or
+    None (not a number there, or no statistics kept): what a model bounded by its training
+    labels can predict."""
+    stats = ((train_stats or {}).get("features") or {}).get(label) or {}
     if stats.get("min") is None or stats.get("max") is None:
         return None
     return float(stats["min"]), float(stats["max"])

@@ -19,7 +19,7 @@ from inference.model import versions
 from inference.model.gate import DEFAULT_MAX_METRIC_REGRESSION, GoldenSetError, read_golden
 from inference.outputs.bigquery_client import parse_table
 from inference.skew import DEFAULT_THRESHOLD as DEFAULT_SKEW_THRESHOLD
-from inference.skew import feature_statistics, load_train_statistics
+from inference.skew import feature_statistics, load_train_statistics, train_label_range
 from preprocessing.images.checks import ImageLimits
 
 
@@ -118,13 +118,14 @@ def gate_settings(o) -> Optional[tuple]:
     return None if o.model_gate == "off" else (o.golden_set, o.max_metric_regression)
 
 
-def train_statistics(o, model_path: str, schema, passthrough=()) -> Optional[dict]:
-    """The export's train statistics of the model's features, for the skew report (None:
-    off, or none kept). The label, the key and passthrough columns are not features of what
-    is served (serving rows carry no label: it would be flagged on every run)."""
+def train_statistics(o, model_path: str, stats: Optional[dict], schema,
+                     passthrough=()) -> Optional[dict]:
+    """Of the export's train statistics (`stats`, load_train_statistics) those of the model's
+    features, for the skew report (None: off, or none kept). The label, the key and
+    passthrough columns are not features of what is served (serving rows carry no label: it
+    would be flagged on every run)."""
     if o.skew_report == "off":
         return None
-    stats = load_train_statistics(model_path)
     if stats is None:
         logging.warning("model %s has no train statistics: no skew report", model_path)
         return None
@@ -157,10 +158,10 @@ def check_golden_set(job: str, o, schema, model_path: Optional[str] = None) -> N
                             f"'{schema.label}' label")
     if schema.task != "regression" or model_path is None:
         return
-    label = ((load_train_statistics(model_path) or {}).get("features") or {}).get(schema.label)
-    if not label or label.get("min") is None or label.get("max") is None:
+    labels = train_label_range(load_train_statistics(model_path), schema.label)
+    if labels is None:
         return
-    low, high = float(label["min"]), float(label["max"])
+    low, high = labels
     span = max(high - low, abs(high), 1e-9)
     bound = (low - span, high + span)
     outside = [v for v in rows.labels if not bound[0] <= v <= bound[1]]

@@ -335,3 +335,21 @@ def test_a_run_that_rejects_every_row_keeps_the_previous_output(trained, taxi_cs
     s = _run(export, str(bad), out, "--allow_empty_output", "on")
     assert s["rows_predicted"] == 0 and s["rejected"]["total"] == 40
     assert os.path.exists(os.path.join(out, "_SUCCESS"))
+
+
+@pytest.mark.slow
+def test_launch_reads_the_train_labels_range_for_a_regression_evaluation(trained, taxi_csv,
+                                                                         tmp_path):
+    """The range EvalMetrics splits the error by (rows whose label lies outside it) comes
+    from the export's train statistics, and only when a regression label is evaluated."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+    export = trained[2]["export_dir"]
+    args = ["--model_dir", export, "--input", taxi_csv[0], "--output", str(tmp_path / "o")]
+    cfg = batch_predict.launch(PipelineOptions(args + ["--evaluate_label", "fare_amount"]))
+    with open(taxi_csv[0], newline="") as f:
+        fares = [float(r["fare_amount"]) for r in csv.DictReader(f)
+                 if (r.get("fare_amount") or "").replace(".", "", 1).isdigit()]
+    low, high = cfg.label_range
+    assert min(fares) <= low < high <= max(fares)  # the train split's, within the file's
+    assert "fare_amount" not in cfg.train_statistics["features"]  # not a served feature
+    assert batch_predict.launch(PipelineOptions(args)).label_range is None
