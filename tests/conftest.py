@@ -77,6 +77,22 @@ def preprocessed(taxi_csv, tmp_path_factory):
     return built_once(tmp_path_factory, "prep", build)
 
 
+@pytest.fixture(scope="session")
+def preprocessed_by_two_workers(taxi_csv, tmp_path_factory):
+    """`taxi_csv` preprocessed again, by two worker processes (Beam's multi-processing
+    runner) with batches of 300 rows: the output folder."""
+    from beam_jobs import preprocess
+    from preprocessing import TAXI_SPEC
+
+    def build(folder):
+        out = str(folder / "out")
+        preprocess.run(["--input", taxi_csv[0], "--output", out, "--schema_spec", TAXI_SPEC,
+                        "--direct_num_workers", "2", "--direct_running_mode", "multi_processing",
+                        "--rows_per_batch", "300"])
+        return out
+    return built_once(tmp_path_factory, "prep2", build)
+
+
 def _no_gcp_credentials_here():
     """Tell Beam at once what it would find: this machine has no Google credentials, so its
     GCS IO connects anonymously (as the emulator expects). Beam looks them up once per process,

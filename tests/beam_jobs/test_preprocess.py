@@ -72,12 +72,10 @@ def _keys_by_split(out):
 
 
 @pytest.mark.slow
-def test_split_is_identical_across_runs_and_worker_counts(taxi_csv, preprocessed, tmp_path):
+def test_split_is_identical_across_runs_and_worker_counts(preprocessed,
+                                                         preprocessed_by_two_workers):
     out, _ = preprocessed  # one run of one worker
-    multi = str(tmp_path / "multi")  # another run, of two worker processes
-    preprocess.run(["--input", taxi_csv[0], "--output", multi, "--schema_spec", TAXI_SPEC,
-                    "--direct_num_workers", "2", "--direct_running_mode", "multi_processing",
-                    "--rows_per_batch", "300"])
+    multi = preprocessed_by_two_workers  # another run, of two worker processes
     first = _keys_by_split(out)
     assert first == _keys_by_split(multi)
     assert all(first[s] for s in first)

@@ -86,23 +86,14 @@ def test_a_records_fold_follows_its_values_not_its_bytes():
 
 
 @pytest.mark.slow
-def test_the_same_csv_preprocessed_twice_gives_the_same_validation_rows(taxi_csv, preprocessed,
-                                                                       tmp_path):
-    """Two preprocess processes write the same rows as different tf.Example bytes (feature
-    order); the validation fold is made of the same rows both times, so the same command
-    trains the same model. The first run is the shared fixture's (a test worker, 2 shards),
-    the second a process of its own with 1 shard."""
-    import subprocess
-    import sys
-
-    from preprocessing import TAXI_SPEC
-    from tests.helpers import ROOT
+def test_the_same_csv_preprocessed_twice_gives_the_same_validation_rows(
+        preprocessed, preprocessed_by_two_workers):
+    """Two preprocess runs in different processes write the same rows as different
+    tf.Example bytes (feature order); the validation fold is made of the same rows both
+    times, so the same command trains the same model. One run is a test worker's, the other
+    two worker processes' of Beam's multi-processing runner."""
     from training.data import choice_fold, make_dataset_fn
-    outs = [preprocessed[0], str(tmp_path / "b")]
-    r = subprocess.run([sys.executable, "-m", "beam_jobs.preprocess", "--input", taxi_csv[0],
-                        "--output", outs[1], "--schema_spec", TAXI_SPEC, "--num_shards", "1"],
-                       cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300)
-    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    outs = [preprocessed[0], preprocessed_by_two_workers]
     raw = [sorted(r.numpy() for r in tf.data.TFRecordDataset(split_files(o, "train"),
                                                                compression_type="GZIP"))
            for o in outs]
