@@ -83,10 +83,11 @@ test: install install-emulators
 	$(PY) -m pytest tests -n $(TEST_PROCS) --dist worksteal; \
 	rc=$$?; rm -rf "$$TESTS_SHARED_DIR"; exit $$rc
 
-# The unit tier (~15 s here): no test that runs a whole job, trains or starts an emulator.
+# The unit tier: no test that runs a whole job, trains or starts an emulator (two processes:
+# 46 s here, 72 s in one).
 test-fast: install
 	$(PY) -m ruff check .
-	$(PY) -m pytest tests -m "not slow"
+	$(PY) -m pytest tests -m "not slow" -n 2
 
 bench: install
 	$(PY) benchmarks/preprocess_csv.py --rows 1000000
