@@ -190,14 +190,15 @@ class _Launch:
             self.model_path, self.gate_record = choose_version(
                 o.model_dir, common_options.gate_settings(o))
             self.schema = versions.load_raw_schema(self.model_path)
-            self.train_stats = load_train_statistics(self.model_path)  # skew, label range
+            # Read once: the golden set's label check, the skew report, the label range.
+            self.train_stats = load_train_statistics(self.model_path)
         except FileNotFoundError as e:
             raise errors.JobError(JOB, str(e))
         except Exception as e:
             raise errors.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                         f"{str(e).splitlines()[0][:300]}")
         self.version = versions.model_version(self.model_path)
-        common_options.check_golden_set(JOB, o, self.schema, self.model_path)
+        common_options.check_golden_set(JOB, o, self.schema, self.train_stats)
         self.shadow_path = common_options.resolve_shadow(JOB, o, self.schema)
         self.key = o.key_column or self.schema.key
         self.passthrough = [c.strip() for c in o.passthrough_columns.split(",") if c.strip()]

@@ -182,6 +182,7 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
     try:  # the version the gate lets serve (as batch prediction chooses it)
         model_path, record = choose_version(o.model_dir, common_options.gate_settings(o))
         schema = versions.load_raw_schema(model_path)
+        train_stats = load_train_statistics(model_path)  # the golden set's check, skew
     except Exception as e:
         raise errors.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                 f"{str(e).splitlines()[0][:300]}")
@@ -189,7 +190,7 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
         (logging.warning if record["event"] == "version_refused" else logging.info)(
             "%s: starts with model version %s (%s)", JOB, versions.model_version(model_path),
             gate_line(record))
-    common_options.check_golden_set(JOB, o, schema, model_path)
+    common_options.check_golden_set(JOB, o, schema, train_stats)
     shadow_path = common_options.resolve_shadow(JOB, o, schema)
     image_kw = None
     if any(c.transform == "image" for c in schema.columns):
@@ -213,7 +214,7 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
     return StreamPredictConfig(o, schema, model_path, image_kw, dead_letter_dir,
                                monitoring_dir, events, shadow_path=shadow_path,
                                train_statistics=common_options.train_statistics(
-                                   o, model_path, load_train_statistics(model_path), schema),
+                                   o, model_path, train_stats, schema),
                                pubsub_id_label=None if local_runner.is_local_runner(options)
                                else o.id_attribute)
 

@@ -19,7 +19,7 @@ from inference.model import versions
 from inference.model.gate import DEFAULT_MAX_METRIC_REGRESSION, GoldenSetError, read_golden
 from inference.outputs.bigquery_client import parse_table
 from inference.skew import DEFAULT_THRESHOLD as DEFAULT_SKEW_THRESHOLD
-from inference.skew import feature_statistics, load_train_statistics, train_label_range
+from inference.skew import feature_statistics, train_label_range
 from preprocessing.images.checks import ImageLimits
 
 
@@ -142,11 +142,12 @@ def check_model_options(job: str, o) -> None:
         raise JobError(job, "--golden_set and --model_gate off contradict each other")
 
 
-def check_golden_set(job: str, o, schema, model_path: Optional[str] = None) -> None:
+def check_golden_set(job: str, o, schema, train_stats: Optional[dict] = None) -> None:
     """The launch step's check of --golden_set: readable, bounded, with labelled rows whose
     labels the model could have learnt (regression: within one train-label range of the
-    train split's [min, max]; one 1e9 label would make every RMSE huge and let a much worse
-    model pass the relative tolerance)."""
+    train split's [min, max], from the export's `train_stats` (load_train_statistics); one
+    1e9 label would make every RMSE huge and let a much worse model pass the relative
+    tolerance)."""
     if o.model_gate == "off" or not o.golden_set:
         return
     try:
@@ -156,9 +157,9 @@ def check_golden_set(job: str, o, schema, model_path: Optional[str] = None) -> N
     if not len(rows):
         raise JobError(job, f"the golden set {o.golden_set} has no row with a "
                             f"'{schema.label}' label")
-    if schema.task != "regression" or model_path is None:
+    if schema.task != "regression":
         return
-    labels = train_label_range(load_train_statistics(model_path), schema.label)
+    labels = train_label_range(train_stats, schema.label)
     if labels is None:
         return
     low, high = labels
