@@ -57,24 +57,20 @@ class _Untracked:
 
 
 def hold_model(module: tf.Module, model) -> None:
-    """Gives `module` the model its signatures call (read back with `_model`). A Keras
-    model's variables are saved, not the Keras object: `tf.saved_model.save` would trace every layer's
-    call for Keras's own loader (15 of a MobileNetV2 export's 27 s), and nothing loads the
-    export as Keras (Keras 3 cannot). Other models (the trees' tf.Module) are saved whole."""
+    """Gives `module` the model its signatures call (`module._net.obj`). A Keras model's
+    variables are saved, not the Keras object: `tf.saved_model.save` would trace every
+    layer's call for Keras's own loader (15 of a MobileNetV2 export's 27 s), and nothing
+    loads the export as Keras (Keras 3 cannot). Other models (the trees' tf.Module) are
+    saved whole."""
+    module._net = _Untracked(model)
     if isinstance(model, keras.Model):
-        module._keras = _Untracked(model)
         named = {}
         for v in model.variables:  # by name: the checkpoint keys say which layer each is
             name = v.name.split(":")[0]
             named[name if name not in named else f"{name}_{len(named)}"] = v
         module.model_variables = named
     else:
-        module._keras = None
-        module._model = model
-
-
-def _model(module):
-    return module._keras.obj if module._keras is not None else module._model
+        module.model = model
 
 
 class ServingModule(tf.Module):
@@ -100,7 +96,7 @@ class ServingModule(tf.Module):
 
     def _predict(self, raw):
         transformed = self.tft_layer(dict(raw))
-        out = _model(self)({k: transformed[k] for k in self._input_names}, training=False)
+        out = self._net.obj({k: transformed[k] for k in self._input_names}, training=False)
         if not self._classification:
             out = tf.squeeze(out, -1)
             if self._scaler is not None:  # back to the label's own scale
@@ -140,7 +136,7 @@ class ImageServingModule(tf.Module):
             input_signature=[{"image_bytes": tf.TensorSpec([None], tf.string, name="image_bytes")}])
 
     def _predict(self, image_bytes):
-        logits = _model(self)({self._image: decode_batch(image_bytes)}, training=False)
+        logits = self._net.obj({self._image: decode_batch(image_bytes)}, training=False)
         probs = tf.nn.softmax(logits, axis=-1)
         ids = tf.argmax(probs, axis=-1)
         return {"probabilities": probs, "class_ids": ids, "classes": tf.gather(self.class_names, ids)}
