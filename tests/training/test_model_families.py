@@ -471,3 +471,30 @@ def test_trees_do_not_memorise_a_category_seen_once(tmp_path, monkeypatch):
         column = next(c for c in spec.columns if c.name == "name")
         return column.categorical.number_of_unique_values - 1  # less YDF's out-of-vocabulary
     assert values_split_on(100) == 100 < values_split_on(1000)
+
+
+def test_folds_trees_grown_at_once_are_the_ones_grown_one_after_another(preprocessed,
+                                                                        tmp_path):
+    """validation_losses grows the cross-fitted folds' trees in threads (YDF releases the
+    GIL): that must not change a tree, or the choice would depend on the thread schedule."""
+    import concurrent.futures
+
+    from training.data import choice_fold
+    from training.models.trees import train_trees
+    from training.selection import scored_rows
+    data_dir, _ = preprocessed
+    cfg = small_train_config(data_dir, str(tmp_path / "job"), model="boosted_trees",
+                             num_trees=30)
+    info, files = load_feature_info(data_dir), split_files(data_dir, "train")
+    others = [choice_fold(fold, 4).other() for fold in (1, 2, 3)]
+
+    def grow(other):
+        return train_trees(cfg, info, files, holdout=other, stop_on_fold=True)
+    one_by_one = [grow(other) for other in others]
+    with concurrent.futures.ThreadPoolExecutor(len(others)) as pool:
+        at_once = list(pool.map(grow, others))
+    for alone, together in zip(one_by_one, at_once):
+        assert alone.fold_losses is not None and alone.rounds == together.rounds
+        np.testing.assert_array_equal(alone.fold_losses, together.fold_losses)
+        np.testing.assert_array_equal(scored_rows(alone.model, files, alone.info, 512)[1],
+                                      scored_rows(together.model, files, together.info, 512)[1])

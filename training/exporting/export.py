@@ -21,7 +21,6 @@ import os
 import time
 
 import tensorflow as tf
-import tf_keras as keras
 
 from preprocessing.contract.schema import DTYPE_TABLE, RAW_SCHEMA_ASSET, Schema
 from preprocessing.features.image_transform import decode_batch
@@ -35,6 +34,7 @@ from preprocessing.reference.golden import (
 )
 from preprocessing.reference.statistics import EXPORT_STATISTICS, STATISTICS_FILE
 from training.data import FeatureInfo
+from training.holding import held, hold
 
 
 def example_spec(schema: Schema) -> dict:
@@ -49,34 +49,10 @@ def example_spec(schema: Schema) -> dict:
     return spec
 
 
-class _Untracked:
-    """Holds an object outside the SavedModel's object graph."""
-
-    def __init__(self, obj):
-        self.obj = obj
-
-
-def hold_model(module: tf.Module, model) -> None:
-    """Gives `module` the model its signatures call (`module._net.obj`). A Keras model's
-    variables are saved, not the Keras object: `tf.saved_model.save` would trace every
-    layer's call for Keras's own loader (15 of a MobileNetV2 export's 27 s), and nothing
-    loads the export as Keras (Keras 3 cannot). Other models (the trees' tf.Module) are
-    saved whole."""
-    module._net = _Untracked(model)
-    if isinstance(model, keras.Model):
-        named = {}
-        for v in model.variables:  # by name: the checkpoint keys say which layer each is
-            name = v.name.split(":")[0]
-            named[name if name not in named else f"{name}_{len(named)}"] = v
-        module.model_variables = named
-    else:
-        module.model = model
-
-
 class ServingModule(tf.Module):
     def __init__(self, model, tft_output, info: FeatureInfo, schema: Schema):
         super().__init__()
-        hold_model(self, model)
+        hold(self, "model", model)
         self.tft_layer = tft_output.transform_features_layer()
         self._input_names = list(info.input_names)
         self._classification = info.task == "classification"
@@ -96,7 +72,7 @@ class ServingModule(tf.Module):
 
     def _predict(self, raw):
         transformed = self.tft_layer(dict(raw))
-        out = self._net.obj({k: transformed[k] for k in self._input_names}, training=False)
+        out = held(self, "model")({k: transformed[k] for k in self._input_names}, training=False)
         if not self._classification:
             out = tf.squeeze(out, -1)
             if self._scaler is not None:  # back to the label's own scale
@@ -125,7 +101,7 @@ class ImageServingModule(tf.Module):
 
     def __init__(self, model, info: FeatureInfo):
         super().__init__()
-        hold_model(self, model)
+        hold(self, "model", model)
         self._image = info.image
         self.class_names = tf.constant(info.class_names or [""])
         self.serve_examples = tf.function(
@@ -136,7 +112,7 @@ class ImageServingModule(tf.Module):
             input_signature=[{"image_bytes": tf.TensorSpec([None], tf.string, name="image_bytes")}])
 
     def _predict(self, image_bytes):
-        logits = self._net.obj({self._image: decode_batch(image_bytes)}, training=False)
+        logits = held(self, "model")({self._image: decode_batch(image_bytes)}, training=False)
         probs = tf.nn.softmax(logits, axis=-1)
         ids = tf.argmax(probs, axis=-1)
         return {"probabilities": probs, "class_ids": ids, "classes": tf.gather(self.class_names, ids)}

@@ -13,6 +13,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from training.holding import held, hold
 from training.models.trees import MIN_PROBABILITY
 from training.target import LabelScaler
 
@@ -27,14 +28,14 @@ class BlendModel(tf.Module):
         super().__init__(name=BLEND)
         if not 0.0 <= network_weight <= 1.0:
             raise ValueError(f"network_weight must be in [0, 1], got {network_weight}")
-        self.network = network
+        hold(self, "network", network)  # a Keras network: its variables only (training/holding.py)
         self.trees = trees
         self._scaler = network_scaler
         self._regression = regression
         self.network_weight = float(network_weight)
 
     def __call__(self, features, training=False):
-        net = tf.cast(self.network(features, training=False), tf.float32)
+        net = tf.cast(held(self, "network")(features, training=False), tf.float32)
         trees = tf.cast(self.trees(features, training=False), tf.float32)
         w = self.network_weight
         if self._regression:
