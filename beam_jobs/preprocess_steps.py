@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import NamedTuple, Optional, Sequence
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -40,6 +40,12 @@ class RawSplits(NamedTuple):
         return getattr(self, name)
 
 
+# The splits' RecordBatches travel under record_batches.RecordBatchCoder, not pickled.
+SPLIT_TYPES = {name: pa.RecordBatch for name in SPLITS}
+# tf.transform's output with output_record_batches=True: (batch, passthrough columns).
+TRANSFORMED = Tuple[pa.RecordBatch, Dict[str, pa.Array]]
+
+
 def _raw_splits(parsed, read_rejects, counts) -> RawSplits:
     """ParseAndSplit's or ProcessImages' tagged outputs, with the reader's rejects and tallies."""
     dead = (read_rejects, parsed.rejects) | "AllRejects" >> beam.Flatten()
@@ -71,7 +77,7 @@ class ReadCsvSplits(beam.PTransform):
             max_lines=self.record_bounds[1])
         parsed = chunks | "ParseAndSplit" >> beam.ParDo(
             ParseAndSplit(self.schema, self.fractions, self.delimiter, self.record_bounds)
-        ).with_outputs("rejects", counting.COUNTS, *SPLITS)
+        ).with_output_types(Any, **SPLIT_TYPES).with_outputs("rejects", counting.COUNTS, *SPLITS)
         counts = (counts, parsed[counting.COUNTS]) | "ReadCounts" >> beam.Flatten()
         return _raw_splits(parsed, read_rejects, counts)
 
@@ -97,8 +103,8 @@ class ReadImageSplits(beam.PTransform):
                   | "Redistribute" >> beam.Reshuffle()
                   | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=64)
                   | "ProcessImages" >> beam.ParDo(ProcessImages(
-                      self.schema, self.fractions, self.classes, self.limits)).with_outputs(
-                      "rejects", *SPLITS))
+                      self.schema, self.fractions, self.classes, self.limits))
+                  .with_output_types(Any, **SPLIT_TYPES).with_outputs("rejects", *SPLITS))
         return _raw_splits(parsed, read_rejects, counts)
 
 

@@ -405,3 +405,16 @@ def test_a_number_key_is_split_by_its_text_in_rows_and_blocks_alike():
 
 def _check(ok, what):
     assert ok, what
+
+
+def test_the_splits_carry_record_batches_under_their_arrow_coder(taxi_schema, small_csv):
+    """The raw splits are typed, so Beam codes them with RecordBatchCoder, not pickle."""
+    import pyarrow as pa
+
+    from preprocessing.parsing.record_batches import RecordBatchCoder
+    p = beam.Pipeline()
+    raw = _read_csv(p, taxi_schema, [small_csv])
+    for s in SPLITS:
+        pcoll = raw.split(s)
+        assert pcoll.element_type == pa.RecordBatch
+        assert isinstance(beam.coders.registry.get_coder(pcoll.element_type), RecordBatchCoder)

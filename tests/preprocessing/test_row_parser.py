@@ -249,3 +249,21 @@ def test_a_reject_survives_pickling_between_pipeline_stages():
     back = pickle.loads(pickle.dumps(rejects.Reject("model_rejected", "bad input")))
     assert (type(back), back.reason, back.detail) == (rejects.Reject, "model_rejected",
                                                       "bad input")
+
+
+def test_record_batches_cross_stages_in_arrows_format_and_are_sized_without_encoding(
+        monkeypatch):
+    """Beam sizes the elements it samples by encoding them unless the coder knows better:
+    pickling a 1,000-column batch for that cost seconds a job (docs/performance.md)."""
+    import apache_beam as beam
+    p = row_parser.RowParser(SCHEMA, HEADER)
+    rb = record_batches.rows_to_record_batch(
+        [p.parse(GOOD), p.parse(["k2"] + GOOD[1:])], SCHEMA)
+    coder = beam.coders.registry.get_coder(pa.RecordBatch)
+    assert isinstance(coder, record_batches.RecordBatchCoder)
+    impl = coder.get_impl()
+    back = impl.decode(impl.encode(rb))
+    assert back.equals(rb) and back.schema == rb.schema
+    monkeypatch.setattr(record_batches.RecordBatchCoder, "encode",
+                        lambda self, b: pytest.fail("encoded to be sized"))
+    assert record_batches.RecordBatchCoder().get_impl().estimate_size(rb) >= rb.nbytes
