@@ -228,9 +228,9 @@ def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig):
             data, metadata = (((parsed.split(split), tac), transform_fn)
                               | f"Transform_{split}" >> tft_beam.TransformDataset(
                                   output_record_batches=True))
-            counted = data | f"Count_{split}" >> beam.ParDo(pp.CountTransformed(split)
-                                                             ).with_output_types(
-                pp.TRANSFORMED).with_outputs(counting.COUNTS, main="batches")
+            counted = data | f"Count_{split}" >> beam.ParDo(
+                pp.CountTransformed(split)).with_output_types(pp.TRANSFORMED).with_outputs(
+                counting.COUNTS, main="batches")
             tallies.append(counted[counting.COUNTS])
             written.append((counted.batches, metadata)
                            | f"Write_{split}" >> pp.WriteSplit(staging, split, o.num_shards,

@@ -51,3 +51,15 @@ def small_train_config(data_dir, job_dir, **kw):
                 early_stopping_patience=0)  # every epoch runs: tests read epoch checkpoints
     base.update(kw)
     return TrainConfig(**base)
+
+
+def keras_layers_saved(export_dir: str) -> int:
+    """How many Keras layers an export's SavedModel object graph holds. training/holding.py
+    saves a network's variables, not its layers: saving those traces every layer's call."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    sm = saved_model_pb2.SavedModel()
+    with open(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
+        sm.ParseFromString(f.read())
+    layers = {"_tf_keras_layer", "_tf_keras_input_layer", "_tf_keras_network"}
+    return sum(n.WhichOneof("kind") == "user_object" and n.user_object.identifier in layers
+               for n in sm.meta_graphs[0].object_graph_def.nodes)

@@ -82,9 +82,9 @@ class RecordBatchCoder(beam.coders.Coder):
     """Arrow RecordBatches between stages, in Arrow's IPC stream format.
 
     Without it a RecordBatch PCollection is pickled, and Beam sizes the elements it samples
-    for its metrics by encoding them whole: pickling a 1,000-column batch costs ~40 ms a
-    column-batch pass (docs/performance.md). The size estimate here is the batch's buffer
-    size, read without encoding."""
+    for its metrics by encoding them whole, which on a wide table is a large share of the
+    job (docs/performance.md). The size estimate here is the batch's buffer size, read
+    without encoding. Not deterministic (the Coder default): batches are never keys."""
 
     def encode(self, batch: pa.RecordBatch) -> bytes:
         sink = pa.BufferOutputStream()
@@ -97,9 +97,6 @@ class RecordBatchCoder(beam.coders.Coder):
 
     def estimate_size(self, batch: pa.RecordBatch) -> int:
         return batch.nbytes
-
-    def is_deterministic(self) -> bool:
-        return False
 
     def to_type_hint(self):
         return pa.RecordBatch

@@ -23,6 +23,19 @@ def _pipeline():
     return BeamTestPipeline(runner=LocalRunner())
 
 
+def _element_types(p, prefix: str) -> set:
+    """The element types of the main outputs of `p`'s steps whose labels start `prefix`."""
+    from apache_beam.pipeline import PipelineVisitor
+    found = set()
+
+    class Visit(PipelineVisitor):
+        def visit_transform(self, node):
+            if node.full_label.startswith(prefix) and None in node.outputs:
+                found.add(str(node.outputs[None].element_type))
+    p.visit(Visit())
+    return found
+
+
 @pytest.mark.slow
 def test_preprocess_builds_from_a_config_the_test_constructs(tmp_path):
     src = tmp_path / "in.csv"
@@ -36,6 +49,9 @@ def test_preprocess_builds_from_a_config_the_test_constructs(tmp_path):
         tft_temp_dir=str(tmp_path / "tft"))
     p = _pipeline()
     preprocess.build_pipeline(p, cfg)
+    # The transformed batches are typed: Beam codes them in Arrow's format, not pickled.
+    assert _element_types(p, "Count_") == {"Tuple[<class 'pyarrow.lib.RecordBatch'>, "
+                                           "Dict[<class 'str'>, <class 'pyarrow.lib.Array'>]]"}
     p.run().wait_until_finish()
     summary = json.load(open(os.path.join(out, "summary.json")))
     assert summary["rows_read"] == 201

@@ -15,7 +15,7 @@ import tensorflow as tf
 from beam_jobs import batch_predict
 from preprocessing.contract.split import boundaries, split_index
 from preprocessing.files import saved_models
-from tests.helpers import GOOD, read_jsonl, small_train_config
+from tests.helpers import GOOD, keras_layers_saved, read_jsonl, small_train_config
 from training import defaults
 from training.data import HOLDOUT_BUCKETS, load_feature_info, split_files
 from training.target import read_labels
@@ -190,6 +190,7 @@ def test_blend_export_reproduces_the_trainers_eval_and_is_not_optimised(preproce
     export = m["export_dir"]
     assert json.load(open(os.path.join(export, "assets.extra", "model.json"))) == {
         "family": "blend"}
+    assert keras_layers_saved(export) == 0  # the blend's network: its variables only
     eval_csv = _eval_csv(data_dir, taxi_csv[0], tmp_path / "eval.csv")
     s = batch_predict.run(["--model_dir", export, "--input", eval_csv,
                            "--output", str(tmp_path / "out"), "--evaluate_label", "fare_amount"])

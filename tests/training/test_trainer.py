@@ -16,7 +16,7 @@ import yaml
 
 from preprocessing.accounting import rejects
 from preprocessing.parsing import row_parser
-from tests.helpers import ROOT, read_examples, read_jsonl
+from tests.helpers import ROOT, keras_layers_saved, read_examples, read_jsonl
 from tests.helpers import small_train_config as _cfg
 from training import task
 from training.config import ConfigError
@@ -140,6 +140,14 @@ def test_serving_default_runs_from_saved_model_cli(trained, taxi_csv, tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "Result for output key predictions" in r.stdout
+
+
+def test_an_export_saves_the_networks_variables_not_its_keras_layers(trained):
+    export = trained[2]["export_dir"]
+    assert keras_layers_saved(export) == 0
+    names = [n for n, _ in tf.train.list_variables(os.path.join(export, "variables",
+                                                                   "variables"))]
+    assert any(n.startswith("model_variables/") for n in names), names[:10]
 
 
 @pytest.mark.slow
