@@ -52,6 +52,7 @@ class PreprocessArgs(ImageArgs, IOArgs):
     classes: str = ""
     schema_spec: Optional[str] = None
     label_column: Optional[str] = None
+    task: str = "auto"
     module_file: Optional[str] = None
     split: str = "0.8,0.1,0.1"
     num_shards: int = 0

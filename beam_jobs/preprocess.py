@@ -80,6 +80,11 @@ class PreprocessOptions(PipelineOptions):
                             "Without it the schema is inferred from the header and a sample.")
         parser.add_argument("--label_column", help="Target column (needed when no spec is given). "
                             "Not --label: Beam's Dataflow options own that flag (job labels).")
+        parser.add_argument("--task", default="auto",
+                            choices=["auto", "regression", "classification"],
+                            help="What the label is (schema inference): auto guesses it "
+                            "from the values (text or a few integer ids: classification; "
+                            "other numbers: regression) and logs why.")
         parser.add_argument("--module_file", help="TFX-style module file whose "
                             "preprocessing_fn replaces the one generated from the schema.")
         parser.add_argument("--split", default="0.8,0.1,0.1",
@@ -133,6 +138,8 @@ def parse_args(options: PipelineOptions) -> PreprocessArgs:
     common_options.check_record_bounds(JOB, o)
     if o.format == "csv" and not o.schema_spec and not o.label_column:
         raise errors.JobError(JOB, "give --schema_spec, or --label_column to infer the schema")
+    if o.format == "images" and o.task == "regression":
+        raise errors.JobError(JOB, "--task regression: image labels are classes")
     if not 0 <= o.golden_rows <= golden.MAX_ROWS:
         raise errors.JobError(JOB, f"--golden_rows must be 0..{golden.MAX_ROWS}")
     if o.rows_per_batch < 1 or o.num_shards < 0 or o.infer_scan_mb < 0 or o.max_columns < 2:

@@ -109,6 +109,9 @@ class InputsFound:
                 if o.label_column and o.label_column != schema.label:
                     raise SchemaError(f"--label_column {o.label_column} differs from the "
                                       f"spec's label {schema.label}")
+                if o.task != "auto" and o.task != schema.task:
+                    raise SchemaError(f"--task {o.task} differs from the spec's task "
+                                      f"{schema.task}")
                 if o.key_column and o.key_column != schema.key:
                     schema = schema.with_overrides(key=o.key_column)
             else:
@@ -121,7 +124,8 @@ class InputsFound:
                     raise SchemaError(f"label column '{o.label_column}' is not in the header "
                                       f"{header}")
                 prof = self._profile(o)
-                schema, decisions = infer_from_profile(prof, o.label_column, o.key_column)
+                schema, decisions = infer_from_profile(prof, o.label_column, o.key_column,
+                                                       None if o.task == "auto" else o.task)
                 self.columns_report = report(prof, decisions, schema)
                 for r in self.columns_report:
                     counting.emit(f"{JOB}: column {r['column']!r}: {r['role']}, {r['type']}, "

@@ -130,24 +130,42 @@ def _share(s: ColumnStats) -> str:
     return f"{s.distinct_share:.0%}"
 
 
-def decide_label(name: str, s: ColumnStats) -> tuple:
+def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple:
     """(ColumnSpec, task, why) of the label. Rows without a label are rejected (missing_value):
-    NA tokens count as missing there too."""
+    NA tokens count as missing there too. `task` (preprocess's --task) overrides the guess."""
     missing = NA_TOKENS if s.numeric or s.na else ()
     d = s.distinct_count
+    text = ColumnSpec(name, "string", missing=missing)
+    number = ColumnSpec(name, "float", missing=missing)
+    if task == "classification":
+        return text, task, f"--task classification, {d if d is not None else 'many'} classes"
+    if task == "regression":
+        if not s.numeric:
+            raise SchemaError(f"--task regression: label '{name}' has text values "
+                              f"(e.g. {_text_example(s)!r})")
+        return number, task, "--task regression"
     if not s.numeric or (s.leading_zero and s.non_integer == 0):
-        return (ColumnSpec(name, "string", missing=missing), "classification",
-                f"string label, {d if d is not None else 'many'} classes")
+        return (text, "classification", f"string label, {d if d is not None else 'many'} classes")
     ints_non_negative = s.non_integer == 0 and d is not None and \
         not any(str(v).startswith("-") for v in s.distinct)
     if ints_non_negative and d <= CLASSIFICATION_MAX_CLASSES:
-        return (ColumnSpec(name, "string", missing=missing), "classification",
-                f"{d} integer classes")
-    return (ColumnSpec(name, "float", missing=missing), "regression", "numeric label")
+        # Class ids run 0..K-1 or 1..K; a few integers spread with gaps (0,1,2,3,7,12) are
+        # a count or a measure (AutoGluon leaves this check as a TODO).
+        if d > 2 and s.low is not None and s.high - s.low + 1 > 2 * d:
+            return (number, "regression", f"{d} integers spread over {s.low}..{s.high}: a "
+                    f"count or measure (--task classification to predict them as classes)")
+        return (text, "classification", f"{d} integer classes (--task regression to predict "
+                f"a number)")
+    return (number, "regression", "numeric label")
 
 
-def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None) -> tuple:
-    """(Schema, decisions: {column: Decision}) from a Profile."""
+def _text_example(s: ColumnStats) -> str:
+    return next((v for v in s.examples), next(iter(s.distinct), ""))
+
+
+def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
+                       task: Optional[str] = None) -> tuple:
+    """(Schema, decisions: {column: Decision}) from a Profile; `task` forces the label's."""
     header = [h.strip() for h in prof.header]
     if label not in header:
         raise SchemaError(f"label column '{label}' is not in the header {header}")
@@ -157,11 +175,11 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None) -> 
         raise SchemaError("no data rows to infer the schema from")
     by_name = key is None and next((h for h in header if h.lower() in KEY_NAMES), None)
     key = key or by_name or None
-    decisions, cols, task = {}, [], None
+    decisions, cols, chosen = {}, [], None
     for name in header:
         s = prof.columns[name]
         if name == label:
-            spec, task, why = decide_label(name, s)
+            spec, chosen, why = decide_label(name, s, task)
             decisions[name] = Decision(spec, "label", why)
         elif name == key:
             decisions[name] = Decision(ColumnSpec(name, "string", default=""), "key",
@@ -177,7 +195,7 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None) -> 
                                  "left_out", d.why)
             decisions[name] = d
         cols.append(decisions[name].spec)
-    return Schema(columns=tuple(cols), label=label, key=key, task=task), decisions
+    return Schema(columns=tuple(cols), label=label, key=key, task=chosen), decisions
 
 
 def infer_schema(header: Sequence[str], rows: Iterable[Sequence[str]], label: str,

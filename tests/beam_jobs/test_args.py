@@ -23,6 +23,8 @@ NOWHERE = "/nonexistent/nothing-here"
     (preprocess, ["--input", NOWHERE, "--output", NOWHERE], "give --schema_spec"),
     (preprocess, ["--input", NOWHERE, "--output", NOWHERE, "--label_column", "y",
                   "--delimiter", ";;"], "--delimiter must be one character"),
+    (preprocess, ["--input", NOWHERE, "--output", NOWHERE, "--format", "images",
+                  "--task", "regression"], "image labels are classes"),
     (stream_predict, ["--streaming", "--model_dir", NOWHERE, "--output_dir", NOWHERE],
      "give exactly one of"),
     (stream_predict, ["--model_dir", NOWHERE, "--replay", NOWHERE, "--output_dir", NOWHERE],

@@ -47,6 +47,30 @@ def test_infer_small_int_label_is_classification():
     assert s.task == "classification" and s.column("y").type == "string"
 
 
+def test_a_few_integers_spread_with_gaps_are_a_count_not_classes():
+    # AER's Affairs: how often, coded 0, 1, 2, 3, 7, 12. Classes would be 0..K-1 or 1..K.
+    rows = [[str(i), str(i % 4), str([0, 1, 2, 3, 7, 12][i % 6])] for i in range(120)]
+    s = infer_schema(["x", "f", "y"], rows, label="y")
+    assert s.task == "regression" and s.column("y").type == "float"
+    binary = [[str(i), str(i % 4), str([0, 5][i % 2])] for i in range(120)]  # two values: always classes
+    assert infer_schema(["x", "f", "y"], binary, label="y").task == "classification"
+
+
+def test_task_flag_overrides_the_guess_and_refuses_text_for_regression():
+    from preprocessing.schema_inference.infer import infer_from_profile
+    from preprocessing.schema_inference.profile import profile_rows
+    counts = profile_rows(["x", "f", "y"], [[str(i), str(i % 4), str(i % 5)] for i in range(100)])
+    assert infer_from_profile(counts, "y")[0].task == "classification"
+    schema, decisions = infer_from_profile(counts, "y", task="regression")
+    assert schema.task == "regression" and schema.column("y").type == "float"
+    assert decisions["y"].why == "--task regression"
+    many = profile_rows(["x", "f", "y"], [[str(i), str(i % 4), str(i)] for i in range(100)])
+    assert infer_from_profile(many, "y", task="classification")[0].task == "classification"
+    words = profile_rows(["x", "f", "y"], [[str(i), str(i % 4), ["a", "b"][i % 2]] for i in range(10)])
+    with pytest.raises(SchemaError, match="--task regression: label 'y' has text values"):
+        infer_from_profile(words, "y", task="regression")
+
+
 def test_infer_unknown_label_fails():
     with pytest.raises(SchemaError, match="label column 'nope'"):
         infer_schema(["a", "b"], [["1", "2"]], label="nope")
