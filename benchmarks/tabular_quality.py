@@ -98,6 +98,22 @@ MORE_TABLES = {
     "pd_speech": (_rdata("modeldata", "pd_speech"), "class", "classification", ()),
     "permeability": (_rdata("modeldata", "permeability_qsar"), "permeability", "regression",
                      ()),
+    # Tables no setting here was chosen on (2026-11-27): a count label of a few integers with
+    # gaps (affairs), yes/no columns (housing), a panel (cigar, guns), an integer id column
+    # (credit's ID), missing values and a near-unique item name (fastfood), missing labels
+    # (chile, star), a coin-flip label (smarket: `Today` is the label's sign, dropped).
+    "affairs": (_rdata("AER", "Affairs"), "affairs", "regression", ()),
+    "housing": (_rdata("Ecdat", "Housing"), "price", "regression", ()),
+    "salaries": (_rdata("carData", "Salaries"), "salary", "regression", ()),
+    "cigar": (_rdata("Ecdat", "Cigar"), "sales", "regression", ()),
+    "guns": (_rdata("AER", "Guns"), "violent", "regression", ()),
+    "credit": (_rdata("ISLR", "Credit"), "Balance", "regression", ()),
+    "fastfood": (_rdata("openintro", "fastfood"), "calories", "regression", ("cal_fat",)),
+    "star": (_rdata("AER", "STAR"), "math1", "regression", ()),
+    "cps1988": (_rdata("AER", "CPS1988"), "wage", "regression", ()),
+    "smarket": (_rdata("ISLR", "Smarket"), "Direction", "classification", ("Today",)),
+    "pima": (_rdata("MASS", "Pima.tr"), "type", "classification", ()),
+    "chile": (_rdata("carData", "Chile"), "vote", "classification", ()),
 }
 
 
