@@ -173,6 +173,10 @@ def run_table(name, work, seed=0) -> dict:
     ours = json.load(open(f"{d}/pred/metrics.json"))
     on_train = json.load(open(f"{d}/pred_train/metrics.json"))
     trained = json.load(open(f"{d}/job/metrics.json"))
+    if trained["task"] != task:  # inference read the label otherwise (preprocess --task)
+        why = next((c["why"] for c in prep.get("inferred_columns", []) if c["column"] == label), "")
+        raise RuntimeError(f"the jobs trained {trained['task']} ({why}); this table is "
+                           f"{task}")
     metric = "rmse" if task == "regression" else "accuracy"
     base = baseline(train, test, label, task)
     ratio = ours[metric] / base if task == "regression" else ours[metric] - base
