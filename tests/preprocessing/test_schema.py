@@ -1,11 +1,13 @@
 """Schema inference, the spec parser, and value coercion."""
 
+import pyarrow as pa
 import pytest
 
 from preprocessing import TAXI_SPEC
 from preprocessing.contract.schema import ColumnSpec, Schema, SchemaError
 from preprocessing.contract.values import coerce_value
-from preprocessing.schema_inference.infer import infer_schema, parse_csv_sample
+from preprocessing.schema_inference.infer import infer_from_profile, infer_schema, parse_csv_sample
+from preprocessing.schema_inference.profile import profile_rows, profile_tables
 from tools.datagen import HEADER, generate_rows
 
 
@@ -57,8 +59,6 @@ def test_a_few_integers_spread_with_gaps_are_a_count_not_classes():
 
 
 def test_task_flag_overrides_the_guess_and_refuses_text_for_regression():
-    from preprocessing.schema_inference.infer import infer_from_profile
-    from preprocessing.schema_inference.profile import profile_rows
     counts = profile_rows(["x", "f", "y"], [[str(i), str(i % 4), str(i % 5)] for i in range(100)])
     assert infer_from_profile(counts, "y")[0].task == "classification"
     schema, decisions = infer_from_profile(counts, "y", task="regression")
@@ -67,8 +67,38 @@ def test_task_flag_overrides_the_guess_and_refuses_text_for_regression():
     many = profile_rows(["x", "f", "y"], [[str(i), str(i % 4), str(i)] for i in range(100)])
     assert infer_from_profile(many, "y", task="classification")[0].task == "classification"
     words = profile_rows(["x", "f", "y"], [[str(i), str(i % 4), ["a", "b"][i % 2]] for i in range(10)])
-    with pytest.raises(SchemaError, match="--task regression: label 'y' has text values"):
+    with pytest.raises(SchemaError, match="--task regression: label 'y' has no numeric value"):
         infer_from_profile(words, "y", task="regression")
+
+
+def _prices(rows, text_every):
+    prices = [("unknown" if i % text_every == 7 else f"{i * 0.37:.2f}") for i in range(rows)]
+    # several batches, as the profile reads a file: the text count must carry across them
+    batches = [pa.table({"f": [str(i % 4) for i in range(a, a + 1000)],
+                         "y": prices[a:a + 1000]}) for a in range(0, rows, 1000)]
+    return profile_tables(["f", "y"], batches)
+
+
+def test_a_number_label_with_a_few_text_values_is_regression_and_those_rows_rejected():
+    prof = _prices(5000, 1000)  # 5 "unknown" prices among 5,000
+    assert prof.columns["y"].non_numeric == 5 and prof.columns["y"].stray_text
+    schema, decisions = infer_from_profile(prof, "y")
+    assert schema.task == "regression" and schema.column("y").type == "float"
+    assert "5 value(s) are not numbers (e.g. ['unknown'])" in decisions["y"].why
+    with pytest.raises(ValueError, match="'unknown' is not a decimal number"):
+        coerce_value("unknown", schema.column("y").type)
+    # Past 1% of text the column is text: counted no further, a label of too many classes.
+    many = _prices(5000, 50)
+    assert many.columns["y"].mostly_text and not many.columns["y"].stray_text
+    with pytest.raises(SchemaError, match=r"label 'y' has 4,9\d\d distinct values .* over 500 "
+                                          r"classes; 4,9\d\d of them are numbers: --task "
+                                          r"regression"):
+        infer_from_profile(many, "y")
+    forced, why = infer_from_profile(many, "y", task="regression")
+    assert forced.task == "regression" and "are not numbers" in why["y"].why
+    names = profile_rows(["f", "y"], [[str(i % 4), f"name {i}"] for i in range(600)])
+    with pytest.raises(SchemaError, match="600 distinct values .* an identifier or free text"):
+        infer_from_profile(names, "y", task="classification")
 
 
 def test_infer_unknown_label_fails():
