@@ -9,7 +9,9 @@ stripped:
 - missing: the empty field, and in a numeric column the tokens of NA_TOKENS (`NA`, `?`, ...);
 - numeric: every present value is a decimal of the one number grammar (contract/values.py); `int`
   when every one is an integer literal and the whole input was profiled, else `float`
-  (widening: a later `55.3` cannot be rejected). Any other text makes the column a string.
+  (widening: a later `55.3` cannot be rejected). Any other text makes the column a string,
+  but for a few (at most 10 distinct texts in at most 1% of the values: a stray `unknown`),
+  which a feature reads as missing values and a label's rows are rejected for;
   Integer literals with a leading zero (`02134`) are codes: strings;
 - datetime: strings that all look like `YYYY-MM-DD HH:MM:SS` (with an optional zone, values.py);
   dates alone (`YYYY-MM-DD`) too, with the parts a date has and `days` since 1970 (a trend);
@@ -34,7 +36,7 @@ import io
 from typing import Dict, Iterable, List, Optional, Sequence
 
 from preprocessing.contract.schema import ColumnSpec, Schema, SchemaError
-from preprocessing.contract.values import NUMBER_RE
+from preprocessing.contract.values import INTEGER_RE, NUMBER_RE
 from preprocessing.parsing.row_parser import BOM, check_line_ends, header_names
 from preprocessing.schema_inference.profile import (
     DISTINCT_CAP,
@@ -82,6 +84,16 @@ def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:
     if s.present == 0:
         return Decision(ColumnSpec(name, "string", "none", default=""), "left_out",
                         "no values")
+    strays = s.stray_texts()
+    if strays and _is_id_string(s) and all(INTEGER_RE.fullmatch(str(v)) for v in s.distinct
+                                           if v not in s.texts):
+        strays = ()  # distinct integers with a text among them: an identifier, as text
+    if strays:  # a number column with a stray "unknown": those values are missing values
+        return Decision(ColumnSpec(name, "float", "numeric", num_buckets=NUM_BUCKETS,
+                                   default="mean", missing=NA_TOKENS + strays), "feature",
+                        f"numbers but for {s.non_numeric} text value(s) {list(strays)[:3]}, "
+                        f"read as missing{f' like {missing} empty or NA' if missing else ''}"
+                        f" -> the train mean, and a missing flag")
     if s.numeric and not (s.leading_zero and s.non_integer == 0):
         if s.is_row_number():
             return Decision(ColumnSpec(name, "int"), "key", "row numbers (a gap-free "

@@ -33,6 +33,7 @@ EXAMPLES = 3                 # non-numeric texts kept per column for the report
 # its present values (a price with a stray "unknown"); past it the column is text and its
 # count stops (matching every value of a text column would cost the profile its speed).
 STRAY_TEXT_SHARE = 0.01
+STRAY_TEXT_VALUES = 10       # distinct texts a numeric feature may read as missing
 _NUMBER = f"^{NUMBER_PATTERN}$"
 _INTEGER = f"^{INTEGER_PATTERN}$"
 _LEADING_ZERO = r"^[+-]?0[0-9]"
@@ -53,6 +54,7 @@ class ColumnStats:
     distinct_rows: int = 0          # present values `distinct` was counted over
     capped: bool = False            # past DISTINCT_CAP: `distinct` covers a prefix only
     mostly_text: bool = False       # non_numeric passed STRAY_TEXT_SHARE: no longer counted
+    texts: set = dataclasses.field(default_factory=set)  # distinct non-numeric values, capped
     increasing: bool = True         # integer values strictly increasing in file order
     first: Optional[int] = None
     last: Optional[int] = None
@@ -95,9 +97,12 @@ class ColumnStats:
             bad = len(present) - (pc.sum(is_number).as_py() or 0)
             if bad:
                 self.non_numeric += bad
+                odd = pc.unique(present.filter(pc.invert(is_number)))
+                if len(self.texts) <= STRAY_TEXT_VALUES:
+                    self.texts.update(odd.slice(0, STRAY_TEXT_VALUES + 1).to_pylist())
                 if len(self.examples) < EXAMPLES:
-                    odd = present.filter(pc.invert(is_number)).slice(0, EXAMPLES)
-                    self.examples += odd.to_pylist()[:EXAMPLES - len(self.examples)]
+                    self.examples += [v for v in odd.slice(0, EXAMPLES).to_pylist()
+                                      if v not in self.examples][:EXAMPLES - len(self.examples)]
                 self.mostly_text = self.mostly_text or \
                     self.non_numeric > STRAY_TEXT_SHARE * self.present
         if self.non_numeric == 0:
@@ -114,6 +119,13 @@ class ColumnStats:
     def stray_text(self) -> bool:
         """Numbers but for a few text values (at most STRAY_TEXT_SHARE of them, counted)."""
         return 0 < self.non_numeric and not self.mostly_text
+
+    def stray_texts(self) -> tuple:
+        """The few texts of a numeric column, when they can be read as missing values: at
+        most STRAY_TEXT_VALUES distinct, in at most STRAY_TEXT_SHARE of the values."""
+        if self.stray_text and len(self.texts) <= STRAY_TEXT_VALUES:
+            return tuple(sorted(self.texts))
+        return ()
 
     def numeric_examples_wanted(self) -> bool:
         return len(self.examples) < EXAMPLES and self.non_numeric < EXAMPLES

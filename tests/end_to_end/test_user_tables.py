@@ -11,7 +11,7 @@ import pytest
 
 from preprocessing.contract.names import tf_name
 from preprocessing.contract.schema import Schema, SchemaError
-from preprocessing.parsing.row_parser import header_names
+from preprocessing.parsing.row_parser import Reject, RowParser, header_names
 from preprocessing.schema_inference.infer import infer_from_profile
 from preprocessing.schema_inference.profile import profile_csv, profile_rows
 from tests.helpers import make_example, read_jsonl, small_train_config
@@ -52,6 +52,24 @@ def test_text_in_a_numeric_column_makes_it_a_string_and_na_tokens_are_missing():
     assert (b.type, b.transform, b.default) == ("float", "numeric", "mean")
     assert {"NA", "?", "n/a"} <= set(b.missing)
     assert "mean" in decisions["b"].why
+
+
+def test_a_few_texts_in_a_number_column_are_its_missing_values_not_a_string_column():
+    rows = [[f"{i * 0.37:.2f}", f"{(i * 7) % 1000}", str(i % 3)] for i in range(3000)]
+    for i in (10, 1501, 2990):  # a measure with a stray "unknown" / "not measured"
+        rows[i][0] = ["unknown", "not measured"][i % 2]
+    for i in range(0, 3000, 50):  # 2% text: a column of text, as before
+        rows[i][1] = f"code {i}"
+    schema, decisions = infer_from_profile(profile_rows(["price", "c", "y"], rows), "y")
+    price = schema.column("price")
+    assert (price.type, price.transform, price.default) == ("float", "numeric", "mean")
+    assert {"unknown", "not measured", "NA"} <= set(price.missing)
+    assert "3 text value(s) ['not measured', 'unknown']" in decisions["price"].why
+    parser = RowParser(schema, ["price", "c", "y"])
+    assert np.isnan(parser.parse(["unknown", "code 1", "1"])[0])  # the train mean, later
+    with pytest.raises(Reject, match="unparsable_number"):  # a text never seen: a dead letter
+        parser.parse(["unknowns", "code 1", "1"])
+    assert schema.column("c").type == "string"
 
 
 def test_leading_zero_codes_stay_strings():
