@@ -46,6 +46,10 @@ FOLD_LOOK_AHEAD = 50
 # slower than one (benchmarks/tree_threads.py, docs/performance.md): their work per node is
 # too small to share.
 TREES_ONE_THREAD_ROWS = 200_000
+# `--model auto` trains the trees only up to this many classes: YDF grows a tree per class
+# per round (100 random classes of 3,000 rows: 93 s for 30 rounds, against 18 s for 20),
+# so a label of hundreds of classes would make a small table's training take hours.
+AUTO_TREE_MAX_CLASSES = 20
 FOLD_TREE_WORKERS = 2  # the cross-fitted folds' trees grown at once (training/selection.py)
 
 

@@ -108,18 +108,28 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
 
 
 def model_families(cfg: TrainConfig, info, kind: str) -> tuple:
-    """The families to train: ("network",), ("trees",) or both (`--model auto` on a table
-    trained on one process; a multi-worker cluster trains the network, the distributed
-    path)."""
+    """(the families to train: ("network",), ("trees",) or both, why). Both for `--model
+    auto` on a table trained on one process with at most AUTO_TREE_MAX_CLASSES classes; a
+    multi-worker cluster trains the network, the distributed path."""
+    many = info.task == "classification" and info.n_classes > defaults.AUTO_TREE_MAX_CLASSES
     if info.image or cfg.model_module or cfg.model in NETWORKS:
-        return ("network",)
+        return ("network",), "--model"
     if cfg.model == "boosted_trees":
-        return ("trees",)
+        if many:
+            log.warning("--model boosted_trees: %d classes, a tree per class per round (slow; "
+                        "--model wide_deep scales with them)", info.n_classes)
+        return ("trees",), "--model"
     if cfg.model == "auto" and kind in ("multi_worker", "parameter_server"):
-        log.info("--model auto under a %s cluster: the network (boosted_trees trains on one "
-                 "process)", kind)
-        return ("network",)
-    return ("network", "trees")
+        why = f"--model auto under a {kind} cluster: the network (boosted_trees trains on " \
+              f"one process)"
+    elif cfg.model == "auto" and many:
+        why = (f"--model auto: {info.n_classes} classes, over "
+               f"{defaults.AUTO_TREE_MAX_CLASSES}: the network alone (the trees grow a tree "
+               f"per class per round)")
+    else:
+        return ("network", "trees"), "both families"
+    log.info(why)
+    return ("network",), why
 
 
 def _checked_start(cfg: TrainConfig, kind: str, chief: bool) -> tuple:
@@ -189,7 +199,7 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
     chief = is_chief()
     info, deterministic = _checked_start(cfg, kind, chief)
     train_files = data_lib.split_files(cfg.data_dir, "train")
-    families = model_families(cfg, info, kind)
+    families, families_why = model_families(cfg, info, kind)
     no_eval = data_lib.check_eval_split(cfg.data_dir, info.split_rows, len(families) == 2)
     eval_files = data_lib.split_files(cfg.data_dir, "eval", missing_ok=no_eval)
     folds = defaults.choice_folds(cfg.choice_folds, kind, info.split_rows.get("train") or 0,
@@ -209,6 +219,8 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         refit = functools.partial(refit_network, net, info, strategy, kind, train_files)
     chosen, model, served, final, why = keep_one(
         cfg, info, runs, candidates, train_files, eval_files, batch, refit, folds[0], trees)
+    if len(families) == 1:
+        why = families_why
     if no_eval:
         final = dict(candidates[chosen]["validation"], measured_on=(
             f"the validation rows of the choice ({folds[0]} fold(s) of the train split): "

@@ -61,6 +61,10 @@ RAW_SCHEMA_FILE = "raw_schema.json"
 # Where an export keeps the raw schema it serves (inside the SavedModel folder).
 RAW_SCHEMA_ASSET = "assets.extra/" + RAW_SCHEMA_FILE
 TASKS = ("regression", "classification")
+# Most classes a classification label may have (Vertex AI's tabular bound too): past it a
+# label is rarely classes (a number with text in it, a name), and the trees grow a tree per
+# class per round. Schema inference refuses such a label at launch, training any other way.
+MAX_LABEL_CLASSES = 500
 # Accepts '2025-01-31 13:45:00', '2025-01-31T13:45:00' and a trailing zone word ('UTC').
 
 
