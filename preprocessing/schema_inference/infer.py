@@ -165,6 +165,8 @@ def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple
         _check_classes(name, s)
         why = "--task classification" if task else "string label"
         return text, "classification", f"{why}, {d} classes"
+    if d == 2 and task is None and not s.stray_text:  # -1/1, 0.0/1.0: two values are classes
+        return text, "classification", f"2 numeric values {sorted(s.distinct)}: binary classes"
     ints_non_negative = s.non_integer == 0 and d is not None and \
         not any(str(v).startswith("-") for v in s.distinct)
     if ints_non_negative and d <= CLASSIFICATION_MAX_CLASSES:

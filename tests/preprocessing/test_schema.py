@@ -54,8 +54,9 @@ def test_a_few_integers_spread_with_gaps_are_a_count_not_classes():
     rows = [[str(i), str(i % 4), str([0, 1, 2, 3, 7, 12][i % 6])] for i in range(120)]
     s = infer_schema(["x", "f", "y"], rows, label="y")
     assert s.task == "regression" and s.column("y").type == "float"
-    binary = [[str(i), str(i % 4), str([0, 5][i % 2])] for i in range(120)]  # two values: always classes
-    assert infer_schema(["x", "f", "y"], binary, label="y").task == "classification"
+    for pair in ([0, 5], [-1, 1], ["0.0", "1.0"]):  # two values: always classes
+        binary = [[str(i), str(i % 4), str(pair[i % 2])] for i in range(120)]
+        assert infer_schema(["x", "f", "y"], binary, label="y").task == "classification"
 
 
 def test_task_flag_overrides_the_guess_and_refuses_text_for_regression():
