@@ -45,6 +45,11 @@ def _penguins():
     return palmerpenguins.load_penguins()
 
 
+def _vega_cars():
+    import vega_datasets
+    return vega_datasets.data.cars()
+
+
 def _weather():
     import vega_datasets
     return vega_datasets.data.seattle_weather()
@@ -114,6 +119,14 @@ MORE_TABLES = {
     "smarket": (_rdata("ISLR", "Smarket"), "Direction", "classification", ("Today",)),
     "pima": (_rdata("MASS", "Pima.tr"), "type", "classification", ()),
     "chile": (_rdata("carData", "Chile"), "vote", "classification", ()),
+    # and a date column with missing labels (vega's cars), a tiny table with missing values
+    # (Prestige), a district name and code unique per row (Caschool: testscr is the mean of
+    # readscr and mathscr, dropped).
+    "vcars": (_vega_cars, "Miles_per_Gallon", "regression", ()),
+    "iris": (_rdata("datasets", "iris"), "Species", "classification", ()),
+    "prestige": (_rdata("carData", "Prestige"), "prestige", "regression", ()),
+    "caschool": (_rdata("Ecdat", "Caschool"), "testscr", "regression", ("readscr", "mathscr")),
+    "collegedist": (_rdata("AER", "CollegeDistance"), "score", "regression", ()),
 }
 
 
