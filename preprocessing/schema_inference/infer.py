@@ -45,6 +45,7 @@ from preprocessing.schema_inference.profile import (
     ColumnStats,
     Profile,
     profile_rows,
+    short,
 )
 
 KEY_NAMES = ("key", "id", "uuid", "unique_key", "trip_id", "example_id")
@@ -166,7 +167,8 @@ def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple
         why = "--task classification" if task else "string label"
         return text, "classification", f"{why}, {d} classes"
     if d == 2 and task is None and not s.stray_text:  # -1/1, 0.0/1.0: two values are classes
-        return text, "classification", f"2 numeric values {sorted(s.distinct)}: binary classes"
+        pair = [short(v) for v in sorted(s.distinct)]
+        return text, "classification", f"2 numeric values {pair}: binary classes"
     ints_non_negative = s.non_integer == 0 and d is not None and \
         not any(str(v).startswith("-") for v in s.distinct)
     if ints_non_negative and d <= CLASSIFICATION_MAX_CLASSES:
@@ -190,8 +192,9 @@ def _check_classes(name: str, s: ColumnStats) -> None:
     hint = (f"{numbers:,} of them are numbers: --task regression predicts a number and "
             f"rejects the rows whose label is text" if numbers > len(s.distinct) / 2 else
             "an identifier or free text is not a label to classify")
-    raise SchemaError(f"label '{name}' has {f'{d:,}' if d is not None else f'over {DISTINCT_CAP:,}'}"
-                      f" distinct values (e.g. {sorted(map(str, s.distinct))[:3]}), over "
+    count = f"{d:,}" if d is not None else f"over {DISTINCT_CAP:,}"
+    some = [short(v) for v in sorted(map(str, s.distinct))[:3]]
+    raise SchemaError(f"label '{name}' has {count} distinct values (e.g. {some}), over "
                       f"{MAX_LABEL_CLASSES} classes; {hint}")
 
 

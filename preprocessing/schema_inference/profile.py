@@ -34,9 +34,16 @@ EXAMPLES = 3                 # non-numeric texts kept per column for the report
 # count stops (matching every value of a text column would cost the profile its speed).
 STRAY_TEXT_SHARE = 0.01
 STRAY_TEXT_VALUES = 10       # distinct texts a numeric feature may read as missing
+STRAY_TEXT_CHARS = 40        # and their longest: a longer text is data, not a missing mark
+EXAMPLE_CHARS = 40           # an example is cut to this for the log and summary.json
 _NUMBER = f"^{NUMBER_PATTERN}$"
 _INTEGER = f"^{INTEGER_PATTERN}$"
 _LEADING_ZERO = r"^[+-]?0[0-9]"
+
+
+def short(text: str) -> str:
+    """`text` cut to EXAMPLE_CHARS: a field may be a megabyte, a log line should not."""
+    return text if len(text) <= EXAMPLE_CHARS else text[:EXAMPLE_CHARS] + "..."
 
 
 @dataclasses.dataclass
@@ -101,8 +108,9 @@ class ColumnStats:
                 if len(self.texts) <= STRAY_TEXT_VALUES:
                     self.texts.update(odd.slice(0, STRAY_TEXT_VALUES + 1).to_pylist())
                 if len(self.examples) < EXAMPLES:
-                    self.examples += [v for v in odd.slice(0, EXAMPLES).to_pylist()
-                                      if v not in self.examples][:EXAMPLES - len(self.examples)]
+                    cut = [short(v) for v in odd.slice(0, EXAMPLES).to_pylist()]
+                    self.examples += [v for v in cut if v not in self.examples
+                                      ][:EXAMPLES - len(self.examples)]
                 self.mostly_text = self.mostly_text or \
                     self.non_numeric > STRAY_TEXT_SHARE * self.present
         if self.non_numeric == 0:
@@ -123,7 +131,8 @@ class ColumnStats:
     def stray_texts(self) -> tuple:
         """The few texts of a numeric column, when they can be read as missing values: at
         most STRAY_TEXT_VALUES distinct, in at most STRAY_TEXT_SHARE of the values."""
-        if self.stray_text and len(self.texts) <= STRAY_TEXT_VALUES:
+        if self.stray_text and len(self.texts) <= STRAY_TEXT_VALUES and \
+                all(len(t) <= STRAY_TEXT_CHARS for t in self.texts):
             return tuple(sorted(self.texts))
         return ()
 

@@ -72,6 +72,15 @@ def test_a_few_texts_in_a_number_column_are_its_missing_values_not_a_string_colu
     assert schema.column("c").type == "string"
 
 
+def test_a_huge_text_in_a_number_column_is_cut_in_the_report_and_never_a_missing_mark():
+    rows = [[f"{i % 300 * 0.37:.2f}", str(i % 4), str(i % 3)] for i in range(3000)]
+    rows[100][0] = "x" * 1_000_000  # one field of a megabyte (within --max_record_bytes)
+    schema, decisions = infer_from_profile(profile_rows(["price", "f", "y"], rows), "y")
+    # not read as a missing value: a column of text, as before, whose report stays short
+    assert schema.column("price").type == "string"
+    assert len(decisions["price"].why) < 300 and "xxx..." in decisions["price"].why
+
+
 def test_leading_zero_codes_stay_strings():
     rows = [[f"{i % 50:05d}", str(i % 2)] for i in range(500)]
     schema, _ = infer_from_profile(profile_rows(["zip", "y"], rows), "y")
