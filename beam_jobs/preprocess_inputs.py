@@ -122,7 +122,7 @@ class InputsFound:
                                       f"--schema_spec of the columns to use")
                 if o.label_column not in header:  # before reading the whole input
                     raise SchemaError(f"label column '{o.label_column}' is not in the header "
-                                      f"{header}")
+                                      f"{describe_header(header, o.delimiter)}")
                 prof = self._profile(o)
                 schema, decisions = infer_from_profile(prof, o.label_column, o.key_column,
                                                        None if o.task == "auto" else o.task)
@@ -137,11 +137,11 @@ class InputsFound:
             raise errors.JobError(JOB, str(e))
         if schema.label not in header:
             raise errors.JobError(JOB, f"label column '{schema.label}' is not in the header of "
-                                       f"{self.files[0]}: {header}")
+                                       f"{self.files[0]}: {describe_header(header, o.delimiter)}")
         missing = [c.name for c in schema.columns if c.required and c.name not in header]
         if missing:
             raise errors.JobError(JOB, f"columns {missing} of the spec are not in the header of "
-                                       f"{self.files[0]}: {header}")
+                                       f"{self.files[0]}: {describe_header(header, o.delimiter)}")
         return schema
 
     def _resolve_preprocessing_fn(self, o):
@@ -152,3 +152,17 @@ class InputsFound:
             return load_module_preprocessing_fn(o.module_file)
         except Exception as e:
             raise errors.JobError(JOB, f"--module_file {o.module_file}: {e}")
+
+
+def describe_header(header, delimiter: str) -> str:
+    """A header for a one-line error: its first names, each cut short (a file read with the
+    wrong delimiter has one name as long as its first line), and the delimiter it seems to
+    have when it has one column."""
+    names = [h if len(h) <= 40 else h[:40] + "..." for h in header[:20]]
+    text = f"{names}" + (f" and {len(header) - 20:,} more" if len(header) > 20 else "")
+    if len(header) == 1:
+        seen = [d for d in (";", "\t", "|", ",") if d != delimiter and d in header[0]]
+        if seen:
+            flag = "$'\\t'" if seen[0] == "\t" else f"'{seen[0]}'"
+            text += f": one column, is the file {seen[0]!r}-delimited? add --delimiter {flag}"
+    return text

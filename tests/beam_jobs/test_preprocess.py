@@ -151,6 +151,16 @@ def test_bad_arguments_fail_fast_with_one_line(taxi_csv, tmp_path, args, message
     assert not os.path.exists(tmp_path / "o" / "summary.json")
 
 
+def test_a_file_of_another_delimiter_is_named_in_the_one_line_error(tmp_path):
+    src = tmp_path / "eu.csv"
+    src.write_text("price;" + "x" * 5000 + ";label\n1,5;a;2\n")  # a long header line
+    with pytest.raises(SystemExit) as e:
+        preprocess.run(["--input", str(src), "--output", str(tmp_path / "o"),
+                        "--label_column", "label"])
+    text = str(e.value.code)
+    assert "is the file ';'-delimited? add --delimiter ';'" in text and len(text) < 300
+
+
 def test_a_header_past_max_columns_is_refused_before_it_is_profiled(tmp_path):
     """A header of 2,500 columns (a wide table, or a hostile line of commas): the transform's
     graph and the launch's memory grow with the columns, so inferring over them is refused at
