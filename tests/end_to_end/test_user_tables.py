@@ -81,6 +81,22 @@ def test_a_huge_text_in_a_number_column_is_cut_in_the_report_and_never_a_missing
     assert len(decisions["price"].why) < 300 and "xxx..." in decisions["price"].why
 
 
+def test_a_yearly_series_keeps_its_years_as_the_feature():
+    # datasets' LakeHuron: rownames 1..98, time 1875..1972, value. Both increase by one a
+    # row; only the row index is an identifier.
+    rows = [[str(i + 1), str(1875 + i), f"{579 + (i % 7) * 0.3:.2f}"] for i in range(98)]
+    schema, decisions = infer_from_profile(profile_rows(["rownames", "time", "value"], rows),
+                                           "value")
+    assert schema.key == "rownames"
+    assert (decisions["time"].role, schema.column("time").transform) == ("feature", "numeric")
+
+
+def test_a_label_named_like_a_key_is_the_label():
+    rows = [[str(i % 5), f"{i * 0.3:.1f}", str(i % 4)] for i in range(60)]
+    schema, _ = infer_from_profile(profile_rows(["id", "x", "f"], rows), "id")
+    assert schema.label == "id" and schema.key != "id"  # was "the key cannot be the label"
+
+
 def test_leading_zero_codes_stay_strings():
     rows = [[f"{i % 50:05d}", str(i % 2)] for i in range(500)]
     schema, _ = infer_from_profile(profile_rows(["zip", "y"], rows), "y")

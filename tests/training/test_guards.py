@@ -230,3 +230,12 @@ def test_a_table_without_feature_columns_is_refused_at_preprocess(tmp_path):
         preprocess.run(["--input", str(src), "--output", str(tmp_path / "out"), "--label_column", "y"])
     assert e.value.code != 0 and "no feature columns" in str(e.value), e.value
     assert not (tmp_path / "out").exists()
+    # Columns, but only identifiers: refused at launch too, each one's reason named (before,
+    # preprocess wrote the splits and training stopped on "no model inputs").
+    src.write_text("rownames,serial,y\n" + "".join(f"{i},{1000 + i},{i % 3}\n"
+                                                   for i in range(1, 51)))
+    with pytest.raises(SystemExit) as e:
+        preprocess.run(["--input", str(src), "--output", str(tmp_path / "out"), "--label_column", "y"])
+    assert "no model inputs: every column but the label is an identifier or empty (rownames: " \
+           "row numbers" in str(e.value.code) and "serial: row numbers" in str(e.value.code)
+    assert not (tmp_path / "out").exists()
