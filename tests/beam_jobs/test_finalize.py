@@ -457,7 +457,7 @@ def test_a_failed_run_keeps_the_previous_output_and_leaves_no_scratch(tmp_path):
     from beam_jobs import preprocess
     src, empty, out, scratch = (tmp_path / "in.csv", tmp_path / "empty.csv",
                                 str(tmp_path / "out"), tmp_path / "scratch")
-    src.write_text("id,x,y\n" + "".join(f"r{i},{i},{i % 5}\n" for i in range(100)))
+    src.write_text("id,x,y\n" + "".join(f"r{i},{i * 7 % 100},{i % 5}\n" for i in range(100)))
     empty.write_text("id,x,y\n")
     preprocess.run(["--input", str(src), "--output", out, "--label_column", "y",
                     "--tft_temp_dir", str(scratch)])
