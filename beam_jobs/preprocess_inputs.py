@@ -13,7 +13,7 @@ from preprocessing.accounting import counting
 from preprocessing.contract.schema import Schema, SchemaError
 from preprocessing.files import filesys
 from preprocessing.schema_inference.infer import image_schema, infer_from_profile, parse_csv_sample, report
-from preprocessing.schema_inference.profile import profile_csv
+from preprocessing.schema_inference.profile import profile_csv, short
 
 JOB = "preprocess"
 
@@ -164,7 +164,7 @@ def describe_header(header, delimiter: str) -> str:
     """A header for a one-line error: its first names, each cut short (a file read with the
     wrong delimiter has one name as long as its first line), and the delimiter it seems to
     have when it has one column."""
-    names = [h if len(h) <= 40 else h[:40] + "..." for h in header[:20]]
+    names = [short(h) for h in header[:20]]
     text = f"{names}" + (f" and {len(header) - 20:,} more" if len(header) > 20 else "")
     if len(header) == 1:
         seen = [d for d in (";", "\t", "|", ",") if d != delimiter and d in header[0]]

@@ -63,7 +63,8 @@ RAW_SCHEMA_ASSET = "assets.extra/" + RAW_SCHEMA_FILE
 TASKS = ("regression", "classification")
 # Most classes a classification label may have (Vertex AI's tabular bound too): past it a
 # label is rarely classes (a number with text in it, a name), and the trees grow a tree per
-# class per round. Schema inference refuses such a label at launch, training any other way.
+# class per round. Schema inference refuses such a label at launch; a spec may still declare
+# one (`--model auto` then trains no trees past training.defaults.AUTO_TREE_MAX_CLASSES).
 MAX_LABEL_CLASSES = 500
 # Accepts '2025-01-31 13:45:00', '2025-01-31T13:45:00' and a trailing zone word ('UTC').
 

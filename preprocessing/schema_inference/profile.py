@@ -61,14 +61,14 @@ class ColumnStats:
     distinct_rows: int = 0          # present values `distinct` was counted over
     capped: bool = False            # past DISTINCT_CAP: `distinct` covers a prefix only
     mostly_text: bool = False       # non_numeric passed STRAY_TEXT_SHARE: no longer counted
-    texts: set = dataclasses.field(default_factory=set)  # distinct non-numeric values, capped
+    # distinct non-numeric values in the order met (a dict as an ordered set), capped
+    texts: dict = dataclasses.field(default_factory=dict)
     increasing: bool = True         # integer values strictly increasing in file order
     first: Optional[int] = None
     last: Optional[int] = None
     low: Optional[int] = None       # integer columns: the smallest and largest value
     high: Optional[int] = None
     fits_int64: bool = True
-    examples: List[str] = dataclasses.field(default_factory=list)
 
     @property
     def present(self) -> int:
@@ -104,13 +104,10 @@ class ColumnStats:
             bad = len(present) - (pc.sum(is_number).as_py() or 0)
             if bad:
                 self.non_numeric += bad
-                odd = pc.unique(present.filter(pc.invert(is_number)))
                 if len(self.texts) <= STRAY_TEXT_VALUES:
-                    self.texts.update(odd.slice(0, STRAY_TEXT_VALUES + 1).to_pylist())
-                if len(self.examples) < EXAMPLES:
-                    cut = [short(v) for v in odd.slice(0, EXAMPLES).to_pylist()]
-                    self.examples += [v for v in cut if v not in self.examples
-                                      ][:EXAMPLES - len(self.examples)]
+                    odd = pc.unique(present.filter(pc.invert(is_number)))
+                    self.texts.update(dict.fromkeys(odd.slice(0, STRAY_TEXT_VALUES + 1)
+                                                    .to_pylist()))
                 self.mostly_text = self.mostly_text or \
                     self.non_numeric > STRAY_TEXT_SHARE * self.present
         if self.non_numeric == 0:
@@ -136,8 +133,13 @@ class ColumnStats:
             return tuple(sorted(self.texts))
         return ()
 
+    @property
+    def examples(self) -> List[str]:
+        """The first non-numeric texts met, cut short, for the report."""
+        return [short(t) for t in list(self.texts)[:EXAMPLES]]
+
     def numeric_examples_wanted(self) -> bool:
-        return len(self.examples) < EXAMPLES and self.non_numeric < EXAMPLES
+        return len(self.texts) < EXAMPLES and self.non_numeric < EXAMPLES
 
     def _add_numbers(self, present: pa.Array) -> None:
         if self.non_integer == 0:
