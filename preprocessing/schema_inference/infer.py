@@ -77,6 +77,12 @@ def _is_id_string(s: ColumnStats) -> bool:
     return s.present >= MIN_ID_ROWS and s.distinct_share >= ID_SHARE
 
 
+def _is_distinct(s: ColumnStats) -> bool:
+    """Distinct in ID_SHARE of its rows: a column named `id` that repeats (a patient's id over
+    four visits, geepack's respiratory) is a group, not a row's key: a feature like any other."""
+    return s.present > 0 and s.distinct_share >= ID_SHARE
+
+
 def _is_row_index(name: str, s: ColumnStats) -> bool:
     """Integers distinct in every row under a row-index header, in any order."""
     return (name.strip().lower() in INDEX_NAMES or name == "X") and s.is_distinct_integers()
@@ -174,14 +180,16 @@ def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple
     if d == 2 and task is None and not s.stray_text:  # -1/1, 0.0/1.0: two values are classes
         pair = [short(v) for v in sorted(s.distinct)]
         return text, "classification", f"2 numeric values {pair}: binary classes"
-    ints_non_negative = s.non_integer == 0 and d is not None and \
-        not any(str(v).startswith("-") for v in s.distinct)
-    if ints_non_negative and d <= CLASSIFICATION_MAX_CLASSES:
-        # Class ids run 0..K-1 or 1..K; a few integers spread with gaps (0,1,2,3,7,12) are
-        # a count or a measure (AutoGluon leaves this check as a TODO).
-        if d > 2 and s.low is not None and s.high - s.low + 1 > 2 * d:
-            return (number, "regression", f"{d} integers spread over {s.low}..{s.high}: a "
-                    f"count or measure (--task classification to predict them as classes)")
+    if s.non_integer == 0 and s.low is not None and d is not None and \
+            d <= CLASSIFICATION_MAX_CLASSES:
+        # Class ids and codes run 0..K-1, 1..K or -1..K; a few integers spread with gaps
+        # (0,1,2,3,7,12) are a count, and integers that start far from 0 (heights 69..88,
+        # ages 25..34, differences -6..6) a measure (AutoGluon leaves this check as a TODO).
+        gaps = s.high - s.low + 1 > 2 * d
+        if d > 2 and (gaps or not -1 <= s.low <= d):
+            return (number, "regression", f"{d} integers {'spread over' if gaps else 'over'} "
+                    f"{s.low}..{s.high}, not class ids (0..K, 1..K): a count or measure "
+                    f"(--task classification to predict them as classes)")
         return (text, "classification", f"{d} integer classes (--task regression to predict "
                 f"a number)")
     return (number, "regression", "numeric label")
@@ -213,8 +221,8 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
         raise SchemaError(f"key column '{key}' is not in the header {header}")
     if prof.rows == 0:
         raise SchemaError("no data rows to infer the schema from")
-    by_name = key is None and next((h for h in header if h.lower() in KEY_NAMES and h != label),
-                                   None)
+    by_name = key is None and next((h for h in header if h.lower() in KEY_NAMES and h != label
+                                    and _is_distinct(prof.columns[h])), None)
     key = key or by_name or None
     decisions, cols, chosen = {}, [], None
     for name in header:
@@ -227,6 +235,9 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
                                        "--key_column" if not by_name else "named like a key")
         else:
             d = decide_column(name, s, prof.complete)
+            if name.lower() in KEY_NAMES and not _is_distinct(s):
+                d = dataclasses.replace(d, why=f"named like a key but repeated ({len(s.distinct):,}"
+                                        f" distinct in {s.present:,} rows): {d.why}")
             if d.role == "key":
                 if key is None:
                     key = name

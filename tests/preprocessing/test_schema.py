@@ -43,6 +43,17 @@ def test_infer_classification_and_ids_by_statistics():
     assert (s.column("size").type, s.column("size").transform) == ("int", "numeric")
 
 
+def test_a_column_named_like_a_key_is_the_key_only_when_distinct_per_row():
+    # geepack's respiratory: a patient's `id` over four visits is a group, a feature.
+    rows = [[str(i), str(i // 4), str(i % 3), str(i % 2)] for i in range(200)]
+    schema, decisions = infer_from_profile(profile_rows(["rownames", "id", "f", "y"], rows), "y")
+    assert schema.key == "rownames"
+    assert decisions["id"].role == "feature"
+    assert decisions["id"].why.startswith("named like a key but repeated (50 distinct in 200")
+    unique = [[str(i), f"u{i}", str(i % 3), str(i % 2)] for i in range(200)]
+    assert infer_schema(["n", "id", "f", "y"], unique, label="y").key == "id"
+
+
 def test_infer_small_int_label_is_classification():
     rows = [[str(i), str(i % 7), str(i % 3)] for i in range(100)]
     s = infer_schema(["x", "f", "y"], rows, label="y")
@@ -54,6 +65,14 @@ def test_a_few_integers_spread_with_gaps_are_a_count_not_classes():
     rows = [[str(i), str(i % 4), str([0, 1, 2, 3, 7, 12][i % 6])] for i in range(120)]
     s = infer_schema(["x", "f", "y"], rows, label="y")
     assert s.task == "regression" and s.column("y").type == "float"
+    # Integers that start far from 0 are a measure (heights in inches, a difference -6..6);
+    # codes from -1, 0 or 1 (a sign, a 1..5 scale, wine's quality 3..8) stay classes.
+    for values, task in ((range(69, 89), "regression"), (range(-6, 7), "regression"),
+                         ((-1, 0, 1), "classification"), (range(1, 6), "classification"),
+                         (range(3, 9), "classification")):
+        values = list(values)
+        rows = [[str(i), str(i % 4), str(values[i % len(values)])] for i in range(120)]
+        assert infer_schema(["x", "f", "y"], rows, label="y").task == task, values
     for pair in ([0, 5], [-1, 1], ["0.0", "1.0"]):  # two values: always classes
         binary = [[str(i), str(i % 4), str(pair[i % 2])] for i in range(120)]
         assert infer_schema(["x", "f", "y"], binary, label="y").task == "classification"
