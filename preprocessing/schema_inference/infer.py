@@ -180,19 +180,34 @@ def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple
     if d == 2 and task is None and not s.stray_text:  # -1/1, 0.0/1.0: two values are classes
         pair = [short(v) for v in sorted(s.distinct)]
         return text, "classification", f"2 numeric values {pair}: binary classes"
-    if s.non_integer == 0 and s.low is not None and d is not None and \
-            d <= CLASSIFICATION_MAX_CLASSES:
+    whole = _whole_numbers(s.distinct) if d is not None and d <= CLASSIFICATION_MAX_CLASSES \
+        else None
+    if whole:
         # Class ids and codes run 0..K-1, 1..K or -1..K; a few integers spread with gaps
         # (0,1,2,3,7,12) are a count, and integers that start far from 0 (heights 69..88,
         # ages 25..34, differences -6..6) a measure (AutoGluon leaves this check as a TODO).
-        gaps = s.high - s.low + 1 > 2 * d
-        if d > 2 and (gaps or not -1 <= s.low <= d):
+        # Whole decimals count as integers (pandas writes an integer column with a missing
+        # value as 1.0, 2.0: AutoGluon reads them as integers too).
+        low, high = whole[0], whole[-1]
+        gaps = high - low + 1 > 2 * d
+        if d > 2 and (gaps or not -1 <= low <= d):
             return (number, "regression", f"{d} integers {'spread over' if gaps else 'over'} "
-                    f"{s.low}..{s.high}, not class ids (0..K, 1..K): a count or measure "
+                    f"{low}..{high}, not class ids (0..K, 1..K): a count or measure "
                     f"(--task classification to predict them as classes)")
         return (text, "classification", f"{d} integer classes (--task regression to predict "
                 f"a number)")
     return (number, "regression", "numeric label")
+
+
+def _whole_numbers(values) -> Optional[List[int]]:
+    """The values as sorted integers when every one is a whole number (`3`, `3.0`), else None."""
+    try:
+        floats = [float(v) for v in values]
+    except ValueError:
+        return None
+    if not floats or not all(f.is_integer() for f in floats):  # inf and nan are not
+        return None
+    return sorted(int(f) for f in floats)
 
 
 def _check_classes(name: str, s: ColumnStats) -> None:

@@ -73,6 +73,9 @@ def test_a_few_integers_spread_with_gaps_are_a_count_not_classes():
         values = list(values)
         rows = [[str(i), str(i % 4), str(values[i % len(values)])] for i in range(120)]
         assert infer_schema(["x", "f", "y"], rows, label="y").task == task, values
+        # as pandas writes an integer column with a missing value: 1.0, 2.0, ..., the same
+        written = [[x, f, "" if i % 9 == 0 else f"{float(y)}"] for i, (x, f, y) in enumerate(rows)]
+        assert infer_schema(["x", "f", "y"], written, label="y").task == task, values
     for pair in ([0, 5], [-1, 1], ["0.0", "1.0"]):  # two values: always classes
         binary = [[str(i), str(i % 4), str(pair[i % 2])] for i in range(120)]
         assert infer_schema(["x", "f", "y"], binary, label="y").task == "classification"
