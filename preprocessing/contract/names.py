@@ -17,6 +17,10 @@ from typing import Dict, Sequence
 # A name every TensorFlow API takes as it is: Keras inputs, root scopes, signature args
 # (which are Python parameters: a keyword such as `class` is not one).
 VALID = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+# Names a signature argument may not take though Python allows them: `self` is taken by the
+# method TensorFlow builds a concrete function through (Ecdat's Hmda has a `self` column:
+# its export failed, "got multiple values for argument 'self'").
+RESERVED = frozenset({"self"})
 
 
 def tf_name(name: str, position: int) -> str:
@@ -28,7 +32,7 @@ def tf_name(name: str, position: int) -> str:
         if not out:
             return f"column_{position + 1}"
         out = out if out[0].isalpha() else "c_" + out
-    return out + "_" if keyword.iskeyword(out) else out
+    return out + "_" if keyword.iskeyword(out) or out in RESERVED else out
 
 
 def tf_names(names: Sequence[str]) -> Dict[str, str]:

@@ -177,6 +177,7 @@ def test_tensorflow_names_are_derived_stable_and_unique():
     assert tf_name("flügel", 3) == "flugel"
     assert tf_name("温度", 4) == "column_5"
     assert tf_name("class", 5) == "class_" and tf_name("for!", 6) == "for_"  # keywords
+    assert tf_name("self", 7) == "self_"
     assert header_names(["", "a", " "]) == ("column_1", "a", "column_3")
     with pytest.raises(SchemaError, match="'a b' and 'a_b' both map"):
         Schema.from_dict({"label": "y", "columns": [
@@ -185,8 +186,9 @@ def test_tensorflow_names_are_derived_stable_and_unique():
 
 
 # ---- end to end: hostile headers, string labels, every input path ------------------------------
-# `class`: a Python keyword, which no signature argument may be named (ggplot2's mpg has it).
-HEADER = ["", "bill depth (mm)", "2nd length", "île", "class", "Name", "species"]
+# `class`: a Python keyword, which no signature argument may be named (ggplot2's mpg has it);
+# `self`: a name TensorFlow's concrete functions take for themselves (Ecdat's Hmda has it).
+HEADER = ["", "bill depth (mm)", "2nd length", "île", "class", "self", "Name", "species"]
 LABEL = "species"
 
 
@@ -200,7 +202,7 @@ def _penguin_like(n=600, seed=3):
         island = ["Biscoe", "Dream", "Torgersen"][i % 3]
         depth_text = "NA" if i % 97 == 0 else f"{depth:.1f}"
         rows.append([str(i), depth_text, f"{length:.1f}", island, ["suv", "van"][i % 2],
-                     f'Doe, "Jo" {i}', cls])
+                     ["yes", "no"][i % 3 == 0], f'Doe, "Jo" {i}', cls])
     return rows
 
 
@@ -238,6 +240,7 @@ def test_hostile_headers_preprocess_and_train(hostile):
     assert report["bill depth (mm)"]["tf_name"] == "bill_depth_mm"
     assert report["bill depth (mm)"]["type"] == "float"
     assert report["class"]["tf_name"] == "class_" and report["class"]["role"] == "feature"
+    assert report["self"]["tf_name"] == "self_" and report["self"]["role"] == "feature"
     raw = json.load(open(os.path.join(root, "prep", "raw_schema.json")))
     assert [c["name"] for c in raw["columns"]] == ["column_1"] + HEADER[1:]
     assert metrics["eval"]["examples"] > 0
@@ -301,7 +304,7 @@ def test_hostile_headers_are_served_in_streaming(hostile, tmp_path):
     root, _, rows, _, _ = hostile
     lines = []
     for i, r in enumerate(rows[:25]):
-        data = dict(zip(HEADER[1:5], r[1:5]))
+        data = dict(zip(HEADER[1:6], r[1:6]))
         lines.append(json.dumps({"id": f"m{i}", "event_time": 1_700_000_000 + i, "data": data}))
     src = tmp_path / "events.jsonl"
     src.write_text("\n".join(lines) + "\n")
