@@ -4,8 +4,8 @@ Users' headers hold spaces, parentheses, unicode, leading digits or nothing at a
 (`bill depth (mm)`, `2nd reading`, an unnamed pandas index). TensorFlow refuses most of them
 as scope, signature and Keras input names. The raw schema, dead letters and outputs keep the
 user's names; tf.transform's inputs and outputs, the model's inputs and the `predict_raw`
-signature use the name derived here, which is stable (a function of the column's name and
-position only) and identity for names that are already valid.
+signature use the name derived here, which is stable (a function of the schema's names
+and the column's position) and identity for names that are already valid.
 """
 from __future__ import annotations
 
@@ -36,15 +36,18 @@ def tf_name(name: str, position: int) -> str:
 
 
 def tf_names(names: Sequence[str]) -> Dict[str, str]:
-    """{user's name: TensorFlow name} for a schema's columns; ValueError naming both columns
-    when two names derive the same TensorFlow name (renaming one is the user's choice)."""
-    out: Dict[str, str] = {}
-    taken: Dict[str, str] = {}
+    """{user's name: TensorFlow name} for a schema's columns. A name TensorFlow takes as it
+    is keeps it; a derived name that another column already has gets its position (`BL.AA`,
+    then `BL..AA` as the 2nd column, medicaldata's opt: `BL_AA`, `BL_AA_2`), so no header
+    is refused for it."""
+    out = {n: n for n in names if tf_name(n, 0) == n}  # valid names keep theirs, first
+    taken = set(out)
     for i, name in enumerate(names):
-        derived = tf_name(name, i)
-        if derived in taken:
-            raise ValueError(f"columns {taken[derived]!r} and {name!r} both map to the "
-                             f"TensorFlow name {derived!r}: rename one of them")
-        taken[derived] = name
-        out[name] = derived
-    return out
+        if name in out:
+            continue
+        derived = candidate = tf_name(name, i)
+        while candidate in taken:
+            candidate = f"{derived}_{i + 1}" if candidate == derived else candidate + "_"
+        taken.add(candidate)
+        out[name] = candidate
+    return {n: out[n] for n in names}

@@ -132,11 +132,8 @@ class Schema:
     crosses: tuple = ()
 
     def __post_init__(self):
-        try:
-            # Over distinct names: a name declared twice is validate()'s error to report.
-            object.__setattr__(self, "tf_names", tf_names(list(dict.fromkeys(self.names))))
-        except ValueError as e:
-            raise SchemaError(str(e)) from None
+        # Over distinct names: a name declared twice is validate()'s error to report.
+        object.__setattr__(self, "tf_names", tf_names(list(dict.fromkeys(self.names))))
         if self.task is None:
             label = self.column(self.label) if self.label in self.names else None
             task = "classification" if label is not None and label.type == "string" else "regression"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from preprocessing.contract.names import tf_name
-from preprocessing.contract.schema import Schema, SchemaError
+from preprocessing.contract.schema import Schema
 from preprocessing.parsing.row_parser import Reject, RowParser, header_names
 from preprocessing.schema_inference.infer import infer_from_profile
 from preprocessing.schema_inference.profile import profile_csv, profile_rows
@@ -179,10 +179,14 @@ def test_tensorflow_names_are_derived_stable_and_unique():
     assert tf_name("class", 5) == "class_" and tf_name("for!", 6) == "for_"  # keywords
     assert tf_name("self", 7) == "self_"
     assert header_names(["", "a", " "]) == ("column_1", "a", "column_3")
-    with pytest.raises(SchemaError, match="'a b' and 'a_b' both map"):
-        Schema.from_dict({"label": "y", "columns": [
-            {"name": "a b", "type": "float"}, {"name": "a_b", "type": "float"},
-            {"name": "y", "type": "float"}]})
+    # Two names deriving one TensorFlow name: the valid one keeps it, the other takes its
+    # position (medicaldata's opt has `BL.AA` and `BL..AA`).
+    s = Schema.from_dict({"label": "y", "columns": [
+        {"name": "a b", "type": "float"}, {"name": "a_b", "type": "float"},
+        {"name": "a.b", "type": "float"}, {"name": "a_b_1", "type": "float"},
+        {"name": "y", "type": "float"}]})
+    assert [s.tf_name(n) for n in ("a b", "a_b", "a.b", "a_b_1")] == \
+        ["a_b_1_", "a_b", "a_b_3", "a_b_1"]
 
 
 # ---- end to end: hostile headers, string labels, every input path ------------------------------
