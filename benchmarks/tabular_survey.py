@@ -61,9 +61,9 @@ def main(argv=None):
     results = []
     for pkg, item, label, task in draw(a.seed, a.tables):
         name = f"{pkg}.{item}"
-        tq.MORE_TABLES[name] = (tq._rdata(pkg, item), label, task, ())
         try:
-            results.append(tq.run_table(name, work))
+            results.append(tq.run_table(name, work, table=(tq._rdata(pkg, item), label, task,
+                                                           ())))
         except Exception as e:  # a job that failed is a result too: say which and go on
             print(f"{name} ({label}, {task}) FAILED: {type(e).__name__}: {str(e)[:300]}",
                   flush=True)

@@ -73,14 +73,14 @@ class Decision:
     why: str
 
 
-def _is_id_string(s: ColumnStats) -> bool:
-    return s.present >= MIN_ID_ROWS and s.distinct_share >= ID_SHARE
-
-
 def _is_distinct(s: ColumnStats) -> bool:
     """Distinct in ID_SHARE of its rows: a column named `id` that repeats (a patient's id over
     four visits, geepack's respiratory) is a group, not a row's key: a feature like any other."""
-    return s.present > 0 and s.distinct_share >= ID_SHARE
+    return s.distinct_share >= ID_SHARE  # 0 for a column with no value
+
+
+def _is_id_string(s: ColumnStats) -> bool:
+    return s.present >= MIN_ID_ROWS and _is_distinct(s)
 
 
 def _is_row_index(name: str, s: ColumnStats) -> bool:
@@ -177,7 +177,7 @@ def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple
         _check_classes(name, s)
         why = "--task classification" if task else "string label"
         return text, "classification", f"{why}, {d} classes"
-    if d == 2 and task is None and not s.stray_text:  # -1/1, 0.0/1.0: two values are classes
+    if d == 2 and not s.stray_text:  # -1/1, 0.0/1.0: two values are classes
         pair = [short(v) for v in sorted(s.distinct)]
         return text, "classification", f"2 numeric values {pair}: binary classes"
     whole = _whole_numbers(s.distinct) if d is not None and d <= CLASSIFICATION_MAX_CLASSES \
