@@ -15,7 +15,7 @@ MODELS = ("auto", "blend", "boosted_trees") + NETWORKS
 TUNING_METRICS = ("rmse", "mae", "accuracy")  # metrics.json's eval figures a study can use
 BACKBONES = ("small_cnn", "mobilenet_v2", "resnet50", "efficientnet_b0")
 GROWING_STRATEGIES = ("BEST_FIRST_GLOBAL", "LOCAL")    # YDF's names
-SPLIT_AXES = ("SPARSE_OBLIQUE", "AXIS_ALIGNED")
+SPLIT_AXES = ("auto", "SPARSE_OBLIQUE", "AXIS_ALIGNED")   # auto: see training/models/trees.py
 CATEGORICAL_ALGORITHMS = ("CART", "RANDOM")
 MAX_CHOICE_FOLDS = 10
 
@@ -42,7 +42,7 @@ class TrainConfig:
     subsample: float = 1.0
     growing_strategy: str = "BEST_FIRST_GLOBAL"
     max_num_nodes: int = 31                  # per tree, with BEST_FIRST_GLOBAL
-    split_axis: str = "SPARSE_OBLIQUE"
+    split_axis: str = "auto"                 # both, the lower held-out loss kept
     categorical_algorithm: str = "CART"
     tree_threads: int = 0                    # 0: one under TREES_ONE_THREAD_ROWS, else all
     label_key: Optional[str] = None          # a transformed feature as the label (TFX _xf)
@@ -183,9 +183,11 @@ class TrainConfig:
                "(up to --max_num_nodes); LOCAL grows every leaf to --max_depth.")
         a("--max_num_nodes", type=int, default=31,
           help="boosted_trees: nodes per tree with BEST_FIRST_GLOBAL.")
-        a("--split_axis", choices=SPLIT_AXES, default="SPARSE_OBLIQUE",
+        a("--split_axis", choices=SPLIT_AXES, default="auto",
           help="boosted_trees: SPARSE_OBLIQUE splits on random sparse sums of numbers "
-               "(min-max normalised); AXIS_ALIGNED on one number at a time.")
+               "(min-max normalised); AXIS_ALIGNED on one number at a time. auto (default): "
+               "with --model auto or blend, both are grown on the same rows and the one with "
+               "the lower loss on the rows held out from them is kept; alone, SPARSE_OBLIQUE.")
         a("--categorical_algorithm", choices=CATEGORICAL_ALGORITHMS, default="CART",
           help="boosted_trees: how a category split is searched (YDF's CART or RANDOM).")
         a("--tree_threads", type=int, default=0,

