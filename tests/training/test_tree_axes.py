@@ -65,11 +65,12 @@ def test_both_axes_are_grown_on_the_same_rows_only_to_choose(preprocessed, tmp_p
 def _steps_table(tmp_path) -> str:
     """A label that steps with one integer column (as a state's population does with the
     year in dslabs' us_contagious_diseases) beside two columns of noise: oblique splits mix
-    the noise into every threshold (YDF alone: test RMSE 1.7 oblique, 0.58 axis-aligned, at
+    the noise into every threshold (1,200 such rows, YDF alone: test RMSE 1.7 oblique, 0.58
+    axis-aligned, at
     a noise of 0.5). Preprocessed: the output folder."""
     from beam_jobs import preprocess
     rng = np.random.default_rng(0)
-    n = 1200
+    n = 3000
     year, weeks, noise = rng.integers(1950, 2000, n), rng.integers(0, 53, n), rng.uniform(0, 1, n)
     steps = np.sort(rng.choice(np.arange(1951, 2000), 8, replace=False))
     y = rng.normal(0, 10, 9)[np.searchsorted(steps, year, side="right")] + \
