@@ -66,8 +66,7 @@ def _steps_table(tmp_path) -> str:
     """A label that steps with one integer column (as a state's population does with the
     year in dslabs' us_contagious_diseases) beside two columns of noise: oblique splits mix
     the noise into every threshold (1,200 such rows, YDF alone: test RMSE 1.7 oblique, 0.58
-    axis-aligned, at
-    a noise of 0.5). Preprocessed: the output folder."""
+    axis-aligned, at a noise of 0.5). Preprocessed: the output folder."""
     from beam_jobs import preprocess
     rng = np.random.default_rng(0)
     n = 3000
