@@ -53,6 +53,9 @@ def _frame(df, label):
             df[c] = df[c].astype("int64")
         elif not pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c]):
             df[c] = pd.Categorical(df[c].astype(str))
+    # As the quality benchmark's baseline: scikit-learn refuses over 255 categories (ISLR
+    # Auto's car names).
+    cols = [c for c in cols if str(df[c].dtype) != "category" or len(df[c].cat.categories) <= 255]
     return df, cols
 
 
