@@ -42,7 +42,7 @@ class TrainConfig:
     subsample: float = 1.0
     growing_strategy: str = "BEST_FIRST_GLOBAL"
     max_num_nodes: int = 31                  # per tree, with BEST_FIRST_GLOBAL
-    split_axis: str = "auto"                 # both, the lower held-out loss kept
+    split_axis: str = "auto"                 # both grown, chosen on held-out rows
     categorical_algorithm: str = "CART"
     tree_threads: int = 0                    # 0: one under TREES_ONE_THREAD_ROWS, else all
     label_key: Optional[str] = None          # a transformed feature as the label (TFX _xf)
@@ -186,8 +186,9 @@ class TrainConfig:
         a("--split_axis", choices=SPLIT_AXES, default="auto",
           help="boosted_trees: SPARSE_OBLIQUE splits on random sparse sums of numbers "
                "(min-max normalised); AXIS_ALIGNED on one number at a time. auto (default): "
-               "with --model auto or blend, both are grown on the same rows and the one with "
-               "the lower loss on the rows held out from them is kept; alone, SPARSE_OBLIQUE.")
+               "with --model auto or blend, both are grown on the same rows and "
+               "SPARSE_OBLIQUE is kept unless AXIS_ALIGNED is lower by 3 standard errors on "
+               "the rows held out from them; alone, SPARSE_OBLIQUE.")
         a("--categorical_algorithm", choices=CATEGORICAL_ALGORITHMS, default="CART",
           help="boosted_trees: how a category split is searched (YDF's CART or RANDOM).")
         a("--tree_threads", type=int, default=0,

@@ -209,13 +209,16 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
                           for fold, t in enumerate(by_axis[axis])]
                    for axis, count in rounds.items()}
             by_axis.update({axis: [c.result() for c in done] for axis, done in cut.items()})
-    # Each axis's trees on the rows they were grown without (per-row losses, as the
-    # families are compared), when there are two to choose from.
-    axis_losses = {axis: np.concatenate([
-        _scored(t.model, train_files, t.info, batch, data_lib.choice_fold(fold, folds))[1]
-        for fold, t in enumerate(fold_trees)]) if len(by_axis) > 1 else np.zeros(0)
-        for axis, fold_trees in by_axis.items()}
-    axis, axis_why = choose_axis(axis_losses)
+    # Each axis's trees scored fold by fold on the rows they were grown without (per-row
+    # losses, as the families are compared), when there are two to choose from; the kept
+    # axis's scores are the trees' own below, not read and scored again.
+    axis_scored = {axis: [_scored(t.model, train_files, t.info, batch,
+                                  data_lib.choice_fold(fold, folds))
+                          for fold, t in enumerate(fold_trees)]
+                   for axis, fold_trees in by_axis.items()} if len(by_axis) > 1 else {}
+    axis, axis_why = choose_axis(
+        {a: np.concatenate([rows for _, rows in scored]) for a, scored in axis_scored.items()}
+        or {a: np.zeros(0) for a in by_axis})
     log.info("--model auto: the trees split %s (%s)", axis, axis_why)
     choice = TreesChoice(axis, axis_why, rounds.get(axis))
     fold_runs = list(zip([runs[network][0]] + nets, by_axis[axis]))
@@ -229,8 +232,8 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
             network: (net_model, runs[network][1]), TREES: (trees.model, trees.info),
             BLEND: (blend(net_model, trees.model), trees.info)}
         for name, (model, served) in scored.items():
-            s, rows = _scored(model, train_files, served, batch,
-                              data_lib.choice_fold(fold, folds))
+            s, rows = axis_scored[axis][fold] if name == TREES and axis_scored else \
+                _scored(model, train_files, served, batch, data_lib.choice_fold(fold, folds))
             sums[name] = sums[name].merge(s)
             losses[name].append(rows)
     return sums, {n: np.concatenate(v) for n, v in losses.items()}, choice
