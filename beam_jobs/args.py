@@ -54,7 +54,7 @@ class PreprocessArgs(ImageArgs, IOArgs):
     label_column: Optional[str] = None
     task: str = "auto"
     module_file: Optional[str] = None
-    split: str = "0.8,0.1,0.1"
+    split: str = "0.9,0.1"
     num_shards: int = 0
     rows_per_batch: int = 2000
     gzip_level: int = 1

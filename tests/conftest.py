@@ -66,14 +66,16 @@ def taxi_csv(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def preprocessed(taxi_csv, tmp_path_factory):
-    """The preprocess job's output on `taxi_csv` with the taxi spec."""
+    """The preprocess job's output on `taxi_csv` with the taxi spec, with a test split (the
+    tuner's best trial is shown on it; the default split has none)."""
     from beam_jobs import preprocess
     from preprocessing import TAXI_SPEC
 
     def build(folder):
         out = str(folder / "out")
         return out, preprocess.run(["--input", taxi_csv[0], "--output", out,
-                                    "--schema_spec", TAXI_SPEC, "--num_shards", "2"])
+                                    "--schema_spec", TAXI_SPEC, "--num_shards", "2",
+                                    "--split", "0.8,0.1,0.1"])
     return built_once(tmp_path_factory, "prep", build)
 
 
@@ -87,8 +89,8 @@ def preprocessed_by_two_workers(taxi_csv, tmp_path_factory):
     def build(folder):
         out = str(folder / "out")
         preprocess.run(["--input", taxi_csv[0], "--output", out, "--schema_spec", TAXI_SPEC,
-                        "--direct_num_workers", "2", "--direct_running_mode", "multi_processing",
-                        "--rows_per_batch", "300"])
+                        "--split", "0.8,0.1,0.1", "--direct_num_workers", "2",
+                        "--direct_running_mode", "multi_processing", "--rows_per_batch", "300"])
         return out
     return built_once(tmp_path_factory, "prep2", build)
 

@@ -82,10 +82,10 @@ def test_batch_jobs_run_on_the_portable_runner(trained, taxi_csv, tmp_path):
                 "--environment_type", "LOOPBACK"]
     out = tmp_path / "prep"
     _run(["beam_jobs.preprocess", "--input", taxi_csv[0], "--output", str(out),
-          "--schema_spec", TAXI_SPEC] + portable)
+          "--schema_spec", TAXI_SPEC, "--split", "0.8,0.1,0.1"] + portable)
     s = json.load(open(out / "summary.json"))
     assert s["reconciled"] and s["rows_read"] == taxi_csv[1].rows
-    direct = json.load(open(os.path.join(trained[0], "summary.json")))
+    direct = json.load(open(os.path.join(trained[0], "summary.json")))  # the same --split
     assert s["splits"] == direct["splits"]  # same split on another runner
     pred = tmp_path / "pred"
     _run(["beam_jobs.batch_predict", "--model_dir", trained[2]["export_dir"], "--input",

@@ -330,6 +330,9 @@ def test_late_decimals_lose_no_row_end_to_end(tmp_path):
                         "--label_column", "y"])
     assert s["rejected"]["total"] == 0, s["rejected"]
     assert sum(s["splits"].values()) == 12_000
+    # The default split: 90% train, 10% eval, no test split (nothing chooses on the eval split).
+    assert s["splits"]["test"] == 0 and not (tmp_path / "out" / "test").exists()
+    assert abs(s["splits"]["train"] / 12_000 - 0.9) < 0.01, s["splits"]
 
 
 def test_a_column_of_dates_is_a_datetime_with_a_trend_not_an_identifier():
