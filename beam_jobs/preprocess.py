@@ -88,9 +88,9 @@ class PreprocessOptions(PipelineOptions):
         parser.add_argument("--module_file", help="TFX-style module file whose "
                             "preprocessing_fn replaces the one generated from the schema.")
         parser.add_argument("--split", default="0.9,0.1",
-                            help="train,eval[,test] fractions (default 0.9,0.1: no test "
-                            "split; training.tune shows its best trial on one, "
-                            "e.g. 0.8,0.1,0.1).")
+                            help="train,eval[,test] fractions; the default has no test "
+                            "split (training.tune shows its best trial on one: "
+                            "0.8,0.1,0.1).")
         parser.add_argument("--num_shards", type=int, default=0,
                             help="TFRecord shards per split; 0 lets the runner decide.")
         parser.add_argument("--rows_per_batch", type=int, default=2000,
