@@ -100,6 +100,7 @@ class StreamPredictArgs(ImageArgs, ModelArgs):
     model_refresh_secs: float = 60.0
     id_attribute: str = "id"
     timestamp_attribute: Optional[str] = None
+    max_outage_secs: float = 300.0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -48,7 +48,8 @@ from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions
 
 from beam_jobs.args import StreamPredictArgs
-from beam_jobs.shared import cli, common_options, errors, local_runner
+from beam_jobs.shared import cli, common_options, errors, local_acks, local_runner
+from beam_jobs.shared.local_streaming import MAX_OUTAGE_SECS
 from inference.inputs.image_sources import normalize_prefixes
 from inference.inputs.replay import Pace, load_replay, replay_stream
 from inference.model import model_handler as mh
@@ -109,6 +110,10 @@ class StreamPredictOptions(PipelineOptions):
           help="How often to look for a newer model version under --model_dir; -1: never.")
         a("--id_attribute", default="id", help="Message attribute holding the message id.")
         a("--timestamp_attribute", help="Message attribute holding the event time.")
+        a("--max_outage_secs", type=float, default=MAX_OUTAGE_SECS,
+          help="Local runs: how long an unreachable subscription or output topic is retried "
+               "(with backoff) before the job stops in one line; nothing it has not written "
+               "is acknowledged, so a restart delivers it again.")
 
 
 OPTION_CLASSES = (common_options.ModelOptions, common_options.ImageOptions, StreamPredictOptions)
@@ -135,8 +140,9 @@ def parse_args(options: PipelineOptions) -> StreamPredictArgs:
                                     "--allowed_lateness_secs >= 0")
     if o.min_batch_size < 1 or o.max_batch_size < o.min_batch_size:
         raise errors.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size")
-    if o.max_message_bytes < 1 or o.uri_read_timeout_secs <= 0:
-        raise errors.JobError(JOB, "need --max_message_bytes >= 1 and --uri_read_timeout_secs > 0")
+    if o.max_message_bytes < 1 or o.uri_read_timeout_secs <= 0 or o.max_outage_secs <= 0:
+        raise errors.JobError(JOB, "need --max_message_bytes >= 1, --uri_read_timeout_secs > 0 "
+                                    "and --max_outage_secs > 0")
     for prefix in normalize_prefixes(o.allowed_uri_prefixes):
         if "://" in prefix and not prefix.startswith("gs://"):
             raise errors.JobError(JOB, f"--allowed_uri_prefixes: {prefix} is neither gs:// nor "
@@ -173,6 +179,9 @@ class StreamPredictConfig:
     # On Dataflow, Pub/Sub redeliveries and republished messages with the same
     # --id_attribute value are dropped (id_label); the DirectRunner has no id_label.
     pubsub_id_label: Optional[str] = None
+    # The local runner's Pub/Sub read holds each message until its sinks have written its
+    # record (beam_jobs/shared/local_acks.py); Dataflow acknowledges after its own commit.
+    ack_after_write: bool = False
 
 
 def launch(options: PipelineOptions) -> StreamPredictConfig:
@@ -211,12 +220,13 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
     for d in (o.output_dir, dead_letter_dir, monitoring_dir):
         if d:
             cli.check_writable(JOB, d)
+    local = local_runner.is_local_runner(options)
     return StreamPredictConfig(o, schema, model_path, image_kw, dead_letter_dir,
                                monitoring_dir, events, shadow_path=shadow_path,
                                train_statistics=common_options.train_statistics(
                                    o, model_path, train_stats, schema),
-                               pubsub_id_label=None if local_runner.is_local_runner(options)
-                               else o.id_attribute)
+                               pubsub_id_label=None if local else o.id_attribute,
+                               ack_after_write=local and not o.replay)
 
 
 def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
@@ -251,8 +261,10 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
         "rejects", MODEL_EVENTS, main="predictions")
     dead = (parsed.rejects, formatted.rejects) | "AllRejects" >> beam.Flatten()
     preds = formatted.predictions
-    _ = preds | "WritePredictions" >> WriteJson(o.output_topic, o.output_dir, "predictions",
-                                                 o.window_secs)
+    publish = (lambda topic: local_acks.PublishMessages(topic, o.max_outage_secs)) \
+        if cfg.ack_after_write else None
+    written_preds = preds | "WritePredictions" >> WriteJson(
+        o.output_topic, o.output_dir, "predictions", o.window_secs, publish)
     if o.output_table:
         columns = sinks.prediction_columns(cfg.schema.task, "id",
                                            extra=("latency_ms", "event_time"))
@@ -261,8 +273,11 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
         dead_letters = (dead, refused) | "WithRefused" >> beam.Flatten()
     else:
         dead_letters = dead
-    _ = dead_letters | "WriteRejects" >> WriteJson(o.dead_letter_topic, cfg.dead_letter_dir,
-                                                   "rejects", o.window_secs)
+    written_dead = dead_letters | "WriteRejects" >> WriteJson(
+        o.dead_letter_topic, cfg.dead_letter_dir, "rejects", o.window_secs, publish)
+    if cfg.ack_after_write:
+        acknowledge(preds, written_preds, "Predictions")
+        acknowledge(dead_letters, written_dead, "Rejects")
     events = ((preds | "PredEvents" >> beam.Map(lambda r: ("prediction", r["latency_ms"])),
                dead | "RejectEvents" >> beam.Map(lambda r: ("reject", r["reason"])))
               | "Events" >> beam.Flatten())
@@ -285,8 +300,18 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
                                              o.window_secs, o.allowed_lateness_secs))
     monitoring = tuple(records) | "WithModelEvents" >> beam.Flatten()
     _ = monitoring | "WriteMonitoring" >> WriteJson(o.monitoring_topic, cfg.monitoring_dir,
-                                                     "monitoring", o.window_secs)
+                                                     "monitoring", o.window_secs, publish)
     return {"predictions": preds, "rejects": dead, "monitoring": monitoring}
+
+
+def acknowledge(records, written: tuple, name: str) -> None:
+    """Acknowledges each record's message once every sink in `written` (PCollections of the
+    message ids a sink wrote) has reported it; with no such sink (a BigQuery table alone),
+    once its record is made."""
+    if not written:
+        written = (records | f"Handed{name}" >> beam.Map(lambda r: [r.get("message_id")]),)
+    for i, ids in enumerate(written):
+        _ = ids | f"Ack{name}{i}" >> beam.ParDo(local_acks.Acknowledge(len(written)))
 
 
 def run(argv=None, save_main_session=True, test_pipeline=None):

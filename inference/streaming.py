@@ -10,10 +10,11 @@ import json
 import logging
 import math
 import time
+import uuid
 from typing import NamedTuple, Optional, Union
 
 import apache_beam as beam
-from apache_beam.io import fileio
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import trigger, window
@@ -28,16 +29,22 @@ from preprocessing.files import filesys
 
 MAX_MESSAGE_BYTES = 10 << 20  # default of --max_message_bytes (Pub/Sub's own limit is 10 MB)
 DEAD_LETTER_HEAD = 4096  # bytes of an oversized message its dead letter keeps
+# Set by the local runner's Pub/Sub read (beam_jobs/shared/local_streaming.py) on a message
+# whose attributes it could not read (an event time that is no time): a dead letter saying
+# why, instead of a failed pull that took the messages pulled with it down too.
+ATTRIBUTE_ERROR = "tfdataflow-attribute-error"
 
 
 class MessageMeta(NamedTuple):
     """What a message's row carries beside its values, through RunInference (as the key of
     Beam's KeyedModelHandler): its id, event time (RunInference's batching re-stamps elements;
-    FormatResults restores it), publish time (for latency) and what came in (dead letters)."""
+    FormatResults restores it), publish time (for latency), what came in (dead letters) and
+    its Pub/Sub message id (duplicates of a redelivery share it)."""
     id: str
     event_time: float
     published: float
     raw: Union[bytes, str]
+    message_id: Optional[str] = None
 
 
 def publish_time(msg: PubsubMessage) -> float:
@@ -85,10 +92,15 @@ class ParseMessages(beam.DoFn):
         mid = attrs.get(self.id_attribute) or getattr(msg, "message_id", None) or \
             f"sha-{hash(msg.data) & 0xffffffffffff:x}"
         data = msg.data or b""
+        pubsub_id = getattr(msg, "message_id", None) or mid
+        if ATTRIBUTE_ERROR in attrs:
+            yield from self._reject(mid, data[:DEAD_LETTER_HEAD], "bad_attribute",
+                                    attrs[ATTRIBUTE_ERROR], msg, ts, pubsub_id)
+            return
         if len(data) > self.max_bytes:  # checked before any parsing; the dead letter keeps a head
             yield from self._reject(mid, data[:DEAD_LETTER_HEAD], "message_too_large",
                                     f"{len(data)} bytes, over --max_message_bytes "
-                                    f"{self.max_bytes}", msg, ts)
+                                    f"{self.max_bytes}", msg, ts, pubsub_id)
             return
         fmt = attrs.get("format") or ("json" if data.lstrip()[:1] == b"{" else "tfexample")
         # Dead letters keep what came in; binary image data as base64, so it can be replayed.
@@ -106,19 +118,19 @@ class ParseMessages(beam.DoFn):
                 values, _ = self._serving.parse_example(data)
                 row = dict(zip(self.schema.names, values))
         except rejects.Reject as e:
-            yield from self._reject(mid, raw, e.reason, e.detail, msg, ts)
+            yield from self._reject(mid, raw, e.reason, e.detail, msg, ts, pubsub_id)
             return
         except Exception as e:  # one message must never stop (or, on Dataflow, wedge) the stream
             logging.warning("%s: message %s: unexpected %s", self.job, mid, type(e).__name__,
                             exc_info=True)
             yield from self._reject(mid, raw, "bad_message",
-                                    f"{type(e).__name__}: {str(e)[:300]}", msg, ts)
+                                    f"{type(e).__name__}: {str(e)[:300]}", msg, ts, pubsub_id)
             return
-        yield MessageMeta(mid, float(ts), publish_time(msg), raw), row
+        yield MessageMeta(mid, float(ts), publish_time(msg), raw, pubsub_id), row
 
-    def _reject(self, mid, raw, reason, detail, msg, ts):
+    def _reject(self, mid, raw, reason, detail, msg, ts, pubsub_id):
         yield self.dead(self.source, None, raw, reason, detail, **message_extras(
-            mid, publish_time(msg), ts))
+            mid, publish_time(msg), ts, pubsub_id))
 
 
 def _parse_image_message(images, data: bytes, fmt: str, attrs: dict):
@@ -131,11 +143,12 @@ def _parse_image_message(images, data: bytes, fmt: str, attrs: dict):
     return {IMAGE_INPUT: jpeg}, uri
 
 
-def message_extras(mid, published: float, ts) -> dict:
-    """What a message's dead letter adds to the shape every job writes: its id, latency and
-    event time."""
+def message_extras(mid, published: float, ts, message_id=None) -> dict:
+    """What a message's dead letter adds to the shape every job writes: its id, latency,
+    event time and Pub/Sub message id."""
     return dict(id=mid, latency_ms=round((time.time() - published) * 1000, 2),
-                event_time=float(ts) if ts is not None else None)
+                event_time=float(ts) if ts is not None else None,
+                message_id=message_id or mid)
 
 
 class FormatResults(beam.DoFn):
@@ -154,10 +167,10 @@ class FormatResults(beam.DoFn):
         yield from drain_model_events(ts)
         if isinstance(result.inference, rejects.Reject):
             yield self.dead.of(self.source, None, meta.raw, result.inference, timestamp=ts,
-                               **message_extras(meta.id, meta.published, ts))
+                               **message_extras(meta.id, meta.published, ts, meta.message_id))
             return
         self.predicted.inc()
-        rec = {"id": meta.id}
+        rec = {"id": meta.id, "message_id": meta.message_id or meta.id}
         rec.update(result.inference)
         rec["model_version"] = result.model_id
         rec["latency_ms"] = round((time.time() - meta.published) * 1000, 2)
@@ -321,36 +334,70 @@ class Monitor(beam.PTransform):
 
 
 class WriteJson(beam.PTransform):
-    """Records -> a Pub/Sub topic (JSON, with id/model_version attributes) or windowed files."""
+    """Records -> a Pub/Sub topic (JSON, with id, message_id and model_version attributes)
+    and/or windowed JSON-lines files. Returns the PCollections of lists of `message_id`s each
+    sink has written: the files' always, the topic's when `publish` (topic -> a DoFn that
+    publishes PubsubMessages and outputs such lists) replaces Beam's WriteToPubSub."""
 
     def __init__(self, topic: Optional[str], directory: Optional[str], prefix: str,
-                 window_secs: float):
+                 window_secs: float, publish=None):
         super().__init__()
         self.topic, self.directory, self.prefix = topic, directory, prefix
         self.window_secs = window_secs
+        self.publish = publish
 
     def expand(self, records):
+        written = []
         if self.topic:
-            def to_message(rec):
-                attrs = {"id": str(rec.get("id", ""))}
-                if rec.get("model_version"):
-                    attrs["model_version"] = str(rec["model_version"])
-                return PubsubMessage(_json(rec).encode(), attrs)
-            _ = (records | "ToMessage" >> beam.Map(to_message)
-                 | "Publish" >> beam.io.WriteToPubSub(self.topic, with_attributes=True))
+            messages = records | "ToMessage" >> beam.Map(to_message)
+            if self.publish is not None:
+                written.append(messages | "Publish" >> beam.ParDo(self.publish(self.topic)))
+            else:
+                _ = messages | "Publish" >> beam.io.WriteToPubSub(self.topic,
+                                                                  with_attributes=True)
         if self.directory:
             # Late records are written too (in a later pane's file), never dropped.
-            _ = (records
-                 | "ToLine" >> beam.Map(_json)
-                 | "FileWindows" >> beam.WindowInto(
-                     window.FixedWindows(self.window_secs),
-                     trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)),
-                     accumulation_mode=trigger.AccumulationMode.DISCARDING,
-                     allowed_lateness=NEVER_DROP_SECS)
-                 | "Files" >> fileio.WriteToFiles(
-                     self.directory, shards=1, max_writers_per_bundle=0,
-                     file_naming=pane_file_naming(self.prefix)))
-        return records
+            written.append(
+                records
+                | "FileWindows" >> beam.WindowInto(
+                    window.FixedWindows(self.window_secs),
+                    trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)),
+                    accumulation_mode=trigger.AccumulationMode.DISCARDING,
+                    allowed_lateness=NEVER_DROP_SECS)
+                | "OneFile" >> beam.Map(lambda rec: (None, rec))
+                | "PerPane" >> beam.GroupByKey()
+                | "Files" >> beam.ParDo(WritePaneFile(self.directory, self.prefix)))
+        return tuple(written)
+
+
+def to_message(rec) -> PubsubMessage:
+    attrs = {"id": str(rec.get("id", ""))}
+    for name in ("message_id", "model_version"):
+        if rec.get(name):
+            attrs[name] = str(rec[name])
+    return PubsubMessage(_json(rec).encode(), attrs)
+
+
+class WritePaneFile(beam.DoFn):
+    """One window pane's records -> one JSON-lines file, written under a temporary name and
+    renamed (a reader never sees half a file; a retried pane writes the same name again);
+    outputs the `message_id`s it wrote."""
+
+    def __init__(self, directory: str, prefix: str):
+        self.directory, self.prefix = directory, prefix
+
+    def process(self, keyed, win=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
+        lines, ids = [], []
+        for rec in keyed[1]:
+            lines.append(_json(rec))
+            ids.append(rec.get("message_id"))
+        name = pane_file_name(self.prefix, win, pane.index)
+        final = FileSystems.join(self.directory, name)
+        temp = FileSystems.join(self.directory, f".{name}.{uuid.uuid4().hex}.tmp")
+        with FileSystems.create(temp) as f:
+            f.write(("\n".join(lines) + "\n").encode())
+        FileSystems.rename([temp], [final])
+        yield ids
 
 
 NEVER_DROP_SECS = 10 * 365 * 24 * 3600
@@ -361,11 +408,8 @@ def _json(rec) -> str:
     return json.dumps(filesys.json_safe(rec), allow_nan=False)
 
 
-def pane_file_naming(prefix: str):
-    """prefix-<window start>-<window end>-pane<i>-<shard>.jsonl: a late pane gets its own file."""
-    def name(win, pane, shard_index, total_shards, compression, destination):
-        start = datetime.datetime.fromtimestamp(float(win.start), datetime.timezone.utc)
-        end = datetime.datetime.fromtimestamp(float(win.end), datetime.timezone.utc)
-        return (f"{prefix}-{start:%Y%m%dT%H%M%S}-{end:%Y%m%dT%H%M%S}-pane{pane.index}-"
-                f"{shard_index or 0:05d}.jsonl")
-    return name
+def pane_file_name(prefix: str, win, pane_index: int) -> str:
+    """prefix-<window start>-<window end>-pane<i>-00000.jsonl: a late pane gets its own file."""
+    start = datetime.datetime.fromtimestamp(float(win.start), datetime.timezone.utc)
+    end = datetime.datetime.fromtimestamp(float(win.end), datetime.timezone.utc)
+    return f"{prefix}-{start:%Y%m%dT%H%M%S}-{end:%Y%m%dT%H%M%S}-pane{pane_index}-00000.jsonl"

@@ -60,6 +60,8 @@ REASONS = {
                         "(after the retries)",
     "message_too_large": "a message over --max_message_bytes",
     "bad_message": "a message the parser failed on unexpectedly (the error is in the detail)",
+    "bad_attribute": "a message attribute the job reads that cannot be read (an event-time "
+                     "attribute that is no time, or one outside the years 1970-9999)",
     # a redrive (beam_jobs/redrive.py)
     "duplicate_key": "a redriven row whose key already has a prediction",
     "redrive_no_header": "a redriven CSV row whose source file's header cannot be read",
