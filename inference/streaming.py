@@ -29,6 +29,9 @@ from preprocessing.files import filesys
 
 MAX_MESSAGE_BYTES = 10 << 20  # default of --max_message_bytes (Pub/Sub's own limit is 10 MB)
 DEAD_LETTER_HEAD = 4096  # bytes of an oversized message its dead letter keeps
+# What a dead letter keeps of a message's data at most: escaped as JSON (6x at worst) it
+# stays under Pub/Sub's 10 MB, so a dead letter can always be published.
+DEAD_LETTER_RAW = 1 << 20
 # Set by the local runner's Pub/Sub read (beam_jobs/shared/local_streaming.py) on a message
 # whose attributes it could not read (an event time that is no time): a dead letter saying
 # why, instead of a failed pull that took the messages pulled with it down too.
@@ -126,9 +129,14 @@ class ParseMessages(beam.DoFn):
             yield from self._reject(mid, raw, "bad_message",
                                     f"{type(e).__name__}: {str(e)[:300]}", msg, ts, pubsub_id)
             return
-        yield MessageMeta(mid, float(ts), publish_time(msg), raw, pubsub_id), row
+        # A row the model rejects keeps its data for the dead letter, within the same bound.
+        yield MessageMeta(mid, float(ts), publish_time(msg), raw[:DEAD_LETTER_RAW],
+                          pubsub_id), row
 
     def _reject(self, mid, raw, reason, detail, msg, ts, pubsub_id):
+        if len(raw) > DEAD_LETTER_RAW:
+            raw, detail = raw[:DEAD_LETTER_RAW], f"{detail} (raw: the first {DEAD_LETTER_RAW} " \
+                f"of {len(raw)} bytes)"
         yield self.dead(self.source, None, raw, reason, detail, **message_extras(
             mid, publish_time(msg), ts, pubsub_id))
 

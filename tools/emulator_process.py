@@ -38,8 +38,8 @@ class EmulatorProcess:
     def environment(self, folder: str) -> Optional[Dict[str, str]]:
         return None
 
-    def __init__(self, timeout: float = 60.0):
-        self.port = free_port()
+    def __init__(self, timeout: float = 60.0, port: Optional[int] = None):
+        self.port = port or free_port()  # a port: the same address again after a restart
         self.host = f"127.0.0.1:{self.port}"
         self.dir = tempfile.mkdtemp(prefix=self.name.replace(" ", "_").replace("/", "") + "_")
         self.log = open(os.path.join(self.dir, "emulator.log"), "wb")

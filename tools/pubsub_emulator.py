@@ -51,11 +51,11 @@ class PubSubEmulator(EmulatorProcess):
 
     name = "Pub/Sub"
 
-    def __init__(self, timeout: float = 60.0):
+    def __init__(self, timeout: float = 60.0, port: Optional[int] = None):
         self.launcher = find_launcher()
         if self.launcher is None or shutil.which("java") is None:
             raise EmulatorError(INSTALL_HINT)
-        super().__init__(timeout)
+        super().__init__(timeout, port)
 
     def command(self, port: int, folder: str) -> List[str]:
         return [self.launcher, "--host=127.0.0.1", f"--port={port}", f"--dir={folder}"]

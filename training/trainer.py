@@ -22,7 +22,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from training import data as data_lib
-from training import defaults, guards, report
+from training import defaults, guards, report, selection
 from training.config import NETWORKS, TrainConfig
 from training.exporting.export import export_model, next_version_dir
 from training.exporting.serving_config import SERVING_DIR, serving_base_path, write_serving_config
@@ -105,6 +105,18 @@ def train_and_evaluate(cfg: TrainConfig) -> dict:
                                                             missing_ok=True)), \
             restored_op_determinism():
         return _train_and_evaluate(cfg)
+
+
+def check_rows_for_a_choice(cfg: TrainConfig, info, families: tuple) -> None:
+    """--model auto trains both families on folds of the train split and keeps one: a split
+    under MIN_DECISION_ROWS rows cannot fill the folds (3 rows trained for 70 s, then failed
+    on an empty fold). Said at launch, in one line."""
+    rows = info.split_rows.get("train") or 0
+    if cfg.model == "auto" and len(families) == 2 and rows < selection.MIN_DECISION_ROWS:
+        raise guards.TrainingError(
+            f"the train split has {rows} row(s): --model auto chooses between models on "
+            f"held-out rows and needs at least {selection.MIN_DECISION_ROWS}; add rows (one "
+            "model, --model wide_deep or boosted_trees, needs a non-empty eval split)")
 
 
 def model_families(cfg: TrainConfig, info, kind: str) -> tuple:
@@ -202,6 +214,7 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
     info, deterministic = _checked_start(cfg, kind, chief)
     train_files = data_lib.split_files(cfg.data_dir, "train")
     families, families_why = model_families(cfg, info, kind)
+    check_rows_for_a_choice(cfg, info, families)
     no_eval = data_lib.check_eval_split(cfg.data_dir, info.split_rows, len(families) == 2)
     eval_files = data_lib.split_files(cfg.data_dir, "eval", missing_ok=no_eval)
     folds = defaults.choice_folds(cfg.choice_folds, kind, info.split_rows.get("train") or 0,

@@ -34,6 +34,8 @@ from preprocessing.reference.golden_score import DEFAULT_MAX_METRIC_REGRESSION
 from training.tuning.spec import SpecError, TuneSpec, load_spec
 
 log = logging.getLogger("training.tune")
+MAX_DISPLAY_NAME = 128     # Vertex AI's limit on a job's display name
+TRIAL_MEMORY = 2 << 30     # what one local trial (a TensorFlow trainer process) may take
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,11 +51,24 @@ class TuneConfig:
     max_metric_regression: float = DEFAULT_MAX_METRIC_REGRESSION
     trial_timeout: Optional[float] = None
     seed: int = 42
+    max_parallel_trials: Optional[int] = None  # None: what the machine's cores and memory allow
 
     def __post_init__(self):
         if not self.vertex_spec and "://" in self.job_dir:
             raise SpecError("--job_dir: the tuner runs its trials here and needs a local folder "
                             "(for a study on Vertex AI, write it with --vertex_spec)")
+        if self.vertex_spec:
+            for flag, path in (("--data_dir", self.data_dir), ("--job_dir", self.job_dir)):
+                if not path.startswith("gs://") or len(path.rstrip("/")) <= len("gs://"):
+                    raise SpecError(f"{flag} {path}: a Vertex AI study reads and writes Cloud "
+                                    "Storage; give a gs://BUCKET/... path")
+            if not 1 <= len(self.display_name) <= MAX_DISPLAY_NAME or \
+                    any(ord(c) < 32 or ord(c) == 127 for c in self.display_name):
+                raise SpecError(f"--display_name: Vertex AI takes 1 to {MAX_DISPLAY_NAME} "
+                                "characters without control characters, got "
+                                f"{len(self.display_name)}")
+        if self.max_parallel_trials is not None and self.max_parallel_trials < 1:
+            raise SpecError("--max_parallel_trials must be >= 1")
         if self.max_metric_regression < 0:
             raise SpecError("--max_metric_regression must be >= 0")
         if self.trial_timeout is not None and self.trial_timeout <= 0:
@@ -84,6 +99,10 @@ def parser() -> argparse.ArgumentParser:
     a("--trial_timeout", type=float, help="Seconds a trial may run before it is stopped and "
       "counted as failed (default: no limit).")
     a("--seed", type=int, default=42, help="The search's seed.")
+    a("--max_parallel_trials", type=int,
+      help="Local studies: run up to this many trials at once even when the spec's "
+           "parallel_trials is over what this machine holds (default: its cores, and 2 GiB "
+           "of available memory a trial).")
     return p
 
 
@@ -93,7 +112,8 @@ def config_from_args(argv=None) -> TuneConfig:
     try:
         return TuneConfig(args.spec, args.data_dir, args.job_dir, tuple(rest), args.vertex_spec,
                           args.trainer_image, args.machine_type, args.display_name,
-                          args.max_metric_regression, args.trial_timeout, args.seed)
+                          args.max_metric_regression, args.trial_timeout, args.seed,
+                          args.max_parallel_trials)
     except SpecError as e:
         p.error(str(e))
 
@@ -112,6 +132,8 @@ def launch(cfg: TuneConfig) -> TuneSpec:
     spec = load_spec(cfg.spec_path, list(cfg.trainer_args))
     if spec.metric and cfg.vertex_spec:
         return spec
+    if not cfg.vertex_spec:
+        spec = cap_parallel_trials(spec, cfg.max_parallel_trials)
     try:
         task = task_of(cfg.data_dir, list(cfg.trainer_args))
     except Exception as e:  # a missing folder, or a storage error from TensorFlow's gfile
@@ -119,6 +141,40 @@ def launch(cfg: TuneConfig) -> TuneSpec:
                         + (" (or name the metric in the spec)" if cfg.vertex_spec else "")) \
             from None
     return spec.with_metric(task)
+
+
+def machine_room() -> tuple:
+    """(cores, bytes of available memory) of this machine."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    available = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return cores, available
+
+
+def cap_parallel_trials(spec: TuneSpec, allowed: Optional[int]) -> TuneSpec:
+    """parallel_trials within what this machine holds: its cores, and TRIAL_MEMORY of
+    available memory a trial (64 trials on 2 cores passed 3 GB in 20 s), unless
+    --max_parallel_trials allows more; said in a warning."""
+    cores, available = machine_room()
+    room = max(1, min(cores, available // TRIAL_MEMORY if available else cores))
+    cap = allowed if allowed is not None else room
+    if spec.parallel_trials <= cap:
+        return spec
+    log.warning("training.tune: parallel_trials %d is more than %s; running %d at once "
+                "(--max_parallel_trials N to change it)", spec.parallel_trials,
+                f"--max_parallel_trials {allowed}" if allowed is not None else
+                f"this machine holds ({cores} cores, {(available or 0) / 2**30:.1f} GiB "
+                f"available, {TRIAL_MEMORY >> 30} GiB a trial)", cap)
+    return dataclasses.replace(spec, parallel_trials=cap)
 
 
 def write_vertex_spec(cfg: TuneConfig, spec: TuneSpec) -> str:

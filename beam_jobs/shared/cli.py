@@ -54,12 +54,18 @@ def quiet_designed_failures() -> None:
     """Drops Beam's logged copies (with tracebacks) of a designed failure, in this process
     (runner, in-process workers) and in a local worker process."""
     def keep(record) -> bool:
+        if record.msg == GIVING_UP:  # the DirectRunner's retries of a failed bundle ran out
+            return False
         return designed_failure(record.exc_info[1] if record.exc_info
                                 else record.getMessage()) is None
     for name in ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker",
                  "apache_beam.runners.worker.bundle_processor",
-                 "apache_beam.runners.portability.local_job_service"):
+                 "apache_beam.runners.portability.local_job_service",
+                 "apache_beam.runners.direct.executor"):
         logging.getLogger(name).addFilter(keep)
+
+
+GIVING_UP = "Giving up after %s attempts."  # apache_beam/runners/direct/executor.py
 
 
 def designed_failure(error) -> Optional[str]:
@@ -68,9 +74,9 @@ def designed_failure(error) -> Optional[str]:
     if isinstance(error, RunFailed):
         text = str(error)
     else:  # the worker's traceback names the class by its module path
-        names = "|".join(c.__name__ for c in RunFailed.__subclasses__())
-        found = re.findall(rf"{re.escape(RunFailed.__module__)}\.(?:{names}): ([^\n]*)",
-                           str(error or ""))
+        names = "|".join(re.escape(f"{c.__module__}.{c.__name__}")
+                         for c in RunFailed.__subclasses__())
+        found = re.findall(rf"(?:{names}): ([^\n]*)", str(error or ""))
         if not found:
             return None
         text = found[-1]

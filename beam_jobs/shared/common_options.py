@@ -301,5 +301,27 @@ def job_options(argv, job: str, options_cls, doc: str, shared=(),
     standard = options.view_as(StandardOptions)
     if standard.runner in (None, "DirectRunner"):
         standard.runner = local_runner
+    check_dataflow_options(job, options)
     setup_logging(options.view_as(IOOptions).log_level)
     return options
+
+
+def check_dataflow_options(job: str, options: PipelineOptions) -> None:
+    """On Dataflow: a project, a region and Cloud Storage locations, said at launch in one
+    line (without a project, the launch looked for credentials for about 2 minutes, then
+    printed a traceback)."""
+    runner = options.view_as(StandardOptions).runner
+    name = runner if isinstance(runner, (str, type(None))) else type(runner).__name__
+    if "Dataflow" not in str(name or ""):
+        return
+    cloud = options.view_as(GoogleCloudOptions)
+    missing = [f for f, v in (("--project", cloud.project), ("--region", cloud.region)) if not v]
+    if missing:
+        raise JobError(job, f"--runner {name} needs {' and '.join(missing)}")
+    for flag, path in (("--temp_location", cloud.temp_location),
+                       ("--staging_location", cloud.staging_location)):
+        if path and not path.startswith("gs://"):
+            raise JobError(job, f"{flag} {path}: Dataflow's workers read Cloud Storage; give "
+                                "gs://BUCKET/...")
+    if not (cloud.temp_location or cloud.staging_location):
+        raise JobError(job, f"--runner {name} needs --temp_location gs://BUCKET/tmp")

@@ -154,6 +154,7 @@ class SinkUnavailable(RunFailed):
     """A topic could not be published to for longer than --max_outage_secs."""
 
 
+_OUTAGES: Dict[str, float] = {}  # topic -> when publishing to it began to fail (monotonic)
 _PUBLISHERS: dict = {}  # this process's PublisherClient (one gRPC channel for every topic)
 _PUBLISHERS_LOCK = threading.Lock()
 PUBLISH_TIMEOUT_SECS = 30.0
@@ -198,7 +199,9 @@ class PublishMessages(beam.DoFn):
                 [(m.attributes or {}).get("message_id") for m in messages])
 
     def _publish(self, messages) -> None:
-        pending, since, backoff, warned = messages, None, 0.5, 0.0
+        # The outage is the topic's, not this bundle's: the DirectRunner retries a failed
+        # bundle (4 attempts) and each retry must not start the clock again.
+        pending, backoff, warned = messages, 0.5, 0.0
         while pending:
             futures = [(m, self._client.publish(self.topic, m.data,
                                                 timeout=PUBLISH_TIMEOUT_SECS,
@@ -212,9 +215,10 @@ class PublishMessages(beam.DoFn):
                     failed.append(m)
                     error = e
             if not failed:
+                _OUTAGES.pop(self.topic, None)
                 return
             now = time.monotonic()
-            since = now if since is None else since
+            since = _OUTAGES.setdefault(self.topic, now)
             line = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
             if now - since > self.max_outage_secs:
                 raise SinkUnavailable(

@@ -36,6 +36,7 @@ from preprocessing.files import filesys
 STAGING_PREFIX = "_staging-"
 STAGING_RE = re.compile(re.escape(STAGING_PREFIX) + r"(\d+)-")
 MANIFEST = "_MANIFEST"
+OWNER = "_OWNER"  # a local staging folder's run: host, pid and that process's start time
 STALE_STAGING_HOURS = 24.0  # a staging folder this old is an abandoned run's (--stale_staging_hours)
 LOCK = "_PUBLISH_LOCK"
 LEASE_SECS = 30.0  # a lock not renewed for this long is a dead holder's
@@ -76,7 +77,8 @@ def publish(staging: str, output: str, managed: Sequence[str], success: bool = T
         if isinstance(manifest, list):  # an earlier version's: the files only
             manifest = {"files": manifest, "managed": [], "success": False}
     else:
-        staged = [_relative(staging, p) for p in _list(FileSystems.join(staging, "**"))]
+        staged = [r for r in (_relative(staging, p) for p in
+                              _list(FileSystems.join(staging, "**"))) if r != OWNER]
         if not staged:  # a retry after an attempt that published and removed the staging
             return
         manifest = {"files": staged, "managed": list(managed), "success": success}
@@ -154,8 +156,50 @@ def _remove_empty_folders(path: str) -> None:
 
 def new_staging(output: str) -> str:
     """This run's staging folder under `output`; its name carries the start time, which is
-    how a later run tells a live run's folder from one a killed run left."""
-    return FileSystems.join(output, f"{STAGING_PREFIX}{int(time.time())}-{uuid.uuid4().hex[:8]}")
+    how a later run tells a live run's folder from one a killed run left. A local one is
+    made now and names its run's process (OWNER): a later run removes it as soon as that
+    process is gone, not only after --stale_staging_hours."""
+    staging = FileSystems.join(output, f"{STAGING_PREFIX}{int(time.time())}-"
+                                       f"{uuid.uuid4().hex[:8]}")
+    if not filesys.is_remote_path(output):
+        try:
+            os.makedirs(staging, exist_ok=True)
+            with open(os.path.join(staging, OWNER), "w") as f:
+                json.dump(_this_process(), f)
+        except OSError:  # the writable check at launch says why; the age rule still holds
+            pass
+    return staging
+
+
+def _this_process() -> dict:
+    return {"host": socket.gethostname(), "pid": os.getpid(),
+            "started": _process_start(os.getpid())}
+
+
+def _process_start(pid: int) -> Optional[str]:
+    """The process's start time in clock ticks since boot (/proc), which tells it from a
+    later process that reuses its pid."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_gone(staging: str) -> bool:
+    """True when the local staging folder's run was a process of this host that no longer
+    runs (killed); False when it may still run, or cannot be told."""
+    try:
+        with open(os.path.join(staging, OWNER)) as f:
+            owner = json.load(f)
+        if owner.get("host") != socket.gethostname():
+            return False
+        pid = int(owner["pid"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+    started = _process_start(pid)
+    return started is None or (owner.get("started") is not None and
+                               started != owner["started"])
 
 
 def staging_age_secs(path: str, now: Optional[float] = None) -> float:
@@ -167,7 +211,9 @@ def staging_age_secs(path: str, now: Optional[float] = None) -> float:
 
 def warn_if_shared(job: str, output: str, hours: float = STALE_STAGING_HOURS) -> None:
     """Launch-time: says so when another run may be writing into `output` now."""
-    live = [t for t in staging_dirs(output) if staging_age_secs(t) < hours * 3600]
+    local = not filesys.is_remote_path(output)
+    live = [t for t in staging_dirs(output)
+            if staging_age_secs(t) < hours * 3600 and not (local and owner_gone(t))]
     if live:
         counting.emit(f"{job}: warning: {len(live)} other run(s) started in the last {hours:g} h "
                      f"may be writing into {output} ({live[0]}); runs publish one at a time "
@@ -190,11 +236,13 @@ def staging_dirs(output: str) -> List[str]:
 def remove_staging_dirs(output: str, keep: Iterable[str] = (),
                         older_than_hours: float = STALE_STAGING_HOURS) -> List[str]:
     """Deletes `_staging-*` folders under `output` whose run started more than
-    `older_than_hours` ago (what killed runs left; a younger one may be a live run's),
-    except `keep`."""
+    `older_than_hours` ago, or whose local run's process is gone (what killed runs left; a
+    younger one may be a live run's), except `keep`."""
     keep = {k.rstrip("/") for k in keep}
+    local = not filesys.is_remote_path(output)
     removed = [t for t in staging_dirs(output)
-               if t not in keep and staging_age_secs(t) >= older_than_hours * 3600]
+               if t not in keep and (staging_age_secs(t) >= older_than_hours * 3600 or
+                                     (local and owner_gone(t)))]
     for top in removed:
         remove_tree(top)
     return removed

@@ -76,6 +76,7 @@ def test_beams_and_dataflows_own_flags_keep_working():
     options = common_options.job_options(
         ["--model_dir", "m", "--input", "i", "--output", "o", "--evaluate_label", "y",
          "--runner", "DataflowRunner", "--project", "p", "--region", "r", "--num_workers", "3",
+         "--temp_location", "gs://b/tmp",
          "--experiments=use_runner_v2", "--experiments", "x", "--setup_file", "./setup.py",
          "--streaming", "--direct_num_workers", "2"], batch_predict.JOB, PipelineOptions, "doc")
     from apache_beam.options.pipeline_options import WorkerOptions
@@ -111,8 +112,9 @@ def test_arguments_are_a_typed_frozen_dataclass():
 def test_local_runs_name_a_runner_that_downloads_nothing():
     opts = common_options.job_options(["--input", "x"], "preprocess", preprocess.PreprocessOptions, "")
     assert opts.get_all_options()["runner"] == local_runner.LOCAL_RUNNER
-    opts = common_options.job_options(["--runner", "DataflowRunner"], "preprocess",
-                               preprocess.PreprocessOptions, "")
+    opts = common_options.job_options(["--runner", "DataflowRunner", "--project", "p",
+                                       "--region", "r", "--temp_location", "gs://b/t"],
+                                      "preprocess", preprocess.PreprocessOptions, "")
     assert opts.get_all_options()["runner"] == "DataflowRunner"
 
 
@@ -221,3 +223,22 @@ def test_each_jobs_args_dataclass_declares_exactly_its_flags(job):
     flags = vars(parser.parse_args([]))
     fields = {f.name: f.default for f in dataclasses.fields(cls)}
     assert fields == flags
+
+
+@pytest.mark.parametrize("job", ["preprocess", "batch_predict", "stream_predict", "redrive"])
+@pytest.mark.parametrize("flags, says", [
+    ([], "needs --project and --region"),
+    (["--project", "p"], "needs --region"),
+    (["--project", "p", "--region", "r"], "needs --temp_location gs://BUCKET/tmp"),
+    (["--project", "p", "--region", "r", "--temp_location", "/tmp/x"],
+     "--temp_location /tmp/x: Dataflow's workers read Cloud Storage"),
+])
+def test_dataflow_runs_name_their_missing_settings_at_launch(job, flags, says):
+    """Before: no check; without credentials the launch retried for ~2 minutes, then a
+    traceback ("Missing required option: project")."""
+    from beam_jobs.shared import common_options
+    from beam_jobs.shared.errors import JobError
+    with pytest.raises(JobError) as e:
+        common_options.job_options(["--runner", "DataflowRunner", *flags], job,
+                                   common_options.IOOptions, "")
+    assert says in e.value.message and "\n" not in e.value.message

@@ -340,6 +340,30 @@ def test_only_stale_staging_folders_are_removed(tmp_path):
     assert publish.remove_staging_dirs(out, older_than_hours=0) == [live]
 
 
+def test_a_staging_folder_whose_run_is_gone_is_removed_at_once(tmp_path):
+    """A killed local run's staging folder names its process: the next run removes it as
+    soon as that process is gone, not only after --stale_staging_hours (a killed redrive's
+    was left behind by the rerun)."""
+    import subprocess
+    import sys
+    out = str(tmp_path / "out")
+    mine = publish.new_staging(out)  # this process: alive
+    proc = subprocess.Popen([sys.executable, "-c",
+                             "from beam_jobs.shared import publish; import sys; "
+                             f"print(publish.new_staging({out!r}))"],
+                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    dead = proc.communicate(timeout=60)[0].strip()
+    assert os.path.isfile(os.path.join(dead, publish.OWNER))
+    assert publish.owner_gone(dead) and not publish.owner_gone(mine)
+    assert publish.remove_staging_dirs(out, older_than_hours=24) == [dead]
+    assert os.path.isdir(mine)
+    # What the run publishes never includes its owner record.
+    with open(os.path.join(mine, "part"), "w") as f:
+        f.write("x")
+    publish.publish(mine, out, ["part"])
+    assert sorted(os.listdir(out)) == ["_SUCCESS", "part"]
+
+
 def test_publishes_into_one_output_happen_one_at_a_time(tmp_path, monkeypatch):
     """Two runs finishing together: the lock serialises the moves, and the output ends as
     exactly one run's files (never a mix)."""

@@ -93,6 +93,7 @@ def test_a_killed_redrive_leaves_the_output_and_a_redrive_merges_by_key(run_with
     assert len(left) == 5 and all("n/a" in r["raw"] for r in left)
     assert os.path.exists(os.path.join(out, "_SUCCESS"))
     assert summary["previous_run"]["rows_predicted"] == 9_970
+    assert not glob.glob(os.path.join(out, STAGING_PREFIX + "*"))  # the killed run's too
 
     # A fixed copy (--rejects) of one letter, its key one already predicted: it replaces
     # the published letter and becomes a duplicate_key dead letter, not a second row.

@@ -65,17 +65,25 @@ def _publish_steadily(topics, prefix: str, n: int, every: float) -> threading.Th
 
 @pytest.mark.slow
 def test_every_message_once_as_a_prediction_or_a_dead_letter(topics, trained, tmp_path):
+    """Malformed data, event-time attributes that are no time and a 9 MB message (the
+    emulator's client channel took 4 MiB) each come out, and none stops the others pulled
+    with it (a bad timestamp failed the whole pull, redelivered forever)."""
     model = tmp_path / "m"
     shutil.copytree(trained[2]["export_dir"], model / "100")
+    now_ms = str(int(time.time() * 1000))
     good_ids = [f"g{i}" for i in range(12)]
     for mid in good_ids:
-        topics.publish("in", json.dumps(GOOD).encode(), id=mid)
+        topics.publish("in", json.dumps(GOOD).encode(), id=mid, ts=now_ms)
     topics.publish("in", b"{broken", id="bad1")
     topics.publish("in", json.dumps(dict(GOOD, pickup_latitude="x")).encode(), id="bad2")
-    proc = _start_job(topics, model)
+    for i, ts in enumerate(("not-a-time", "1e30", "99999999999999999999")):
+        topics.publish("in", json.dumps(GOOD).encode(), id=f"ts{i}", ts=ts)
+    topics.publish("in", json.dumps(dict(GOOD, company="c" * 9_000_000)).encode(), id="big",
+                   ts=now_ms)
+    proc = _start_job(topics, model, "--timestamp_attribute", "ts")
     try:
-        outs = topics.pull("out", len(good_ids), timeout=180, proc=proc)
-        dead = topics.pull("dead", 2, timeout=60, proc=proc)
+        outs = topics.pull("out", len(good_ids) + 1, timeout=180, proc=proc)
+        dead = topics.pull("dead", 5, timeout=60, proc=proc)
         # The ack deadline is 10 s: a message the job took but did not ack would come again
         # within 10 s of the job's pull, which came before the outputs pulled above.
         late = topics.pull("out", 1, timeout=12, proc=proc) + \
@@ -86,16 +94,24 @@ def test_every_message_once_as_a_prediction_or_a_dead_letter(topics, trained, tm
     finally:
         trickle.stop.set()
         err = _stop(proc)
+    # The 9 MB message is a valid row (its string is hashed): a prediction.
     records = [json.loads(m.message.data) for m in outs]
-    assert sorted(r["id"] for r in records) == sorted(good_ids), err[-3000:]
+    assert sorted(r["id"] for r in records) == sorted(good_ids + ["big"]), err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
     assert late == [], [m.message.attributes.get("id") for m in late]
+    outs = [m for m in outs if m.message.attributes["id"] != "big"]
     for m in outs:  # attributes carry the id and version for idempotent downstream writes
         rec = json.loads(m.message.data)
         assert m.message.attributes["id"] == rec["id"]
         assert m.message.attributes["model_version"] == "100" == rec["model_version"]
         assert rec["latency_ms"] >= 0 and isinstance(rec["prediction"], float)
-    assert {json.loads(m.message.data)["id"]: json.loads(m.message.data)["reason"]
-            for m in dead} == {"bad1": "invalid_json", "bad2": "unparsable_number"}
+    letters = {json.loads(m.message.data)["id"]: json.loads(m.message.data) for m in dead}
+    assert {k: v["reason"] for k, v in letters.items()} == {
+        "bad1": "invalid_json", "bad2": "unparsable_number", "ts0": "bad_attribute",
+        "ts1": "bad_attribute", "ts2": "bad_attribute"}
+    assert letters["ts0"]["detail"].startswith("attribute ts='not-a-time' is neither")
+    for m in outs + dead:  # the Pub/Sub message id a consumer drops redeliveries by
+        assert m.message.attributes["message_id"] == json.loads(m.message.data)["message_id"]
     windows = [w for w in (json.loads(m.message.data) for m in mon)
                if w["event"] == "window_stats"]
     assert windows and all(w["window_end"] - w["window_start"] == 2 for w in windows)

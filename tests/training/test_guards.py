@@ -239,3 +239,24 @@ def test_a_table_without_feature_columns_is_refused_at_preprocess(tmp_path):
     assert "no model inputs: every column but the label is an identifier or empty (rownames: " \
            "row numbers" in str(e.value.code) and "serial: row numbers" in str(e.value.code)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("rows, model, refused", [
+    (3, "auto", True), (29, "auto", True), (30, "auto", False), (3, "wide_deep", False)])
+def test_model_auto_on_a_table_too_small_for_its_folds_is_one_line_at_launch(rows, model,
+                                                                              refused):
+    """3 train rows trained for 70 s, then failed in the choice's empty fold."""
+    import types
+
+    from training import trainer
+    from training.config import TrainConfig
+    cfg = TrainConfig(data_dir="d", job_dir="j", model=model)
+    info = types.SimpleNamespace(split_rows={"train": rows})
+    families = ("network", "trees") if model == "auto" else ("network",)
+    if not refused:
+        trainer.check_rows_for_a_choice(cfg, info, families)
+        return
+    with pytest.raises(guards.TrainingError) as e:
+        trainer.check_rows_for_a_choice(cfg, info, families)
+    assert f"the train split has {rows} row(s): --model auto" in str(e.value)
+    assert "\n" not in str(e.value)

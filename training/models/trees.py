@@ -87,6 +87,8 @@ def read_columns(files, info: FeatureInfo, features, holdout: Optional[data_lib.
             log.warning("boosted_trees: read the first %d train rows (the bound on rows held "
                         "in memory)", limit)
             break
+    if not rows:
+        raise ValueError(f"no train rows reached the trees (from {len(files)} file(s))")
     out = {name: np.concatenate(v)[:limit] for name, v in cols.items()}
     return out, np.concatenate(labels)[:limit] if labels else np.zeros(0)
 

@@ -145,13 +145,36 @@ def gate_check(candidate: str, current: Optional[str], tolerance: float) -> dict
                 current_metric=cur.value, detail=cand.detail)
 
 
-def publish(export: str, export_base: str) -> str:
-    """Copies a version under the export base as its newest version (whole, then renamed)."""
+PUBLISHED_FROM = os.path.join("assets.extra", "tuning_trial.json")  # in a published version
+
+
+def publish(export: str, export_base: str, origin: Optional[dict] = None) -> str:
+    """Copies a version under the export base as its newest version (whole, with `origin`,
+    the study and trial it came from, then renamed)."""
     version = next_version_dir(export_base)
     os.makedirs(export_base, exist_ok=True)
     shutil.copytree(export, version + ".partial")
+    if origin is not None:
+        os.makedirs(os.path.join(version + ".partial", "assets.extra"), exist_ok=True)
+        with open(os.path.join(version + ".partial", PUBLISHED_FROM), "w") as f:
+            json.dump(origin, f)
     os.rename(version + ".partial", version)
     return version
+
+
+def published_before(export_base: str, origin: dict) -> Optional[str]:
+    """The version under `export_base` that a publish of `origin` made, if any: a study
+    finished again (best.json lost in a stop after the publish) never publishes it twice."""
+    if not os.path.isdir(export_base):
+        return None
+    for v in sorted((v for v in os.listdir(export_base) if v.isdigit()), key=int):
+        try:
+            with open(os.path.join(export_base, v, PUBLISHED_FROM)) as f:
+                if json.load(f) == origin:
+                    return os.path.join(export_base, v)
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def trial_metrics(tuning_dir: str, number: int) -> dict:
@@ -181,12 +204,17 @@ def finish(tuning_dir: str, job_dir: str, records: list, spec, tolerance: float)
     if not export or not os.path.isdir(export):
         raise RuntimeError(f"trial {best['trial']}'s export is missing ({export})")
     export_base = os.path.join(job_dir, "export")
-    verdict = gate_check(export, newest_export(export_base), tolerance)
+    origin = {"study": os.path.realpath(tuning_dir), "trial": best["trial"]}
+    already = published_before(export_base, origin)
+    verdict = gate_check(export, newest_export(export_base), tolerance) if already is None \
+        else {"candidate": export, "accepted": True, "reason": "published_before",
+              "current": already}
     out = {"trial": best["trial"], "parameters": best["parameters"],
            "metric": {"name": spec.metric, "goal": spec.goal, "eval": best["metric"],
                       "test": (m.get("test") or {}).get(spec.metric)},
            "family": (m.get("model") or {}).get("family"), "export": export, "gate": verdict,
-           "published": publish(export, export_base) if verdict["accepted"] else None}
+           "published": already or (publish(export, export_base, origin)
+                                    if verdict["accepted"] else None)}
     if out["published"]:
         write_serving_config(os.path.join(job_dir, SERVING_DIR), "model",
                              serving_base_path(export_base))
