@@ -198,3 +198,43 @@ def test_a_topic_that_is_gone_is_retried_then_stops_in_one_line(pubsub_emulator,
         list(fn.finish_bundle())
     assert str(e.value).startswith("cannot publish to projects/test-project/topics/deleted-one")
     assert "\n" not in str(e.value)
+
+
+def test_the_runner_still_asks_per_bundle_what_the_cache_answers():
+    """Fails when a Beam upgrade changes where the DirectRunner asks whether a DoFn is
+    stateful (review local_streaming.cache_dofn_specs then)."""
+    from apache_beam.transforms import userstate
+    beam_specs = getattr(userstate, "_beam_get_dofn_specs", userstate.get_dofn_specs)
+    assert "for method_name in dir(dofn)" in inspect.getsource(beam_specs)
+    assert "get_dofn_specs(dofn)" in inspect.getsource(userstate.validate_stateful_dofn)
+    assert "is_stateful_dofn(dofn)" in inspect.getsource(te._ParDoEvaluator.start_bundle)
+
+
+def test_cached_dofn_specs_answer_as_beam_does_and_never_cache_state():
+    import apache_beam as beam
+    from apache_beam.coders import VarIntCoder
+    from apache_beam.transforms import userstate
+    from apache_beam.transforms.core import CallableWrapperDoFn
+
+    local_streaming.cache_dofn_specs()
+    local_streaming.cache_dofn_specs()  # idempotent
+    beam_specs = userstate._beam_get_dofn_specs
+
+    class Counting(beam.DoFn):
+        COUNT = userstate.ReadModifyWriteStateSpec("n", VarIntCoder())
+
+        def process(self, kv, n=beam.DoFn.StateParam(COUNT)):
+            yield kv
+
+    class Plain(beam.DoFn):
+        def process(self, x, ts=beam.DoFn.TimestampParam):
+            yield x
+
+    dofns = [Counting(), Plain(), CallableWrapperDoFn(lambda x: x),
+             CallableWrapperDoFn(lambda x, y=3: x + y)]
+    for _ in range(3):  # the second and third answers come from the cache
+        for dofn in dofns:
+            assert userstate.get_dofn_specs(dofn) == beam_specs(dofn)
+            assert te.is_stateful_dofn(dofn) == isinstance(dofn, Counting)
+    assert (Counting, None, (), ()) not in local_streaming._NOT_STATEFUL
+    assert (Plain, None, (), ()) in local_streaming._NOT_STATEFUL
