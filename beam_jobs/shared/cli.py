@@ -40,6 +40,9 @@ def main(job: str, run) -> None:
     quiet_designed_failures()
     try:
         run()
+    except JobError as e:  # a bad argument or input, said before the pipeline: exit 2
+        print(e.code, file=sys.stderr)
+        exit_now(2)
     except Exception as e:
         message = designed_failure(e)
         if message is None:
