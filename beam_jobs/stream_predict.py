@@ -327,12 +327,18 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
                  cfg.args.model_refresh_secs)
     p = test_pipeline or beam.Pipeline(options=options)
     build_pipeline(p, cfg)
-    result = p.run()
-    # A replay ends when its file is done; a Pub/Sub pipeline runs until cancelled. Locally
-    # this process is the pipeline, so it waits; on Dataflow it waits unless told not to.
-    if local_runner.is_local_runner(options) or not getattr(
-            options.view_as(StandardOptions), "no_wait_until_finish", False):
-        result.wait_until_finish()
+    try:
+        result = p.run()
+        # A replay ends when its file is done; a Pub/Sub pipeline runs until cancelled.
+        # Locally this process is the pipeline, so it waits; on Dataflow it waits unless
+        # told not to.
+        if local_runner.is_local_runner(options) or not getattr(
+                options.view_as(StandardOptions), "no_wait_until_finish", False):
+            result.wait_until_finish()
+    except BaseException:
+        if cfg.ack_after_write:  # what it held, not written, goes back to Pub/Sub now
+            local_acks.LEDGER.release()
+        raise
     return result
 
 

@@ -23,9 +23,7 @@ def one_line(text: str) -> str:
 def read_spec_text(path: str) -> str:
     """The text of the spec file at `path` (any Beam filesystem)."""
     from apache_beam.io.filesystems import FileSystems
-
-    from preprocessing.files.filesys import is_remote_path
-    if not is_remote_path(path):
+    if "://" not in path:  # a local file: what it is, before anything opens it
         try:
             st = os.stat(path)
         except OSError as e:

@@ -203,7 +203,8 @@ def test_replay_mode_runs_the_same_pipeline(versions, tmp_path):
     (["--model_dir", "{tmp}/none", "--input_topic", "t", "--output_dir", "{tmp}"],
      "cannot read the model"),
     (["--model_dir", "{m}", "--replay", "f", "--output_dir", "{tmp}", "--runner",
-      "DataflowRunner"], "--replay is a local"),
+      "DataflowRunner", "--project", "p", "--region", "r", "--temp_location", "gs://b/t"],
+     "--replay is a local"),
 ])
 def test_bad_arguments_fail_fast(versions, tmp_path, args, message):
     args = ["--streaming"] + [a.format(m=versions / "100", tmp=tmp_path) for a in args]
