@@ -6,44 +6,19 @@ restart after the topic is back) are tools/reliability_faults.py's."""
 import json
 import shutil
 import signal
-import threading
 import time
 
 import pytest
 
 from tests.end_to_end.test_pubsub import GOOD, PROJECT, _start_job
 from tools.pubsub_emulator import PubSubEmulator, Topics, available
+from tools.reliability_faults import Publisher
 
 
 @pytest.fixture
 def model(trained, tmp_path):
     shutil.copytree(trained[2]["export_dir"], tmp_path / "m" / "100")
     return tmp_path / "m"
-
-
-class Publisher(threading.Thread):
-    """Publishes good messages `<prefix><i>` at about `rate` a second until stopped;
-    `sent` lists the ids Pub/Sub took."""
-
-    def __init__(self, topics, prefix: str, rate: float):
-        super().__init__(daemon=True)
-        self.topics, self.prefix, self.rate = topics, prefix, rate
-        self.sent, self.halt = [], threading.Event()
-
-    def run(self):
-        i, data = 0, json.dumps(GOOD).encode()
-        while not self.halt.is_set():
-            batch = [(f"{self.prefix}{i + k}", self.topics.pub.publish(
-                self.topics.topics["in"], data, id=f"{self.prefix}{i + k}")) for k in range(10)]
-            for mid, future in batch:
-                future.result(timeout=30)
-                self.sent.append(mid)
-            i += 10
-            time.sleep(10 / self.rate)
-
-    def stop(self):
-        self.halt.set()
-        self.join(timeout=60)
 
 
 def _collect(topics, seen: list, want: set, timeout: float, proc=None) -> None:
