@@ -74,7 +74,7 @@ class Ledger:
     def written(self, message_ids: Iterable[str], sinks: int) -> None:
         """One sink has written the records of `message_ids`; a message whose record goes to
         `sinks` sinks in all is acknowledged when the last of them reports it."""
-        ready: Dict[tuple, List[str]] = {}
+        ready: List[Held] = []
         with self._lock:
             for mid in message_ids:
                 held = self._held.get(mid)
@@ -82,12 +82,11 @@ class Ledger:
                     continue
                 if held.written + 1 >= sinks:
                     del self._held[mid]
-                    ready.setdefault((id(held.client), held.subscription),
-                                     [held.client, []])[1].extend(held.ack_ids)
+                    ready.append(held)
                     self.acknowledged += 1
                 else:
                     self._held[mid] = held._replace(written=held.written + 1)
-        for (_, subscription), (client, ack_ids) in ready.items():
+        for client, subscription, ack_ids in _by_subscription(ready):
             _call_in_chunks(client.acknowledge, subscription, ack_ids)
 
     def release(self) -> int:
@@ -95,11 +94,7 @@ class Ledger:
         subscriber does: a restart gets them without waiting for their leases to run out."""
         with self._lock:
             held, self._held = self._held, {}
-        grouped: Dict[tuple, list] = {}
-        for h in held.values():
-            grouped.setdefault((id(h.client), h.subscription), [h.client, []])[1].extend(
-                h.ack_ids)
-        for (_, subscription), (client, ack_ids) in grouped.items():
+        for client, subscription, ack_ids in _by_subscription(held.values()):
             _call_in_chunks(client.modify_ack_deadline, subscription, ack_ids,
                             ack_deadline_seconds=0)
         return len(held)
@@ -129,17 +124,27 @@ class Ledger:
     def renew_leases(self) -> int:
         """Extends the ack deadline of every held message whose lease runs out soon."""
         now = time.monotonic()
-        due: Dict[tuple, List[str]] = {}
+        due: List[Held] = []
         with self._lock:
             for mid, held in self._held.items():
                 if held.lease_until - now < RENEW_BEFORE_SECS:
-                    due.setdefault((id(held.client), held.subscription),
-                                   [held.client, []])[1].extend(held.ack_ids)
+                    due.append(held)
                     self._held[mid] = held._replace(lease_until=now + LEASE_SECS)
-        for (_, subscription), (client, ack_ids) in due.items():
+        renewed = 0
+        for client, subscription, ack_ids in _by_subscription(due):
             _call_in_chunks(client.modify_ack_deadline, subscription, ack_ids,
                             ack_deadline_seconds=LEASE_SECS)
-        return sum(len(v[1]) for v in due.values())
+            renewed += len(ack_ids)
+        return renewed
+
+
+def _by_subscription(helds: Iterable[Held]) -> List[tuple]:
+    """(client, subscription, ack ids) of held messages, one per subscription pulled."""
+    grouped: Dict[tuple, tuple] = {}
+    for h in helds:
+        grouped.setdefault((id(h.client), h.subscription),
+                           (h.client, h.subscription, []))[2].extend(h.ack_ids)
+    return list(grouped.values())
 
 
 def _call_in_chunks(method, subscription: str, ack_ids: List[str], **kw) -> None:
