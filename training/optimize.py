@@ -2,6 +2,9 @@
 
     python -m training.optimize --model_dir out/job/export --mode int8 [--tolerance 0.01]
 
+Every family: a boosted-trees or blend export's forest (TF-DF's ops, reading its files in
+`assets/`) is kept as it is and its model resource carried over; only float weights are
+frozen or quantised (a boosted_trees export has none to quantise: --mode frozen only).
 `--mode frozen`: the variables of `predict_raw` (the transform and the model, the path the
 batch and streaming jobs call) become constants and the graph is frozen with its functions
 inlined, so the runtime sees one graph to fold and prune (training-only nodes, variable reads
@@ -26,6 +29,7 @@ import tempfile
 import numpy as np
 
 from preprocessing.contract.schema import RAW_SCHEMA_ASSET, Schema
+from preprocessing.files import saved_models
 from preprocessing.reference.evaluation import EvalSums
 from preprocessing.reference.golden import (
     EXPORT_CALIBRATION,
@@ -38,9 +42,9 @@ from preprocessing.reference.golden import (
 from training.exporting.export import (
     CLASSIFY_METHOD,
     REGRESS_METHOD,
-    example_spec,
     model_family,
     next_version_dir,
+    predict_raw_parsing,
     serving_api_signatures,
     set_method_names,
 )
@@ -126,13 +130,7 @@ def build_module(loaded, graph_def, args, resources, outputs, schema: Schema,
         return dict(zip(names, values))
 
     m.predict_raw = tf.function(run, input_signature=[dict(spec)])
-    image = next((c.name for c in schema.columns if c.transform == "image"), None)
-    if image:  # image exports: predict_raw takes the encoded bytes (training/exporting/export.py)
-        example = {image: tf.io.FixedLenFeature([], tf.string)}
-        tf_names = {image: "image_bytes"}
-    else:
-        example = example_spec(schema)
-        tf_names = {c.name: schema.tf_name(c.name) for c in schema.serving_columns()}
+    example, tf_names = predict_raw_parsing(schema)
 
     def serve_examples(examples):
         parsed = tf.io.parse_example(examples, example)
@@ -177,12 +175,13 @@ def optimize(model_dir: str, mode: str, tolerance: float = DEFAULT_TOLERANCE) ->
     if not tf.io.gfile.exists(golden_path):
         raise OptimizeError(f"{golden_path} is missing: no rows to check the new version on")
     family = model_family(source)
-    if family in ("boosted_trees", "blend"):
-        raise OptimizeError(f"{source} is a {family} export: its forest is not float "
-                            "weights to freeze or quantise (only network exports optimise)")
+    if family == "boosted_trees" and mode != "frozen":
+        raise OptimizeError(f"--mode {mode}: {source} is a boosted_trees export, whose only "
+                            "weights are its forest's (kept as they are): nothing to quantise; "
+                            "--mode frozen applies")
     examples = read_examples(golden_path)
     labels = example_labels(examples, schema)
-    loaded = tf.saved_model.load(source)
+    loaded = saved_models.load(source)
     if "predict_raw" not in loaded.signatures:
         raise OptimizeError(f"{source}: no predict_raw signature")
     frozen, args, resources, outputs = freeze(loaded.signatures["predict_raw"])
@@ -206,7 +205,7 @@ def optimize(model_dir: str, mode: str, tolerance: float = DEFAULT_TOLERANCE) ->
             "serving_default": module.serve_examples, "predict_raw": module.predict_raw, **api})
         set_method_names(staged, {"classify": CLASSIFY_METHOD, "regress": REGRESS_METHOD})
         before, ref = _score(loaded.signatures["serving_default"], examples, labels, schema.task)
-        after, got = _score(tf.saved_model.load(staged).signatures["serving_default"],
+        after, got = _score(saved_models.load(staged).signatures["serving_default"],
                             examples, labels, schema.task)
         report = {"source": source, "mode": mode, "rows": len(examples),
                   "metric": "rmse" if schema.task == "regression" else "accuracy",

@@ -9,7 +9,9 @@
 The last two carry the method names TF Serving checks (tensorflow/serving/classify and
 /regress), which `tf.saved_model.save` cannot set (it writes .../predict): they are set in the
 saved graph's protobuf after saving, and the fingerprint is written again.
-plus `assets.extra/raw_schema.json`, the raw schema that batch/stream jobs parse inputs with.
+plus `assets.extra/raw_schema.json`, the raw schema that batch/stream jobs parse inputs with,
+`model.json` (the family, the ops it needs beyond TensorFlow's and their package),
+`README.md` (how to load and call it) and `tf_serving_warmup_requests` (warmup.py).
 
 Outputs: regression -> `predictions` [batch]; classification -> `probabilities` [batch, n],
 `class_ids` [batch], `classes` [batch] (label vocabulary strings).
@@ -47,6 +49,17 @@ def example_spec(schema: Schema) -> dict:
             spec[c.name] = tf.io.FixedLenFeature([], tf.as_dtype(DTYPE_TABLE[c.type].tf),
                                                  default_value=c.typed_default())
     return spec
+
+
+def predict_raw_parsing(schema: Schema) -> tuple:
+    """(tf.Example spec, {example key: predict_raw input}): how `serving_default` turns
+    tf.Examples into predict_raw's inputs (an image export: the image column's bytes as
+    `image_bytes`)."""
+    image = next((c.name for c in schema.columns if c.transform == "image"), None)
+    if image:
+        return {image: tf.io.FixedLenFeature([], tf.string)}, {image: "image_bytes"}
+    return example_spec(schema), {c.name: schema.tf_name(c.name)
+                                  for c in schema.serving_columns()}
 
 
 class ServingModule(tf.Module):
@@ -193,7 +206,8 @@ def next_version_dir(model_dir: str) -> str:
     return os.path.join(model_dir, str(version))
 
 
-MODEL_ASSET = "assets.extra/model.json"  # {"family": ...}: which model family this version is
+MODEL_ASSET = "assets.extra/model.json"  # {"family": ..., what loading needs}
+README_ASSET = "assets.extra/README.md"   # how to load and call this version
 
 
 def model_family(export_dir: str) -> str:
@@ -208,8 +222,6 @@ def model_family(export_dir: str) -> str:
 
 def export_model(model, data_dir: str, info: FeatureInfo, export_dir: str,
                  family: str = "network") -> str:
-    import json
-
     import tensorflow_transform as tft
 
     if info.image:
@@ -222,13 +234,29 @@ def export_model(model, data_dir: str, info: FeatureInfo, export_dir: str,
     set_method_names(export_dir, {"classify": CLASSIFY_METHOD, "regress": REGRESS_METHOD})
     tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
     copy_reference_files(data_dir, export_dir)
-    with tf.io.gfile.GFile(os.path.join(export_dir, MODEL_ASSET), "w") as f:
-        json.dump({"family": family}, f)
-    # Written last: readers take a version as complete once this file exists
-    # (inference.model.model_handler.is_complete).
     schema = info.raw_schema
     if schema.task != info.task:  # --label_key: the jobs serve the task that was trained
         schema = dataclasses.replace(schema, task=info.task)
+    write_model_notes(export_dir, family, schema)
+    # Written last: readers take a version as complete once this file exists
+    # (inference.model.model_handler.is_complete).
     with tf.io.gfile.GFile(os.path.join(export_dir, RAW_SCHEMA_ASSET), "w") as f:
         f.write(schema.dumps())
     return export_dir
+
+
+def write_model_notes(export_dir: str, family: str, schema: Schema) -> dict:
+    """TF Serving's warmup records, `model.json` (the family and what loading needs: the op
+    package and its version) and a README saying how to load and call the export."""
+    import json
+
+    from preprocessing.files import serving_ops
+    from training.exporting.export_readme import readme_text
+    from training.exporting.warmup import write_warmup
+    notes = {"family": family, **serving_ops.needs(export_dir),
+             "warmup_requests": write_warmup(export_dir, schema)}
+    with tf.io.gfile.GFile(os.path.join(export_dir, MODEL_ASSET), "w") as f:
+        json.dump(notes, f, indent=1)
+    with tf.io.gfile.GFile(os.path.join(export_dir, README_ASSET), "w") as f:
+        f.write(readme_text(notes, schema))
+    return notes
