@@ -164,6 +164,18 @@ def trained_trees(preprocessed, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def trained_blend(preprocessed, tmp_path_factory):
+    """The network and boosted trees blended (--model blend): (data_dir, job_dir, metrics)."""
+    from training import train_and_evaluate
+    data_dir, _ = preprocessed
+
+    def build(folder):
+        return data_dir, str(folder), train_and_evaluate(small_train_config(
+            data_dir, str(folder), model="blend", num_trees=60))
+    return built_once(tmp_path_factory, "blend", build)
+
+
+@pytest.fixture(scope="session")
 def shuffled_export(taxi_csv, tmp_path_factory):
     """An export trained on the taxi rows with fare_amount shuffled among them."""
     from beam_jobs import preprocess

@@ -33,6 +33,7 @@ SIDE_REQUIREMENTS = os.path.join(HERE, "tfdf_side", "requirements.txt")
 SIDE_SCRIPT = os.path.join(HERE, "tfdf_side", "serve_like_tf_serving.py")
 LOADED = re.compile(r"Loading model from path (\S+) with prefix (\S+)")
 TREES = re.compile(r"Model loaded with (\d+) root\(s\), (\d+) node\(s\)")
+SIDE_TIMEOUT_SECS = 600
 TOLERANCE = 1e-5  # float32 arithmetic of two TensorFlow builds on the same graph
 
 
@@ -73,15 +74,18 @@ def here_outputs(export_dir: str) -> dict:
     return {k: v.numpy() for k, v in out.items() if v.dtype != tf.string}
 
 
-def check_export(path: str, side_python: str) -> dict:
+def check_export(export: str, side_python: str) -> dict:
     from preprocessing.files import serving_ops
-    export = export_version(path)
     result = {"export": export, "problems": serving_ops.serving_problems(export),
               "custom_ops": serving_ops.custom_ops(export), "forests": forests(export)}
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "side.json")
-        r = subprocess.run([side_python, SIDE_SCRIPT, "--export", export, "--out", out],
-                           capture_output=True, text=True, timeout=600)
+        try:
+            r = subprocess.run([side_python, SIDE_SCRIPT, "--export", export, "--out", out],
+                               capture_output=True, text=True, timeout=SIDE_TIMEOUT_SECS)
+        except subprocess.TimeoutExpired:
+            result["problems"].append(f"the side environment took over {SIDE_TIMEOUT_SECS} s")
+            return result
         if r.returncode != 0:
             tail = r.stderr.strip().splitlines()[-1:] or ["(no output)"]
             result["problems"].append(f"the side environment could not serve it: {tail[0]}")
@@ -118,8 +122,10 @@ def dump_op_defs(side_python: str) -> None:
     code = ("import tensorflow_decision_forests\n"
             "from tensorflow.python.framework import op_def_registry\n"
             f"for n in {sorted(TFDF_OP_DEFS)!r}:\n"
-            "    d = op_def_registry.get(n); d.ClearField('summary'); d.ClearField('description')\n"
-            "    [a.ClearField('description') for a in list(d.input_arg) + list(d.output_arg) + list(d.attr)]\n"
+            "    d = op_def_registry.get(n)\n"
+            "    d.ClearField('summary'); d.ClearField('description')\n"
+            "    for a in list(d.input_arg) + list(d.output_arg) + list(d.attr):\n"
+            "        a.ClearField('description')\n"
             "    print(d)\n")
     subprocess.run([side_python, "-c", code], check=True, stderr=subprocess.DEVNULL)
 
@@ -136,16 +142,22 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if not args.export and not args.dump_op_defs:
         ap.error("give --export (or --dump_op_defs)")
-    side_python = ensure_side_env(args.venv, args.python)
+    from training.optimize import OptimizeError
+    try:
+        exports = [export_version(path) for path in args.export]
+        side_python = ensure_side_env(args.venv, args.python)
+    except (OptimizeError, OSError, subprocess.CalledProcessError) as e:
+        print(f"tfdf_serving_check: error: {e}", file=sys.stderr)
+        return 2
     if args.dump_op_defs:
         dump_op_defs(side_python)
         return 0
     failed = 0
-    for path in args.export:
+    for path in exports:
         result = check_export(path, side_python)
         failed += bool(result["problems"])
         print(json.dumps(result, indent=1))
-    print(f"tfdf_serving_check: {len(args.export) - failed} of {len(args.export)} export(s) "
+    print(f"tfdf_serving_check: {len(exports) - failed} of {len(exports)} export(s) "
           "pass", file=sys.stderr)
     return 1 if failed else 0
 

@@ -135,3 +135,37 @@ def test_kubernetes_manifest_mounts_configs_the_server_parses():
     assert ports == {int(flags["port"]), int(flags["rest_api_port"])}
     assert {p["targetPort"] for p in kinds["Service"]["spec"]["ports"]} == ports
     assert container["readinessProbe"]["httpGet"]["path"] == "/v1/models/model"
+
+
+def test_the_templates_serve_the_tf_serving_release_the_op_check_names():
+    """templates/serving/ runs the release whose TF-DF ops the exports are checked against."""
+    from preprocessing.files import serving_ops
+    image = re.search(r"^FROM tensorflow/serving:(\S+)$",
+                      open(os.path.join(SERVING, "Dockerfile")).read(), re.M).group(1)
+    assert image == serving_ops.TF_SERVING_VERSION
+    major_minor = tuple(int(x) for x in image.split(".")[:2])
+    assert major_minor >= tuple(int(x) for x in serving_ops.TF_SERVING_MIN_VERSION.split("."))
+    for path in ("Dockerfile", "serving.yaml", "vertex_model.json"):
+        text = open(os.path.join(SERVING, path)).read().lower()
+        assert "wide_deep" not in text and "cannot" not in text, path
+
+
+def test_vertex_model_upload_is_a_model_the_api_takes_running_the_same_server():
+    from google.cloud.aiplatform_v1.types import Model
+    text = open(os.path.join(SERVING, "vertex_model.json")).read()
+    model = Model.from_json(text)  # unknown or misspelt fields raise
+    spec = model.container_spec
+    assert spec.image_uri.endswith(":" + re.search(
+        r"^FROM tensorflow/serving:(\S+)$", open(os.path.join(SERVING, "Dockerfile")).read(),
+        re.M).group(1))
+    assert list(spec.command) == ["tensorflow_model_server"]
+    flags = dict(a.lstrip("-").split("=", 1) for a in spec.args)
+    # Vertex sends requests and health checks to the first port: the REST port.
+    assert [p.container_port for p in spec.ports] == [int(flags["rest_api_port"])]
+    assert spec.predict_route == f"/v1/models/{flags['model_name']}:predict"
+    assert spec.health_route == f"/v1/models/{flags['model_name']}"
+    assert flags["model_base_path"] == "$(AIP_STORAGE_URI)"
+    assert model.artifact_uri.startswith("gs://")
+    # The batching file is the one the Dockerfile's image holds.
+    docker = open(os.path.join(SERVING, "Dockerfile")).read()
+    assert f"--batching_parameters_file={flags['batching_parameters_file']}" in docker

@@ -7,7 +7,7 @@ so the first real requests after a version swap do not pay the model's lazy init
 `serving_default` (serialized tf.Examples) and `predict_raw` (one tensor per raw column), a
 Classify or Regress request for `classify` / `regress`. The rows are the golden set's (raw
 eval rows the export already carries), each signature asked once with one row and once with
-up to WARMUP_ROWS, within WARMUP_REQUEST_BYTES of examples per request.
+up to WARMUP_ROWS, within WARMUP_REQUEST_BYTES of examples per request (warmup_rows).
 """
 from __future__ import annotations
 
@@ -24,16 +24,22 @@ WARMUP_REQUEST_BYTES = 512 << 10
 PREDICT_METHOD = "tensorflow/serving/predict"
 
 
-def request_sizes(examples: List[bytes]) -> List[int]:
-    """Rows per request: one, and as many of the first WARMUP_ROWS as fit the byte budget."""
-    if not examples:
-        return []
-    total, rows = 0, 0
-    for e in examples[:WARMUP_ROWS]:
-        if rows and total + len(e) > WARMUP_REQUEST_BYTES:
+def warmup_rows(examples: List[bytes]) -> List[bytes]:
+    """The rows the largest request asks: the first WARMUP_ROWS that fit WARMUP_REQUEST_BYTES
+    together (a row larger than that alone is passed over: a warmup file stays small)."""
+    rows, total = [], 0
+    for e in examples:
+        if len(rows) == WARMUP_ROWS:
             break
-        total, rows = total + len(e), rows + 1
-    return sorted({1, rows})
+        if total + len(e) <= WARMUP_REQUEST_BYTES:
+            rows.append(e)
+            total += len(e)
+    return rows
+
+
+def request_sizes(rows: List[bytes]) -> List[int]:
+    """Rows per request: one, and all of `rows`."""
+    return sorted({1, len(rows)}) if rows else []
 
 
 def signature_methods(export_dir: str) -> Dict[str, str]:
@@ -63,9 +69,9 @@ def warmup_logs(examples: List[bytes], schema: Schema, methods: Dict[str, str]) 
         prediction_log_pb2,
         regression_pb2,
     )
-    logs = []
-    for rows in request_sizes(examples):
-        batch = examples[:rows]
+    logs, chosen = [], warmup_rows(examples)
+    for rows in request_sizes(chosen):
+        batch = chosen[:rows]
         for name in sorted(methods):
             method = methods[name]
             if method == PREDICT_METHOD and name in ("serving_default", "predict_raw"):
