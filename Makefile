@@ -17,7 +17,7 @@ TEST_PROCS ?= 3
 # The project's venv and the BigQuery emulator's install side by side.
 MAKEFLAGS += -j2
 
-.PHONY: install install-emulators demo demo-stream demo-images test test-fast bench clean
+.PHONY: install install-emulators demo demo-stream demo-images test test-fast bench serving-check clean
 
 install: $(VENV)/.installed
 
@@ -88,6 +88,10 @@ test: install install-emulators
 test-fast: install
 	$(PY) -m ruff check .
 	$(PY) -m pytest tests -m "not slow" -n 2
+
+# TF Serving's TF-DF ops serve make demo's export (a side venv, .venv-tfdf: ~90 s once; docs/serving.md).
+serving-check: install
+	$(PY) -m tools.tfdf_serving_check --export $(DEMO_DIR)/job/export
 
 bench: install
 	$(PY) benchmarks/preprocess_csv.py --rows 1000000
