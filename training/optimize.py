@@ -40,15 +40,13 @@ from preprocessing.reference.golden import (
     serve_examples,
 )
 from training.exporting.export import (
-    CLASSIFY_METHOD,
-    REGRESS_METHOD,
     model_family,
     next_version_dir,
-    predict_raw_parsing,
     serving_api_signatures,
     set_method_names,
 )
 from training.exporting.quantize import MODES, quantize, weight_constants
+from training.exporting.requests import CLASSIFY_METHOD, REGRESS_METHOD, predict_raw_parsing
 from training.guards import TrainingError, check_writable
 
 log = logging.getLogger("training.optimize")

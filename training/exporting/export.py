@@ -26,7 +26,6 @@ import tensorflow as tf
 
 from preprocessing.contract.schema import DTYPE_TABLE, RAW_SCHEMA_ASSET, Schema
 from preprocessing.features.image_transform import decode_batch
-from preprocessing.parsing.record_batches import raw_feature_spec
 from preprocessing.reference.golden import (
     CALIBRATION_FILE,
     EXPORT_CALIBRATION,
@@ -36,30 +35,8 @@ from preprocessing.reference.golden import (
 )
 from preprocessing.reference.statistics import EXPORT_STATISTICS, STATISTICS_FILE
 from training.data import FeatureInfo
+from training.exporting.requests import CLASSIFY_METHOD, REGRESS_METHOD, example_spec
 from training.holding import held, hold
-
-
-def example_spec(schema: Schema) -> dict:
-    """How `serving_default` parses a raw tf.Example. tf.Examples carry the user's column
-    names; predict_raw and the transform take the TensorFlow names (schema.tf_name)."""
-    cols = schema.serving_columns()
-    spec = raw_feature_spec(schema, cols)
-    for c in cols:
-        if c.default is not None:  # optional columns may be absent from a tf.Example
-            spec[c.name] = tf.io.FixedLenFeature([], tf.as_dtype(DTYPE_TABLE[c.type].tf),
-                                                 default_value=c.typed_default())
-    return spec
-
-
-def predict_raw_parsing(schema: Schema) -> tuple:
-    """(tf.Example spec, {example key: predict_raw input}): how `serving_default` turns
-    tf.Examples into predict_raw's inputs (an image export: the image column's bytes as
-    `image_bytes`)."""
-    image = next((c.name for c in schema.columns if c.transform == "image"), None)
-    if image:
-        return {image: tf.io.FixedLenFeature([], tf.string)}, {image: "image_bytes"}
-    return example_spec(schema), {c.name: schema.tf_name(c.name)
-                                  for c in schema.serving_columns()}
 
 
 class ServingModule(tf.Module):
@@ -140,10 +117,6 @@ class ImageServingModule(tf.Module):
 
     def _predict_raw(self, features):
         return self._predict(features["image_bytes"])
-
-
-CLASSIFY_METHOD = "tensorflow/serving/classify"
-REGRESS_METHOD = "tensorflow/serving/regress"
 
 
 def serving_api_signatures(module, classification: bool) -> dict:

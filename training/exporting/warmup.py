@@ -16,12 +16,16 @@ from typing import Dict, List
 
 from preprocessing.contract.schema import Schema
 from preprocessing.reference.golden import EXPORT_GOLDEN, read_examples
-from training.exporting.export import CLASSIFY_METHOD, REGRESS_METHOD, predict_raw_parsing
+from training.exporting.requests import (
+    CLASSIFY_METHOD,
+    PREDICT_METHOD,
+    REGRESS_METHOD,
+    predict_raw_parsing,
+)
 
 WARMUP_ASSET = os.path.join("assets.extra", "tf_serving_warmup_requests")
 WARMUP_ROWS = 64
 WARMUP_REQUEST_BYTES = 512 << 10
-PREDICT_METHOD = "tensorflow/serving/predict"
 
 
 def warmup_rows(examples: List[bytes]) -> List[bytes]:
