@@ -6,7 +6,10 @@ row), never from a sample, so no row is rejected because inference guessed a nar
 than a later row holds. The rules, per column, over its values with surrounding whitespace
 stripped:
 
-- missing: the empty field, and in a numeric column the tokens of NA_TOKENS (`NA`, `?`, ...);
+- missing: the empty field, and in a numeric column the tokens of NA_TOKENS (`NA`, `?`, ...),
+  but for a token that is one of a few categories (in 10% of the rows or more, beside at
+  most 20 other values: `None` for "no previous convictions"): then the column is a
+  vocabulary holding it as a category, and a label keeps its rows as a class;
 - numeric: every present value is a decimal of the one number grammar (contract/values.py); `int`
   when every one is an integer literal and the whole input was profiled, else `float`
   (widening: a later `55.3` cannot be rejected). Any other text makes the column a string,
@@ -90,10 +93,13 @@ def _is_row_index(name: str, s: ColumnStats) -> bool:
 
 def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:
     """The type and transform of a feature column from its statistics (see the module doc)."""
-    missing = s.empty + s.na
+    marks = s.category_marks()
+    missing = s.empty + s.na - s.marked()
     if s.present == 0:
         return Decision(ColumnSpec(name, "string", "none", default=""), "left_out",
                         "no values")
+    if marks:
+        return _with_category_marks(name, s, marks, missing)
     strays = s.stray_texts()
     if strays and _is_id_string(s) and all(INTEGER_RE.fullmatch(str(v)) for v in s.distinct
                                            if v not in s.texts):
@@ -151,6 +157,20 @@ def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:
                     "feature", f"{why}; {'many' if d is None else d} distinct: hashed")
 
 
+def _with_category_marks(name: str, s: ColumnStats, marks: tuple, missing: int) -> Decision:
+    """A column of a few values, one (or more) of them a token of NA_TOKENS at a large share:
+    a category like the others (a vocabulary, numbers among them as texts); the other tokens
+    still read as missing values."""
+    share = ", ".join(f"{m!r} in {s.na_counts[m] / max(s.rows, 1):.0%} of rows" for m in marks)
+    why = (f"{share}, beside {s.distinct_count} other value(s): a category, not a missing "
+           f"value; {s.distinct_count + len(marks)} distinct: a vocabulary")
+    if missing:
+        why += f"; {missing} missing"
+    return Decision(ColumnSpec(name, "string", "vocabulary", default="" if missing else None,
+                               missing=tuple(t for t in NA_TOKENS if t not in marks)),
+                    "feature", why)
+
+
 def _share(s: ColumnStats) -> str:
     return f"{s.distinct_share:.0%}"
 
@@ -161,7 +181,9 @@ def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple
     (unparsable_number). `task` (preprocess's --task) overrides the guess."""
     missing = NA_TOKENS if s.numeric or s.na or s.stray_text else ()
     d = s.distinct_count
-    text = ColumnSpec(name, "string", missing=missing)
+    marks = s.category_marks()
+    # A class written as an NA token ("None" in a share of the rows) is a class: its rows stay.
+    text = ColumnSpec(name, "string", missing=tuple(t for t in missing if t not in marks))
     number = ColumnSpec(name, "float", missing=missing)
     texts = (f"; {s.non_numeric}{'+' if s.mostly_text else ''} value(s) are not numbers (e.g. "
              f"{s.examples[:2]}): their rows are rejected as "
@@ -176,6 +198,9 @@ def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple
     if task == "classification" or not s.numeric or (s.leading_zero and s.non_integer == 0):
         _check_classes(name, s)
         why = "--task classification" if task else "string label"
+        if marks:
+            return text, "classification", f"{why}, {d + len(marks)} classes ({marks} " \
+                "a class, not a missing value)"
         return text, "classification", f"{why}, {d} classes"
     if d == 2 and not s.stray_text:  # -1/1, 0.0/1.0: two values are classes
         pair = [short(v) for v in sorted(s.distinct)]
@@ -280,8 +305,9 @@ def report(prof: Profile, decisions: Dict[str, Decision], schema: Schema) -> Lis
         s, d = prof.columns[name], decisions[name]
         out.append({"column": name, "tf_name": schema.tf_name(name), "role": d.role,
                     "type": d.spec.type, "transform": d.spec.transform,
-                    "missing_rate": round((s.empty + s.na) / max(s.rows, 1), 4),
-                    "distinct": s.distinct_count if not s.capped else f">{DISTINCT_CAP}",
+                    "missing_rate": round((s.empty + s.na - s.marked()) / max(s.rows, 1), 4),
+                    "distinct": s.distinct_count + len(s.category_marks()) if not s.capped
+                    else f">{DISTINCT_CAP}",
                     "why": d.why})
     return out
 

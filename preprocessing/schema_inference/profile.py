@@ -33,6 +33,11 @@ EXAMPLES = 3                 # non-numeric texts kept per column for the report
 # its present values (a price with a stray "unknown"); past it the column is text and its
 # count stops (matching every value of a text column would cost the profile its speed).
 STRAY_TEXT_SHARE = 0.01
+# A token of NA_TOKENS in at least this share of a column's rows, beside at most
+# CATEGORY_MARK_VALUES other distinct values, is one of a few categories ("None": no previous
+# convictions), not a missing mark (category_marks).
+CATEGORY_MARK_SHARE = 0.1
+CATEGORY_MARK_VALUES = 20
 STRAY_TEXT_VALUES = 10       # distinct texts a numeric feature may read as missing
 STRAY_TEXT_CHARS = 40        # and their longest: a longer text is data, not a missing mark
 EXAMPLE_CHARS = 40           # an example is cut to this for the log and summary.json
@@ -52,6 +57,7 @@ class ColumnStats:
     rows: int = 0
     empty: int = 0
     na: int = 0                     # NA_TOKENS
+    na_counts: dict = dataclasses.field(default_factory=dict)  # token -> rows
     non_numeric: int = 0            # present values outside the number grammar
     non_integer: int = 0            # numbers that are not integer literals
     leading_zero: int = 0           # integer literals like 007
@@ -95,7 +101,13 @@ class ColumnStats:
         empty = pc.equal(s, "")
         self.empty += pc.sum(empty).as_py() or 0
         na = pc.is_in(s, value_set=pa.array(NA_TOKENS, s.type))
-        self.na += pc.sum(na).as_py() or 0
+        na_rows = pc.sum(na).as_py() or 0
+        self.na += na_rows
+        if na_rows:
+            counts = pc.value_counts(s.filter(na))
+            for token, n in zip(counts.field("values").to_pylist(),
+                                counts.field("counts").to_pylist()):
+                self.na_counts[token] = self.na_counts.get(token, 0) + n
         present = s.filter(pc.invert(pc.or_(empty, na)))
         if not len(present):
             return
@@ -132,6 +144,18 @@ class ColumnStats:
                 all(len(t) <= STRAY_TEXT_CHARS for t in self.texts):
             return tuple(sorted(self.texts))
         return ()
+
+    def category_marks(self) -> tuple:
+        """The tokens of NA_TOKENS this column holds as categories: each in at least
+        CATEGORY_MARK_SHARE of its rows, beside at most CATEGORY_MARK_VALUES other values."""
+        if self.capped or not 0 < len(self.distinct) <= CATEGORY_MARK_VALUES:
+            return ()
+        return tuple(sorted(t for t, n in self.na_counts.items()
+                            if n >= CATEGORY_MARK_SHARE * self.rows))
+
+    def marked(self) -> int:
+        """Rows holding a category mark."""
+        return sum(self.na_counts[t] for t in self.category_marks())
 
     @property
     def examples(self) -> List[str]:

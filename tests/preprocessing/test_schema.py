@@ -225,3 +225,42 @@ def test_a_yaml_spec_with_aliases_is_refused_before_it_expands(tmp_path):
     big.write_text("# " + "x" * (2 << 20))
     with pytest.raises(SchemaError, match="over 1 MiB"):
         Schema.load(str(big))
+
+
+def _marked_rows(n=600):
+    """priors: None (64%) or 1..3; grade: A/B with NA in 30%; age: numbers, NA in 5%;
+    outcome: None / Mild / Severe."""
+    rows = []
+    for i in range(n):
+        priors = "None" if i % 25 < 16 else str(1 + i % 3)
+        grade = "NA" if i % 10 < 3 else "AB"[i % 2]
+        age = "NA" if i % 20 == 0 else str(18 + i % 50)
+        rows.append([priors, grade, age, ("None", "Mild", "Severe")[i % 3], str(i % 7)])
+    return profile_rows(["priors", "grade", "age", "outcome", "y"], rows)
+
+
+def test_a_missing_mark_that_is_one_of_a_few_categories_stays_a_category():
+    prof = _marked_rows()
+    assert prof.columns["priors"].category_marks() == ("None",)
+    schema, decisions = infer_from_profile(prof, "y", task="regression")
+    priors = schema.column("priors")
+    assert (priors.type, priors.transform) == ("string", "vocabulary")
+    assert "None" not in priors.missing and "NA" in priors.missing
+    assert "'None' in 64% of rows, beside 3 other value(s): a category" in \
+        decisions["priors"].why
+    assert "'NA' in 30% of rows" in decisions["grade"].why
+    # A token at a small share of a column of many numbers is still a missing value.
+    age = schema.column("age")
+    assert age.type == "float" and "NA" in age.missing and age.default == "mean"
+    assert prof.columns["age"].category_marks() == ()
+
+
+def test_a_class_written_as_a_missing_mark_keeps_its_rows():
+    schema, decisions = infer_from_profile(_marked_rows(), "outcome")
+    outcome = schema.column("outcome")
+    assert schema.task == "classification" and "None" not in outcome.missing
+    assert "3 classes" in decisions["outcome"].why
+    # A text label with a rare NA: those rows still have no label.
+    rows = [["x", "NA" if i == 0 else "ab"[i % 2]] for i in range(100)]
+    rare = infer_from_profile(profile_rows(["f", "y"], rows), "y")[0]
+    assert "NA" in rare.column("y").missing
