@@ -85,8 +85,13 @@ def test_a_pull_gathers_what_is_waiting_beyond_ten_messages(pubsub_emulator):
     client = local_streaming.subscriber_client()
     started = time.monotonic()
     got = local_streaming.pull(client, topics.subs["in"])
-    assert sorted(r.message.data.decode() for r in got) == sorted(f"m{i}" for i in range(300))
+    # Far beyond the 10 Beam's read took a pull; how many of the 300 a loaded emulator hands
+    # over within the gathering time varies (300 idle, 200 once under a full test run).
+    assert len(got) > 10
     assert time.monotonic() - started < local_streaming.GATHER_SECS + 5
+    while len(got) < 300 and time.monotonic() - started < 60:  # the rest: the next pulls
+        got += local_streaming.pull(client, topics.subs["in"])
+    assert sorted(r.message.data.decode() for r in got) == sorted(f"m{i}" for i in range(300))
     # A trickle: one message waiting makes a bundle after at most the gathering time.
     topics.publish("in", b"alone", id="a1")
     started = time.monotonic()
