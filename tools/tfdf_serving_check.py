@@ -56,10 +56,8 @@ def export_version(path: str) -> str:
 
 def forests(export_dir: str) -> list:
     """The file prefixes the export's init graph loads forests with."""
-    from preprocessing.files.serving_ops import meta_graph
-    graph = meta_graph(export_dir).graph_def
-    nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
-    return sorted({n.attr["file_prefix"].s.decode() for n in nodes
+    from preprocessing.files.serving_ops import nodes
+    return sorted({n.attr["file_prefix"].s.decode() for n in nodes(export_dir)
                    if n.op == "SimpleMLLoadModelFromPathWithHandle"})
 
 

@@ -10,14 +10,13 @@ import tensorflow as tf
 from preprocessing.files.serving_ops import MissingOpsError, missing_ops_message
 
 
-def register_custom_ops() -> bool:
-    """Registers TF-DF's inference ops; False when ydf-tf is not installed (a network export
+def register_custom_ops() -> None:
+    """Registers TF-DF's inference ops when ydf-tf is installed (without it a network export
     still loads; a forest's says what to install)."""
     try:
         import ydf_tf  # noqa: F401  (importing registers the ops)
     except ImportError:
-        return False
-    return True
+        pass
 
 
 def load(path: str):

@@ -67,13 +67,16 @@ def meta_graph(export_dir: str):
     return proto.meta_graphs[0]
 
 
-def op_types(export_dir: str) -> Set[str]:
-    """Every op type a node runs, in the graph and in every function of its library (a node
-    calling a library function by name is not an op)."""
+def nodes(export_dir: str) -> list:
+    """Every node of the export's graph and of every function in its library."""
     graph = meta_graph(export_dir).graph_def
-    functions = {f.signature.name for f in graph.library.function}
-    nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
-    return {n.op for n in nodes} - functions
+    return list(graph.node) + [n for f in graph.library.function for n in f.node_def]
+
+
+def op_types(export_dir: str) -> Set[str]:
+    """Every op type a node runs (a node calling a library function by name is not an op)."""
+    functions = {f.signature.name for f in meta_graph(export_dir).graph_def.library.function}
+    return {n.op for n in nodes(export_dir)} - functions
 
 
 def normalized(op_def) -> str:

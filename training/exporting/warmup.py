@@ -48,12 +48,8 @@ def request_sizes(rows: List[bytes]) -> List[int]:
 
 def signature_methods(export_dir: str) -> Dict[str, str]:
     """{signature: method name} as saved (what TF Serving dispatches on)."""
-    import tensorflow as tf
-    from tensorflow.core.protobuf import saved_model_pb2
-    proto = saved_model_pb2.SavedModel()
-    with tf.io.gfile.GFile(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
-        proto.ParseFromString(f.read())
-    return {name: sig.method_name for name, sig in proto.meta_graphs[0].signature_def.items()}
+    from preprocessing.files.serving_ops import meta_graph
+    return {name: sig.method_name for name, sig in meta_graph(export_dir).signature_def.items()}
 
 
 def _predict_raw_inputs(examples: List[bytes], schema: Schema) -> dict:
