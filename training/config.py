@@ -198,7 +198,7 @@ class TrainConfig:
           help="boosted_trees: a categorical feature of over 30 values as categories to split "
                "on, or as its cross-fitted mean label (target). auto (default): under 10,000 "
                "train rows with --model auto or blend, both are grown on the same rows and "
-               "categories kept unless target is lower by 3 standard errors on the rows held "
+               "categories kept unless target is lower by 2 standard errors on the rows held "
                "out from them; else categories.")
         a("--tree_threads", type=int, default=0,
           help="boosted_trees: YDF's training threads. 0 (default): one under 200,000 train "

@@ -341,8 +341,9 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
                 holdout: Optional[data_lib.Holdout],
                 num_trees: Optional[int] = None, stop_on_fold: bool = False) -> TreesRun:
     """Trains gradient boosted trees on the train split (less a fold when `holdout` excludes
-    one), `num_trees` of them (default `--num_trees`), with `cfg`'s split axis and category encoding (shape_cfg). On a
-    small table the left-out fold is scored after each round (fold_losses); with
+    one), `num_trees` of them (default `--num_trees`), with `cfg`'s split axis and category
+    encoding (shape_cfg). On a small table the left-out fold is scored after each round
+    (fold_losses); with
     `stop_on_fold` (a cross-fitted fold) the trees stop FOLD_LOOK_AHEAD rounds after that
     fold's loss last improved."""
     import ydf  # noqa: F401  (YDF's learners)
