@@ -123,7 +123,12 @@ def main(argv=None) -> None:
             many = [c for c in _strings(train, label) if train[c].nunique() > MANY_VALUES]
             cells = []
             for o in options:
-                v = option(o, train, test, label, task, seed, many)
+                try:
+                    v = option(o, train, test, label, task, seed, many)
+                except ValueError as e:  # YDF refuses some pairings (ONE_HOT on some tasks)
+                    cells.append(f"{'refused':>17}")
+                    print(f"  {o}: {str(e)[:120]}", file=sys.stderr)
+                    continue
                 cells.append(f"{v / base:>16.3f}x" if task == "regression" else f"{v - base:>+17.3f}")
             print(f"{table:<11} {seed:>4}  {base:>9.4g}  " + " ".join(cells) + f"   ({', '.join(many)})",
                   flush=True)
