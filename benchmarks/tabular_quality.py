@@ -142,6 +142,7 @@ def _packaged_csv(package, path):
     """A CSV shipped inside a package (lifelines' and plotnine's data folders)."""
     def load():
         import importlib.util
+
         import pandas as pd
         spec = importlib.util.find_spec(package)
         return pd.read_csv(os.path.join(os.path.dirname(spec.origin), path))
