@@ -47,6 +47,10 @@ class CategoryMeans:
         size = len(self.table) - 1
         return self.table[np.where((ids >= 0) & (ids < size), ids, size)]
 
+    def put(self, columns: Dict[str, np.ndarray], values: np.ndarray) -> None:
+        """Its [rows, k] `values` into `columns`, a column per name."""
+        columns.update({n: values[:, j] for j, n in enumerate(self.names)})
+
     def lookup(self, ids: tf.Tensor) -> Dict[str, tf.Tensor]:
         """The same in TensorFlow, for the export: {name: means shaped as `ids`}."""
         flat = tf.reshape(tf.cast(ids, tf.int64), [-1])
@@ -108,3 +112,18 @@ def many_valued(features: Dict[str, str], cardinality: Dict[str, int]) -> List[s
     """The categorical features (YDF semantics) of over MANY_VALUES values."""
     return [n for n, s in features.items()
             if s == "CATEGORICAL" and cardinality.get(n, 0) > MANY_VALUES]
+
+
+def encode(columns: Dict[str, np.ndarray], features: Dict[str, str], info, labels: np.ndarray,
+           seed: int) -> tuple:
+    """(columns, features, CategoryMeans) with each many-valued categorical feature of
+    `info` (a training.data.FeatureInfo) replaced by its cross-fitted mean labels (fit)."""
+    y = targets(labels, info.task == "regression", info.n_classes)
+    columns, features, means = dict(columns), dict(features), []
+    for name in many_valued(features, info.categorical):
+        table, values = fit(name, columns.pop(name), y, info.categorical[name], seed)
+        del features[name]
+        table.put(columns, values)
+        features.update({n: "NUMERICAL" for n in table.names})
+        means.append(table)
+    return columns, features, tuple(means)

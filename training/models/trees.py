@@ -288,23 +288,6 @@ def grow_shapes(cfg: TrainConfig, info: FeatureInfo, train_files,
             for shape in shapes(cfg, info, holdout)}
 
 
-def encode_categories(columns: Dict[str, np.ndarray], features: Dict[str, str],
-                      info: FeatureInfo, labels: np.ndarray, seed: int) -> tuple:
-    """(columns, features, CategoryMeans) with each many-valued categorical feature
-    replaced by its cross-fitted mean labels (category_means.fit)."""
-    regression = info.task == "regression"
-    y = category_means.targets(labels, regression, info.n_classes)
-    columns, features, means = dict(columns), dict(features), []
-    for name in category_means.many_valued(features, info.categorical):
-        table, values = category_means.fit(name, columns.pop(name), y,
-                                           info.categorical[name], seed)
-        del features[name]
-        for j, n in enumerate(table.names):
-            columns[n], features[n] = values[:, j], "NUMERICAL"
-        means.append(table)
-    return columns, features, tuple(means)
-
-
 def _per_tree_losses(forest, rows: int, regression: bool) -> np.ndarray:
     """The validation loss after each tree, summed over the `rows` rows (YDF logs a mean:
     the RMSE of a regression, the log loss of a classification)."""
@@ -320,8 +303,7 @@ def _held_out_rows(train_files, info: FeatureInfo, features, holdout: data_lib.H
     class the train rows lack is not YDF's to score."""
     valid, labels = read_columns(train_files, info, features, holdout.other())
     for m in means:
-        values = m.values(valid.pop(m.feature))
-        valid.update({n: values[:, j] for j, n in enumerate(m.names)})
+        m.put(valid, m.values(valid.pop(m.feature)))
     valid[LABEL] = labels.astype(train_labels.dtype)
     if not regression:
         seen = np.isin(valid[LABEL], np.unique(train_labels))
@@ -361,7 +343,8 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     shape = TreesShape(fixed.split_axis, fixed.category_encoding)
     features, means = read, ()
     if shape.encoding == "target":
-        columns, features, means = encode_categories(columns, read, info, labels, cfg.seed)
+        columns, features, means = category_means.encode(columns, read, info, labels,
+                                                          cfg.seed)
     columns[LABEL] = labels.astype(np.float32 if regression else np.int64)
     # By default oblique splits grown best-first: YDF's benchmark_rank1 template but for its
     # RANDOM category splits (compared in docs/performance.md). YDF refuses a setting of a
