@@ -19,6 +19,7 @@ class IOArgs:
     csv_block_mb: float = 2.0
     stale_staging_hours: float = 24.0
     log_level: str = "WARNING"
+    verbosity: str = "quiet"
 
 
 @dataclasses.dataclass(frozen=True)

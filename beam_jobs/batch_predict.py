@@ -66,6 +66,7 @@ from preprocessing.contract.schema import Schema
 from preprocessing.files import filesys
 from preprocessing.images.checks import ImageLimits
 from preprocessing.images.sources import LIST_EXTENSIONS
+from preprocessing.reference.evaluation import metrics_table
 
 JOB = "batch_predict"  # the metrics namespace of this job's steps
 
@@ -380,10 +381,11 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
     summary = cli.run_and_read_summary(p, template, cfg.output, cleanup=(cfg.staging,))
     if summary is not None:
         # (The counts were printed by the pipeline's Finalize step.)
-        print(f"{JOB}: model version {cfg.version}; outputs in {cfg.output}/" +
-              (f"; metrics {summary['metrics']}" if "metrics" in summary else ""))
+        print(f"{JOB}: model version {cfg.version}; outputs in {cfg.output}/")
+        if "metrics" in summary:
+            print(f"{JOB}: metrics\n{metrics_table(summary['metrics'])}")
         for rec in _sample(cfg.output):
-            print(f"  {rec}")
+            print(f"  {json.dumps(rec)}")
     return summary
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 
+from preprocessing import quiet
 from tools.outputs import read_jsonl  # noqa: F401 (the tests' one reader)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -63,3 +65,13 @@ def keras_layers_saved(export_dir: str) -> int:
     layers = {"_tf_keras_layer", "_tf_keras_input_layer", "_tf_keras_network"}
     return sum(n.WhichOneof("kind") == "user_object" and n.user_object.identifier in layers
                for n in sm.meta_graphs[0].object_graph_def.nodes)
+
+
+# What must never reach a quiet terminal (preprocessing/quiet.py): C++ log lines, absl's, CUDA's.
+LIBRARY_LINE = re.compile(quiet.CPP_LINE.decode() + r"|absl|cuda|oneDNN|WARNING:tensorflow",
+                          re.IGNORECASE)
+
+
+def library_lines(text: str) -> list:
+    """The lines of a job's output that are TensorFlow's, absl's or CUDA's."""
+    return [line for line in text.splitlines() if LIBRARY_LINE.search(line)]

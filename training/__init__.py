@@ -1,4 +1,7 @@
 """Training: `train_and_evaluate(config)` and the `python -m training.task` entry point."""
+from preprocessing.entry import started
+
+started()  # before anything imports Beam or TensorFlow (preprocessing/entry.py)
 
 
 def train_and_evaluate(config):

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+from preprocessing import quiet
 from training.exporting.serving_config import check_base_path, check_model_name, serving_base_path
 
 DISTRIBUTIONS = ("auto", "single", "mirrored", "multi_worker", "parameter_server")
@@ -73,7 +74,7 @@ class TrainConfig:
     serving_model_name: str = "model"        # TF Serving's name (job_dir/serving/models.config)
     serving_base_path: Optional[str] = None  # the export base as the server sees it
     hypertune_metric: Optional[str] = None   # None: rmse (regression) or accuracy
-    verbose: int = 2
+    verbose: int = 0
 
     def __post_init__(self):
         # A Vertex AI tuning trial (it sets CLOUD_ML_TRIAL_ID) writes in a folder of its own.
@@ -258,7 +259,9 @@ class TrainConfig:
         a("--deterministic", action=argparse.BooleanOptionalAction, default=None,
           help="TensorFlow's deterministic ops: the same data, flags and seed give the same "
                "network. Default: on for a train split under 10,000 rows on one process.")
-        a("--verbose", type=int, default=2, choices=[0, 1, 2])
+        a("--verbose", type=int, default=0, choices=[0, 1, 2],
+          help="Keras' own lines per epoch (0: only the trainer's progress lines).")
+        quiet.add_verbosity_flag(parser)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "TrainConfig":

@@ -28,6 +28,7 @@ import tempfile
 
 import numpy as np
 
+from preprocessing import quiet
 from preprocessing.contract.schema import RAW_SCHEMA_ASSET, Schema
 from preprocessing.files import saved_models
 from preprocessing.reference.evaluation import EvalSums
@@ -305,6 +306,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
                     help="How far the golden-set metric may move: RMSE relative (0.01 = 1%%), "
                          "accuracy absolute (0.01 = 1 point).")
+    quiet.add_verbosity_flag(ap)
     args = ap.parse_args(argv)
     if not 0 <= args.tolerance < 1:
         ap.error("--tolerance must be in [0, 1)")

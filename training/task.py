@@ -14,6 +14,7 @@ import argparse
 import logging
 import sys
 
+from preprocessing.reference.evaluation import metrics_table
 from training.config import ConfigError, TrainConfig
 
 
@@ -37,8 +38,8 @@ def main(argv=None) -> int:
         print(f"training.task: error: {e}", file=sys.stderr)
         return 2
     if metrics.get("chief", True):
-        print(f"training: eval {metrics['eval']}; export {metrics['export_dir']}; "
-              f"metrics {cfg.job_dir}/metrics.json")
+        print(f"training: export {metrics['export_dir']}; metrics {cfg.job_dir}/metrics.json; "
+              f"eval\n{metrics_table(metrics['eval'])}")
     return 0
 
 

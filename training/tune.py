@@ -30,6 +30,7 @@ import os
 import sys
 from typing import List, Optional
 
+from preprocessing import quiet
 from preprocessing.reference.golden_score import DEFAULT_MAX_METRIC_REGRESSION
 from training.tuning.spec import SpecError, TuneSpec, load_spec
 
@@ -96,6 +97,7 @@ def parser() -> argparse.ArgumentParser:
     a("--max_metric_regression", type=float, default=DEFAULT_MAX_METRIC_REGRESSION,
       help="The gate's tolerance for the best trial replacing JOB_DIR/export's newest "
            "version: RMSE relative (0.05 = 5%% higher), accuracy absolute (0.05 = 5 points).")
+    quiet.add_verbosity_flag(p)
     a("--trial_timeout", type=float, help="Seconds a trial may run before it is stopped and "
       "counted as failed (default: no limit).")
     a("--seed", type=int, default=42, help="The search's seed.")
@@ -251,8 +253,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("absl").setLevel(logging.WARNING)  # tf.transform's per-feature lines
-    sys.exit(main())
+    sys.exit(main())  # quiet: training/__init__.py
 

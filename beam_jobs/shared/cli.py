@@ -13,6 +13,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.shared.errors import JobError, RunFailed
 from beam_jobs.shared.publish import remove_tree
+from preprocessing import quiet
 from preprocessing.accounting.counting import emit
 from preprocessing.files.filesys import is_remote_path, pattern_reaching, read_text
 
@@ -20,6 +21,8 @@ from preprocessing.files.filesys import is_remote_path, pattern_reaching, read_t
 def setup_logging(level: str = "WARNING") -> None:
     """Quiet by default: the job's progress lines and summary, warnings and errors. Beam's
     INFO log (and its workers' start-up notices) with --log_level INFO."""
+    if quiet.is_verbose() and logging.getLevelName(level) > logging.INFO:
+        level = "INFO"  # -v: everything back, Beam's own log included
     root = logging.getLogger()
     if not root.handlers:
         logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -98,6 +101,7 @@ def exit_now(code: int = 0) -> None:
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
+    quiet.drain()  # the last lines through the stderr filter, before the prompt
     os._exit(code)
 
 

@@ -20,6 +20,7 @@ from inference.model.gate import DEFAULT_MAX_METRIC_REGRESSION, GoldenSetError, 
 from inference.outputs.bigquery_client import parse_table
 from inference.skew import DEFAULT_THRESHOLD as DEFAULT_SKEW_THRESHOLD
 from inference.skew import feature_statistics, train_label_range
+from preprocessing import quiet
 from preprocessing.images.checks import ImageLimits
 
 
@@ -55,6 +56,7 @@ class IOOptions(PipelineOptions):
                             choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                             help="Log level (default WARNING: progress lines and the summary "
                                  "only; INFO shows Beam's own log).")
+        quiet.add_verbosity_flag(parser)
 
 
 class ModelOptions(PipelineOptions):

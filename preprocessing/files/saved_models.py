@@ -5,8 +5,6 @@ loads an export (training's evaluation and optimisation, the prediction jobs' wo
 it through here."""
 from __future__ import annotations
 
-import tensorflow as tf
-
 from preprocessing.files.serving_ops import MissingOpsError, missing_ops_message
 
 
@@ -20,6 +18,8 @@ def register_custom_ops() -> None:
 
 
 def load(path: str):
+    import tensorflow as tf  # here, not at import: a job's --help must not load TensorFlow
+
     register_custom_ops()
     try:
         return tf.saved_model.load(path)

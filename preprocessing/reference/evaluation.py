@@ -80,3 +80,33 @@ class EvalSums:
             return out
         return {"examples": self.n, "accuracy": self.correct / max(self.weight, 1.0),
                 "unknown_label_examples": int(self.n - self.weight)}
+
+
+def metrics_table(metrics: dict, indent: str = "  ") -> str:
+    """`metrics` as aligned `name  value` lines for a terminal (nested figures by dotted
+    name; integers with thousands separators, other numbers to 4 decimals)."""
+    rows = list(_flat(metrics))
+    if not rows:
+        return f"{indent}(none)"
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{indent}{name:<{width}}  {_figure(value)}" for name, value in rows)
+
+
+def _flat(metrics: dict, prefix: str = ""):
+    for name, value in metrics.items():
+        if isinstance(value, dict):
+            yield from _flat(value, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", value
+
+
+def _figure(value) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.4f}" if math.isfinite(value) else str(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_figure(v) for v in value)
+    return str(value)

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from beam_jobs import batch_predict
 from preprocessing.contract.split import boundaries, split_index
-from tests.helpers import ROOT, read_jsonl
+from tests.helpers import ROOT, library_lines, read_jsonl
 from tests.helpers import make_example as _example
 
 
@@ -226,6 +226,7 @@ def test_command_line_multi_process_run_gives_the_same_predictions(trained, taxi
                         "--direct_running_mode", "multi_processing"],
                        cwd=root, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
+    assert library_lines(r.stdout + r.stderr) == []  # the job and its worker processes: quiet
     s2 = json.load(open(os.path.join(two, "summary.json")))
     assert s2["reconciled"] and s2["rejected"] == s1["rejected"]
     by_key = {p["key"]: p["prediction"] for p in read_jsonl(os.path.join(one, "predictions-*"))}

@@ -23,6 +23,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
+from preprocessing import quiet
 from training import data as data_lib
 from training import defaults
 from training.config import CATEGORY_ENCODINGS, SPLIT_AXES, TrainConfig
@@ -330,6 +331,9 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     fold's loss last improved."""
     import ydf  # noqa: F401  (YDF's learners)
     import ydf_tf  # noqa: F401  (registers the inference ops the export needs)
+
+    if not quiet.is_verbose():  # train(verbose=0) alone races between the folds' threads
+        ydf.verbose(0)
 
     read = feature_semantics(info)
     if not read:
