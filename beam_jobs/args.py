@@ -30,6 +30,8 @@ class ModelArgs:
     max_batch_size: int = 1024
     golden_set: Optional[str] = None
     max_metric_regression: float = 0.05
+    slice_by: Optional[list] = None
+    max_slice_regression: Optional[float] = None
     model_gate: str = "on"
     shadow_model_dir: Optional[str] = None
     skew_report: str = "on"

@@ -67,6 +67,7 @@ from preprocessing.files import filesys
 from preprocessing.images.checks import ImageLimits
 from preprocessing.images.sources import LIST_EXTENSIONS
 from preprocessing.reference.evaluation import metrics_table
+from preprocessing.reference.slices import SliceError, Slicer, parse_slice_by, slice_table
 
 JOB = "batch_predict"  # the metrics namespace of this job's steps
 
@@ -172,6 +173,7 @@ class BatchPredictConfig:
     shadow_path: Optional[str] = None   # --shadow_model_dir's version
     train_statistics: Optional[dict] = None  # the export's, for the skew report
     label_range: Optional[Tuple[float, float]] = None  # regression: the train labels' range
+    slicer: Optional[Slicer] = None     # --slice_by with --evaluate_label: metrics by slice
 
     @property
     def output(self) -> str:
@@ -207,6 +209,7 @@ class _Launch:
         if self.label and self.label != self.schema.label and self.label not in self.schema.names:
             raise errors.JobError(JOB, f"--evaluate_label {self.label} is not a column of the "
                                         f"model's schema (its label is {self.schema.label})")
+        self.slicer = self._slicer(o)
         self.patterns = filesys.split_patterns(self.input)
         try:
             per_pattern = filesys.match_by_pattern(self.patterns)
@@ -224,6 +227,21 @@ class _Launch:
         cli.check_writable(JOB, self.output)
         logging.info("Using model version %s (%s); run date %s", self.version, self.model_path,
                      self.run_date)
+
+    def _slicer(self, o) -> Optional[Slicer]:
+        """--slice_by checked against the model (its columns, a number's train quintiles):
+        the slicer of --evaluate_label's metrics (None without a label)."""
+        columns = parse_slice_by(o.slice_by)
+        if not columns:
+            return None
+        if not self.label and o.max_slice_regression is None:
+            raise errors.JobError(JOB, "--slice_by needs --evaluate_label (metrics by slice) "
+                                        "or --max_slice_regression (the model gate by slice)")
+        try:
+            slicer = Slicer.of(columns, self.schema, self.train_stats)
+        except SliceError as e:
+            raise errors.JobError(JOB, str(e))
+        return slicer if self.label else None
 
     def _init_images(self, o, per_pattern):
         """An image model: --input names image files (a glob, a folder of class folders) and/or
@@ -251,7 +269,7 @@ def launch(options: PipelineOptions) -> BatchPredictConfig:
         train_statistics=common_options.train_statistics(
             found.args, found.model_path, found.train_stats, found.schema, found.passthrough),
         label_range=train_label_range(found.train_stats, found.label)
-        if found.label and found.schema.task == "regression" else None)
+        if found.label and found.schema.task == "regression" else None, slicer=found.slicer)
 
 
 def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
@@ -279,7 +297,8 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
                                    intra_op_threads=o.model_threads or None)
     results = batches | "RunInference" >> RunInference(handler)
     formatted = results | "Format" >> beam.ParDo(
-        FormatPredictions(JOB, cfg.label)).with_outputs("rejects", counting.COUNTS, main="predictions")
+        FormatPredictions(JOB, cfg.label, cfg.slicer)).with_outputs(
+            "rejects", counting.COUNTS, main="predictions")
     tallies.append(formatted[counting.COUNTS])
     dead = (read_rejects, formatted.rejects) | "AllRejects" >> beam.Flatten()
     written.append(dead | "DeadLetters" >> WriteDeadLetters(FileSystems.join(staging, "rejects")))
@@ -336,7 +355,8 @@ def _reports(cfg: BatchPredictConfig, batches, results, preds) -> list:
     o, staging, written = cfg.args, cfg.staging, []
     if cfg.label:
         written.append(preds | "Metrics" >> beam.CombineGlobally(
-                           EvalMetrics(cfg.schema.task, cfg.label_range))
+                           EvalMetrics(cfg.schema.task, cfg.label_range,
+                                                       slices=cfg.slicer is not None))
              | "MetricsJson" >> beam.Map(_metrics_json, cfg.label, cfg.version)
              | "WriteMetrics" >> beam.io.WriteToText(FileSystems.join(staging, "metrics"),
                                                      file_name_suffix=".json",
@@ -383,7 +403,11 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
         # (The counts were printed by the pipeline's Finalize step.)
         print(f"{JOB}: model version {cfg.version}; outputs in {cfg.output}/")
         if "metrics" in summary:
-            print(f"{JOB}: metrics\n{metrics_table(summary['metrics'])}")
+            metrics = dict(summary["metrics"])
+            by_slice = metrics.pop("slices", None)
+            print(f"{JOB}: metrics\n{metrics_table(metrics)}")
+            if by_slice:
+                print(f"{JOB}: metrics by slice\n{slice_table(by_slice)}")
         for rec in _sample(cfg.output):
             print(f"  {json.dumps(rec)}")
     return summary

@@ -21,6 +21,7 @@ from preprocessing.contract.values import parse_json
 from preprocessing.files import csv_blocks, filesys, reading
 from preprocessing.parsing import fast_csv, row_parser
 from preprocessing.reference.evaluation import EvalSums
+from preprocessing.reference.slices import MISSING, Slicer, SliceSums
 
 SOURCES_FILE = "sources.json"  # what each CSV source's rows were parsed with (redrive's)
 OUTPUT_FORMATS = {"jsonl": ["jsonl"], "csv": ["csv"], "both": ["jsonl", "csv"]}
@@ -214,8 +215,9 @@ class FormatPredictions(beam.DoFn):
     """PredictionResult over a RowBatch -> a PredictionBlock, plus dead letters for the rows
     the model rejected."""
 
-    def __init__(self, job: str, label: Optional[str]):
+    def __init__(self, job: str, label: Optional[str], slicer: Optional[Slicer] = None):
         self.label = label
+        self.slicer = slicer
         self.job = job  # the metrics namespace
         self.tally = counting.Tally(job)
         self.dead = rejects.DeadLetters(job)
@@ -232,34 +234,52 @@ class FormatPredictions(beam.DoFn):
         block = res.for_rows(batch.keys, batch.extras,
                              batch.column(self.label) if has_label else None)
         if has_label:  # plain Python values (Arrow scalars are not JSON-serialisable)
-            labels = block.labels
-            block.labels = (labels.tolist() if isinstance(labels, np.ndarray) else
-                            labels.to_pylist() if isinstance(labels, pa.Array) else list(labels))
+            block.labels = _plain(block.labels)
+            if self.slicer is not None:
+                block.slices = {c: self.slicer.keys(c, _plain(block.take(batch.column(c))))
+                                if c in batch.names else [MISSING] * len(block)
+                                for c in self.slicer.columns}
         yield self.tally("rows_predicted", len(block))
         counting.Progress.of(self.job, "predicted").add(len(block))
         yield block
 
 
+def _plain(values) -> list:
+    return (values.tolist() if isinstance(values, np.ndarray) else
+            values.to_pylist() if isinstance(values, pa.Array) else list(values))
+
+
 class EvalMetrics(beam.CombineFn):
     """Exact metrics over labelled predictions (the same formulas as the trainer's eval);
     given the train labels' range (regression), also the rows whose label lies outside it
-    and their share of the squared error (EvalSums)."""
+    and their share of the squared error (EvalSums); with `slices`, the metrics of each
+    slice the blocks carry (SliceSums) as `slices`."""
 
-    def __init__(self, task: str, label_range: Optional[Tuple[float, float]] = None):
+    def __init__(self, task: str, label_range: Optional[Tuple[float, float]] = None,
+                 slices: bool = False):
         self.task = task
         self.label_range = label_range
+        self.slices = slices
 
     def create_accumulator(self):
-        return EvalSums(label_range=self.label_range)
+        return EvalSums(label_range=self.label_range), SliceSums()
 
     def add_input(self, acc, block: PredictionBlock):
-        return acc.add_outputs(self.task, block.outputs, block.labels or [])
+        sums, by_slice = acc
+        labels = block.labels or []
+        sums.add_outputs(self.task, block.outputs, labels)
+        if self.slices and block.slices and labels:
+            by_slice.add_outputs(self.task, block.outputs, labels, block.slices)
+        return sums, by_slice
 
     def merge_accumulators(self, accs):
-        out = EvalSums(label_range=self.label_range)
-        for a in accs:
-            out = out.merge(a)
-        return out
+        sums, by_slice = EvalSums(label_range=self.label_range), SliceSums()
+        for a, b in accs:
+            sums, by_slice = sums.merge(a), by_slice.merge(b)
+        return sums, by_slice
 
     def extract_output(self, acc):
-        return acc.metrics(self.task)
+        out = acc[0].metrics(self.task)
+        if self.slices:
+            out["slices"] = acc[1].metrics(self.task)
+        return out

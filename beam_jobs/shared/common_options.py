@@ -22,6 +22,7 @@ from inference.skew import DEFAULT_THRESHOLD as DEFAULT_SKEW_THRESHOLD
 from inference.skew import feature_statistics, train_label_range
 from preprocessing import quiet
 from preprocessing.images.checks import ImageLimits
+from preprocessing.reference.slices import parse_slice_by
 
 
 class IOOptions(PipelineOptions):
@@ -79,6 +80,15 @@ class ModelOptions(PipelineOptions):
                             help="How much worse than the serving version a newer one may "
                             "do on the golden set: RMSE relatively (0.05 = 5%% higher), "
                             "accuracy absolutely (0.05 = 5 points lower).")
+        parser.add_argument("--slice_by", action="append",
+                            help="COL[,COL...] (repeatable): metrics by slice of these columns "
+                            "(a number by its train split's quintiles), with --evaluate_label "
+                            "or a labelled stream, and in the model gate.")
+        parser.add_argument("--max_slice_regression", type=float,
+                            help="The gate also refuses a newer version when a --slice_by "
+                            "slice with at least 30 golden rows is worse than the serving "
+                            "version's by more than this (as --max_metric_regression). "
+                            "Default: off.")
         parser.add_argument("--model_gate", default="on", choices=["on", "off"],
                             help="off: serve a newer version without checking it on a "
                             "golden set.")
@@ -116,8 +126,11 @@ class ImageOptions(PipelineOptions):
 
 
 def gate_settings(o) -> Optional[tuple]:
-    """The model gate's (golden set, tolerance), or None with --model_gate off."""
-    return None if o.model_gate == "off" else (o.golden_set, o.max_metric_regression)
+    """The model gate's (golden set, tolerance, slice columns, slice tolerance), or None
+    with --model_gate off."""
+    return None if o.model_gate == "off" else (o.golden_set, o.max_metric_regression,
+                                                 parse_slice_by(o.slice_by),
+                                                 o.max_slice_regression)
 
 
 def train_statistics(o, model_path: str, stats: Optional[dict], schema,
@@ -142,6 +155,16 @@ def check_model_options(job: str, o) -> None:
                             f"{o.max_metric_regression}")
     if o.model_gate == "off" and o.golden_set:
         raise JobError(job, "--golden_set and --model_gate off contradict each other")
+    if o.max_slice_regression is not None:
+        if not 0 <= o.max_slice_regression < 10:
+            raise JobError(job, "--max_slice_regression must be >= 0 (and < 10), got "
+                                f"{o.max_slice_regression}")
+        if not parse_slice_by(o.slice_by):
+            raise JobError(job, "--max_slice_regression needs --slice_by: the columns to "
+                                "slice the golden set by")
+        if o.model_gate == "off":
+            raise JobError(job, "--max_slice_regression and --model_gate off contradict "
+                                "each other")
 
 
 def check_golden_set(job: str, o, schema, train_stats: Optional[dict] = None) -> None:

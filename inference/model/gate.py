@@ -10,25 +10,34 @@ carries (assets.extra/golden.tfrecord, written by training from preprocess's eva
 else the candidate's. With none, a newer version cannot be checked: it serves, with a
 warning saying so. A version whose schema needs a column the golden set lacks fails to
 score it and is refused: give a `--golden_set` with that column.
+
+With `--slice_by` and `--max_slice_regression`, a version that passes overall is refused
+too when a slice of the golden set (preprocessing/reference/slices.py; at least
+MIN_SLICE_ROWS rows) is worse than the serving version's there by more than that tolerance:
+the overall metric can improve while one slice gets worse. The slices of a number are the
+serving version's train quintiles.
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Optional
+from typing import Dict, Optional, Sequence
 
+from inference.skew import load_train_statistics
 from preprocessing.contract.schema import Schema
-from preprocessing.reference.golden import GoldenSetError
+from preprocessing.reference.golden import GoldenSetError, example_values
 from preprocessing.reference.golden_score import (  # noqa: F401 (the rule's names, used from here too)
     CALL_ROWS,
     DEFAULT_MAX_METRIC_REGRESSION,
     GoldenSet,
     Score,
     decide,
+    is_worse,
     own_golden_set,
     read_golden,
     score,
 )
+from preprocessing.reference.slices import SliceError, Slicer, regressed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,9 +51,12 @@ class Gate:
     own) and `--max_metric_regression`. Golden sets are read once per process."""
 
     def __init__(self, golden_set: Optional[str] = None,
-                 max_metric_regression: float = DEFAULT_MAX_METRIC_REGRESSION):
+                 max_metric_regression: float = DEFAULT_MAX_METRIC_REGRESSION,
+                 slice_by: Sequence[str] = (), max_slice_regression: Optional[float] = None):
         self.golden_set = golden_set
         self.tolerance = max_metric_regression
+        self.slice_by = tuple(slice_by) if max_slice_regression is not None else ()
+        self.slice_tolerance = max_slice_regression
         self._sets: dict = {}
 
     def golden_for(self, candidate, current) -> Optional[str]:
@@ -74,11 +86,38 @@ class Gate:
             return Verdict(False, dict(base, event="version_refused", reason="bad_golden_set",
                                        detail="no labelled rows", golden_set=path))
         task = candidate.schema.task
-        cand, cur = score(candidate, rows, task), score(current, rows, task)
+        try:
+            keys = self._slice_keys(rows, current)
+        except SliceError as e:
+            return Verdict(False, dict(base, event="version_refused", reason="bad_slice_by",
+                                       detail=str(e), golden_set=path))
+        cand, cur = score(candidate, rows, task, keys), score(current, rows, task, keys)
         accepted, reason = decide(cand, cur, self.tolerance)
         record = dict(base, event="version_accepted" if accepted else "version_refused",
                       reason=reason, metric=cand.metric, candidate_metric=cand.value,
                       current_metric=cur.value, golden_set=path, golden_rows=len(rows))
         if cand.error:
             record["detail"] = cand.detail
+        if accepted and keys and cand.slices and cur.slices and not cur.error:
+            worse = regressed(cand.slices, cur.slices, cand.metric, self.slice_tolerance,
+                              is_worse)
+            record.update(max_slice_regression=self.slice_tolerance,
+                          slices_compared=sum(not m["small"] for c in cand.slices.values()
+                                              for m in c.values()))
+            if worse:
+                accepted = False
+                record.update(event="version_refused", reason="slice_regression",
+                              slices_regressed=worse, detail=(
+                                  f"{worse[0]['slice']}: {cand.metric} {worse[0]['candidate']:.4g}"
+                                  f" against {worse[0]['current']:.4g} over "
+                                  f"{worse[0]['examples']} golden rows"))
         return Verdict(accepted, record)
+
+    def _slice_keys(self, rows: GoldenSet, current) -> Optional[Dict[str, list]]:
+        """Each golden row's slice per --slice_by column (the serving version's train
+        quintiles bound a number's), or None without --max_slice_regression."""
+        if not self.slice_by:
+            return None
+        slicer = Slicer.of(self.slice_by, current.schema, load_train_statistics(current.path))
+        return {c: slicer.keys(c, example_values(list(rows.examples), current.schema, c))
+                for c in self.slice_by}

@@ -124,9 +124,13 @@ def gate_line(record: dict) -> str:
     """A gate record as one log line."""
     if "candidate_metric" in record and record["candidate_metric"] is not None:
         cur = record.get("current_metric")
-        return (f"{record['reason']}: golden-set {record['metric']} {record['candidate_metric']:.4g}"
+        line = (f"{record['reason']}: golden-set {record['metric']} {record['candidate_metric']:.4g}"
                 f" vs {'n/a' if cur is None else format(cur, '.4g')} (tolerance "
                 f"{record['max_metric_regression']:g}, {record['golden_rows']} rows)")
+        if record.get("slices_regressed"):
+            line += (f"; worse by slice (tolerance {record['max_slice_regression']:g}): "
+                     f"{record['detail']}")
+        return line
     return record["reason"] + (f": {record['detail']}" if record.get("detail") else "")
 
 

@@ -27,12 +27,14 @@ class PredictionBlock:
     the block is written as JSON lines / CSV without a dict per row; `records()` gives the
     dicts where a sink needs them."""
 
-    __slots__ = ("keys", "outputs", "version", "extras", "labels", "index", "rejections")
+    __slots__ = ("keys", "outputs", "version", "extras", "labels", "index", "rejections",
+                 "slices")
 
     def __init__(self, keys, outputs, version, extras=None, labels=None, index=None,
-                 rejections=()):
+                 rejections=(), slices=None):
         self.keys, self.outputs, self.version = keys, outputs, version
         self.extras, self.labels = extras, labels
+        self.slices = slices  # column -> each row's slice (with --slice_by and labels)
         self.index = list(range(len(keys))) if index is None else index
         self.rejections = list(rejections)
 

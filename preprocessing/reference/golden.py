@@ -147,24 +147,33 @@ def serve_examples(fn, examples: Sequence[bytes], chunk_rows: int = 1024) -> dic
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def example_labels(examples: list, schema: Schema, chunk_rows: int = 1024) -> list:
-    """Each example's label (its first value), None where it has none or a non-finite one."""
+def example_values(examples: list, schema: Schema, column: str,
+                   chunk_rows: int = 1024) -> list:
+    """Each example's first value of `column` (float, int or str), None where it has none."""
     import tensorflow as tf
-    label = schema.column(schema.label)
-    spec = {label.name: tf.io.VarLenFeature(tf.as_dtype(DTYPE_TABLE[label.type].tf))}
+    spec_col = schema.column(column)
+    spec = {column: tf.io.VarLenFeature(tf.as_dtype(DTYPE_TABLE[spec_col.type].tf))}
     out = []
     for start in range(0, len(examples), chunk_rows):
         chunk = examples[start:start + chunk_rows]
-        values = tf.io.parse_example(tf.constant(chunk), spec)[label.name]
+        values = tf.io.parse_example(tf.constant(chunk), spec)[column]
         first = [None] * len(chunk)
         for (row, _), v in zip(values.indices.numpy(), values.values.numpy()):
             if first[row] is None:
                 first[row] = v
-        for v in first:
-            if v is None:
-                out.append(None)
-            elif schema.task == "regression":
-                out.append(float(v) if math.isfinite(float(v)) else None)
-            else:
-                out.append(v.decode("utf-8") if isinstance(v, bytes) else str(v))
+        out += [None if v is None else v.decode("utf-8", "replace") if isinstance(v, bytes)
+                else v.item() for v in first]
+    return out
+
+
+def example_labels(examples: list, schema: Schema, chunk_rows: int = 1024) -> list:
+    """Each example's label (its first value), None where it has none or a non-finite one."""
+    out = []
+    for v in example_values(examples, schema, schema.label, chunk_rows):
+        if v is None:
+            out.append(None)
+        elif schema.task == "regression":
+            out.append(float(v) if math.isfinite(float(v)) else None)
+        else:
+            out.append(str(v))
     return out

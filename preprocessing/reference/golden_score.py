@@ -12,7 +12,7 @@ import csv
 import dataclasses
 import io
 import logging
-from typing import Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from preprocessing.parsing import row_parser
 from preprocessing.reference import golden
 from preprocessing.reference.evaluation import EvalSums
 from preprocessing.reference.golden import GoldenSetError
+from preprocessing.reference.slices import SliceSums
 
 DEFAULT_MAX_METRIC_REGRESSION = 0.05
 CALL_ROWS = 1024  # rows per model call while scoring a golden set
@@ -43,6 +44,7 @@ class Score:
     value: Optional[float] = None
     error: Optional[str] = None   # why the version could not score the set: a reason code
     detail: Optional[str] = None
+    slices: Optional[dict] = None  # with slice keys: SliceSums.metrics over the set
 
 
 def read_golden(path: str, schema: Schema) -> GoldenSet:
@@ -89,8 +91,10 @@ def _csv_examples(data: bytes, schema: Schema, path: str) -> list:
     return out
 
 
-def score(version, golden_set: GoldenSet, task: str) -> Score:
-    """The version's metric on the golden set, or why it could not give one."""
+def score(version, golden_set: GoldenSet, task: str,
+          slice_keys: Optional[Dict[str, List[str]]] = None) -> Score:
+    """The version's metric on the golden set, or why it could not give one; with
+    `slice_keys` (column -> each golden row's slice), its metrics by slice too."""
     metric = "rmse" if task == "regression" else "accuracy"
     fn = version.module.signatures.get("serving_default")
     if fn is None:
@@ -107,7 +111,9 @@ def score(version, golden_set: GoldenSet, task: str) -> Score:
             return Score(metric, error="non_finite_prediction",
                          detail=f"{name} is NaN or infinite on {bad} of {len(v)} golden rows")
     sums = EvalSums().add_outputs(task, outputs, golden_set.labels)  # the trainer's formulas
-    return Score(metric, float(sums.metrics(task)[metric]))
+    by_slice = None if not slice_keys else SliceSums().add_outputs(
+        task, outputs, golden_set.labels, slice_keys).metrics(task)
+    return Score(metric, float(sums.metrics(task)[metric]), slices=by_slice)
 
 
 def own_golden_set(current_path: str, candidate_path: str) -> Optional[str]:
@@ -127,8 +133,14 @@ def decide(candidate: Score, current: Optional[Score], tolerance: float) -> tupl
         return False, candidate.error
     if current is None or current.error:
         return True, "no_baseline"  # nothing to compare with: it scored the set cleanly
-    if candidate.metric == "rmse":
-        worse = candidate.value > current.value * (1 + tolerance) + 1e-12
-    else:
-        worse = candidate.value < current.value - tolerance - 1e-12
-    return (False, "metric_regression") if worse else (True, "within_tolerance")
+    if is_worse(candidate.metric, candidate.value, current.value, tolerance):
+        return False, "metric_regression"
+    return True, "within_tolerance"
+
+
+def is_worse(metric: str, candidate: float, current: float, tolerance: float) -> bool:
+    """The gate's rule: RMSE higher by more than `tolerance` relative, accuracy lower by
+    more than `tolerance` absolute."""
+    if metric == "rmse":
+        return candidate > current * (1 + tolerance) + 1e-12
+    return candidate < current - tolerance - 1e-12
