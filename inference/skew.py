@@ -12,30 +12,24 @@ unseen share or the missing-rate change passes UNSEEN_SHARE / MISSING_CHANGE, on
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 from typing import Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.io.filesystems import FileSystems
 
-from preprocessing.reference.statistics import EXPORT_STATISTICS, TableAcc, bucket_shares, merge_all
+from preprocessing.reference.statistics import (  # noqa: F401 (load_train_statistics: read from here too)
+    TableAcc,
+    bucket_shares,
+    load_train_statistics,
+    merge_all,
+)
 
 DEFAULT_THRESHOLD = 0.1
 UNSEEN_SHARE = 0.05
 MISSING_CHANGE = 0.05
 MIN_ROWS = 100
-
-
-def load_train_statistics(export_dir: str) -> Optional[dict]:
-    """The export's train statistics, or None (an export made before they were kept)."""
-    path = FileSystems.join(export_dir, EXPORT_STATISTICS)
-    if not FileSystems.exists(path):
-        return None
-    with FileSystems.open(path, compression_type="uncompressed") as f:
-        return json.loads(f.read(64 << 20).decode("utf-8"))
 
 
 def train_label_range(train_stats: Optional[dict],

@@ -23,7 +23,6 @@ import dataclasses
 import logging
 from typing import Dict, Optional, Sequence
 
-from inference.skew import load_train_statistics
 from preprocessing.contract.schema import Schema
 from preprocessing.reference.golden import GoldenSetError, example_values
 from preprocessing.reference.golden_score import (  # noqa: F401 (the rule's names, used from here too)
@@ -38,6 +37,7 @@ from preprocessing.reference.golden_score import (  # noqa: F401 (the rule's nam
     score,
 )
 from preprocessing.reference.slices import SliceError, Slicer, regressed
+from preprocessing.reference.statistics import load_train_statistics
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,11 +9,13 @@ plain picklable objects that merge, so a Beam CombineFn builds them on every wor
 """
 from __future__ import annotations
 
+import json
 import math
-from typing import Dict
+from typing import Dict, Optional
 
 import apache_beam as beam
 import numpy as np
+from apache_beam.io.filesystems import FileSystems
 
 from preprocessing.contract.schema import Schema
 
@@ -204,3 +206,12 @@ class TableStatistics(beam.CombineFn):
 
     def extract_output(self, acc) -> dict:
         return acc.summary()
+
+
+def load_train_statistics(export_dir: str) -> Optional[dict]:
+    """The export's train statistics, or None (an export made before they were kept)."""
+    path = FileSystems.join(export_dir, EXPORT_STATISTICS)
+    if not FileSystems.exists(path):
+        return None
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        return json.loads(f.read(64 << 20).decode("utf-8"))
