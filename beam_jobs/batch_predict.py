@@ -67,7 +67,7 @@ from preprocessing.files import filesys
 from preprocessing.images.checks import ImageLimits
 from preprocessing.images.sources import LIST_EXTENSIONS
 from preprocessing.reference.evaluation import metrics_table
-from preprocessing.reference.slices import SliceError, Slicer, parse_slice_by, slice_table
+from preprocessing.reference.slices import Slicer, slice_table
 
 JOB = "batch_predict"  # the metrics namespace of this job's steps
 
@@ -209,7 +209,8 @@ class _Launch:
         if self.label and self.label != self.schema.label and self.label not in self.schema.names:
             raise errors.JobError(JOB, f"--evaluate_label {self.label} is not a column of the "
                                         f"model's schema (its label is {self.schema.label})")
-        self.slicer = self._slicer(o)
+        self.slicer = common_options.check_slice_by(JOB, o, self.schema, self.train_stats,
+                                                    by_label=self.label)
         self.patterns = filesys.split_patterns(self.input)
         try:
             per_pattern = filesys.match_by_pattern(self.patterns)
@@ -227,21 +228,6 @@ class _Launch:
         cli.check_writable(JOB, self.output)
         logging.info("Using model version %s (%s); run date %s", self.version, self.model_path,
                      self.run_date)
-
-    def _slicer(self, o) -> Optional[Slicer]:
-        """--slice_by checked against the model (its columns, a number's train quintiles):
-        the slicer of --evaluate_label's metrics (None without a label)."""
-        columns = parse_slice_by(o.slice_by)
-        if not columns:
-            return None
-        if not self.label and o.max_slice_regression is None:
-            raise errors.JobError(JOB, "--slice_by needs --evaluate_label (metrics by slice) "
-                                        "or --max_slice_regression (the model gate by slice)")
-        try:
-            slicer = Slicer.of(columns, self.schema, self.train_stats)
-        except SliceError as e:
-            raise errors.JobError(JOB, str(e))
-        return slicer if self.label else None
 
     def _init_images(self, o, per_pattern):
         """An image model: --input names image files (a glob, a folder of class folders) and/or

@@ -100,6 +100,9 @@ def parse_args(options: PipelineOptions) -> RedriveArgs:
     o = common_options.typed_args(RedriveArgs, options, OPTION_CLASSES)
     if not o.output:
         raise errors.JobError(JOB, "--output is required")
+    if o.slice_by or o.max_slice_regression is not None:
+        raise errors.JobError(JOB, "--slice_by / --max_slice_regression do not apply: a redrive "
+                                   "neither evaluates nor gates a model version")
     return dataclasses.replace(o, output=o.output.rstrip("/"))
 
 

@@ -200,6 +200,8 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
             "%s: starts with model version %s (%s)", JOB, versions.model_version(model_path),
             gate_line(record))
     common_options.check_golden_set(JOB, o, schema, train_stats)
+    # Streaming windows carry no labels here: --slice_by is the model gate's only.
+    common_options.check_slice_by(JOB, o, schema, train_stats)
     shadow_path = common_options.resolve_shadow(JOB, o, schema)
     image_kw = None
     if any(c.transform == "image" for c in schema.columns):

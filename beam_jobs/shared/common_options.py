@@ -22,7 +22,7 @@ from inference.skew import DEFAULT_THRESHOLD as DEFAULT_SKEW_THRESHOLD
 from inference.skew import feature_statistics, train_label_range
 from preprocessing import quiet
 from preprocessing.images.checks import ImageLimits
-from preprocessing.reference.slices import parse_slice_by
+from preprocessing.reference.slices import SliceError, Slicer, parse_slice_by
 
 
 class IOOptions(PipelineOptions):
@@ -165,6 +165,26 @@ def check_model_options(job: str, o) -> None:
         if o.model_gate == "off":
             raise JobError(job, "--max_slice_regression and --model_gate off contradict "
                                 "each other")
+
+
+def check_slice_by(job: str, o, schema, train_stats: Optional[dict],
+                   by_label: Optional[str] = None) -> Optional[Slicer]:
+    """The launch step's check of --slice_by against the model (its columns, a number's train
+    quintiles): the slicer of the metrics by `by_label` (None without one, or without
+    --slice_by). Without a label, --slice_by serves the model gate only, so it needs
+    --max_slice_regression."""
+    columns = parse_slice_by(o.slice_by)
+    if not columns:
+        return None
+    if not by_label and o.max_slice_regression is None:
+        needs = ("--evaluate_label (metrics by slice) or " if job == "batch_predict" else "")
+        raise JobError(job, f"--slice_by needs {needs}--max_slice_regression (the model gate "
+                            "by slice)")
+    try:
+        slicer = Slicer.of(columns, schema, train_stats)
+    except SliceError as e:
+        raise JobError(job, str(e))
+    return slicer if by_label else None
 
 
 def check_golden_set(job: str, o, schema, train_stats: Optional[dict] = None) -> None:

@@ -166,3 +166,21 @@ def test_slice_flags_a_job_cannot_use_fail_at_launch_with_one_line(
         batch_predict.run(["--model_dir", trained[2]["export_dir"], "--input", taxi_csv[0],
                            "--output", str(tmp_path / "out")] + extra)
     assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.parametrize("job, extra, message", [
+    ("beam_jobs.stream_predict", ["--slice_by", "payment_type"], "needs --max_slice_regression"),
+    ("beam_jobs.redrive", ["--slice_by", "payment_type"], "do not apply"),
+])
+def test_jobs_that_cannot_slice_metrics_say_so_in_one_line(trained, tmp_path, job, extra,
+                                                            message):
+    import importlib
+    mod = importlib.import_module(job)
+    args = ["--model_dir", trained[2]["export_dir"], "--output", str(tmp_path / "out")]
+    if job.endswith("stream_predict"):
+        (tmp_path / "events.jsonl").write_text("{}\n")
+        args = ["--model_dir", trained[2]["export_dir"], "--replay",
+                str(tmp_path / "events.jsonl"), "--output_dir", str(tmp_path / "out"),
+                "--streaming"]
+    with pytest.raises(errors.JobError, match=message):
+        mod.run(args + extra)
