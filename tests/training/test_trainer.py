@@ -16,7 +16,7 @@ import yaml
 
 from preprocessing.accounting import rejects
 from preprocessing.parsing import row_parser
-from tests.helpers import ROOT, keras_layers_saved, read_examples, read_jsonl
+from tests.helpers import ROOT, keras_layers_saved, library_lines, read_examples, read_jsonl
 from tests.helpers import small_train_config as _cfg
 from training import task
 from training.config import ConfigError
@@ -269,6 +269,7 @@ def test_killed_training_resumes_from_its_last_backup(preprocessed, tmp_path):
     r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"Resuming from step {saved}" in r.stderr
+    assert library_lines(r.stdout + r.stderr) == []  # a quiet terminal: the trainer's lines
     m = json.load(open(os.path.join(job, "metrics.json")))
     assert m["resumed_from_step"] == saved
     assert m["final_step"] == 6 * m["steps_per_epoch"]
