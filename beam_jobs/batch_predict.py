@@ -43,7 +43,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 
 from beam_jobs.args import BatchPredictArgs
 from beam_jobs.shared import cli, common_options, errors, publish
-from beam_jobs.shared.finalize import Finalize, OutputSpec
+from beam_jobs.shared.finalize import REPORT, Finalize, OutputSpec
 from inference.batch import (
     OUTPUT_FORMATS,
     SOURCES_FILE,
@@ -58,6 +58,7 @@ from inference.model import versions
 from inference.model.serving_model import choose_version
 from inference.model.shadow import CombineShadow, ShadowScore
 from inference.outputs import sinks
+from inference.outputs.batch_report import batch_report
 from inference.outputs.predictions import PredictionBlock
 from inference.skew import SkewOfBatches, load_train_statistics, train_label_range
 from preprocessing.accounting import counting
@@ -81,7 +82,8 @@ OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects", "metrics.json", "
                      # predictions stay (--allow_empty_output publishes it anyway).
                      require=("rows_predicted",),
                      attach={"metrics": "metrics.json", "shadow": "shadow.json",
-                             "skew": "skew.json"})
+                             "skew": "skew.json"},
+                     report=batch_report)
 
 
 class BatchPredictOptions(PipelineOptions):
@@ -396,6 +398,8 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
                 print(f"{JOB}: metrics by slice\n{slice_table(by_slice)}")
         for rec in _sample(cfg.output):
             print(f"  {json.dumps(rec)}")
+        if FileSystems.exists(FileSystems.join(cfg.output, REPORT)):
+            print(f"{JOB}: report {FileSystems.join(cfg.output, REPORT)}")
     return summary
 
 

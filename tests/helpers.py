@@ -75,3 +75,26 @@ LIBRARY_LINE = re.compile(quiet.CPP_LINE.decode() + r"|absl|cuda|oneDNN|WARNING:
 def library_lines(text: str) -> list:
     """The lines of a job's output that are TensorFlow's, absl's or CUDA's."""
     return [line for line in text.splitlines() if LIBRARY_LINE.search(line)]
+
+
+def chromium_path():
+    """Debian's headless browser, or None (tests that need it skip and say how to get it)."""
+    import shutil
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+CHROMIUM_MISSING = "Chromium is not installed: apt-get install chromium"
+
+
+def render_page(html_path: str, png_path: str, width: int = 412) -> str:
+    """Renders a local HTML file in headless Chromium at a phone's width: writes a
+    screenshot to `png_path` and returns the DOM as the browser built it."""
+    import subprocess
+    base = [chromium_path(), "--headless", "--no-sandbox", "--disable-gpu",
+            "--disable-dev-shm-usage", "--hide-scrollbars", f"--window-size={width},2400"]
+    url = "file://" + os.path.abspath(html_path)
+    subprocess.run(base + [f"--screenshot={png_path}", url], check=True, capture_output=True,
+                   timeout=120)
+    dom = subprocess.run(base + ["--dump-dom", url], check=True, capture_output=True,
+                         text=True, timeout=120)
+    return dom.stdout

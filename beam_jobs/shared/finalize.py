@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
-from typing import Dict, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -47,6 +48,8 @@ from preprocessing.accounting import counting
 from preprocessing.accounting.counting import Tallies
 from preprocessing.accounting.rejects import FILE_REASONS
 from preprocessing.files import filesys
+
+REPORT = "report.html"  # a run's page for a person (OutputSpec.report)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +74,7 @@ class OutputSpec:
     attach: Mapping[str, str] = dataclasses.field(default_factory=dict)
     require: Tuple[str, ...] = ()
     sized: Tuple[str, ...] = ()
+    report: Optional[Callable[[dict], str]] = None  # summary -> report.html's page
 
 
 def file_sizes(staging: str, globs: Sequence[str]) -> Dict[str, int]:
@@ -135,6 +139,9 @@ def _finalize(tallies, spec, staging, output, info, started, stale_staging_hours
     if spec.sized:
         summary["files"] = file_sizes(staging, spec.sized)
     filesys.write_text(FileSystems.join(staging, SUMMARY), filesys.dumps_json(summary))
+    published = list(spec.managed) + [SUMMARY]
+    if spec.report is not None and _write_report(spec, staging, summary):
+        published.append(REPORT)
     if not summary["reconciled"]:
         failed = discard(staging, output)
         raise NotReconciled(f"{job}: counts do not reconcile, nothing was published "
@@ -151,7 +158,7 @@ def _finalize(tallies, spec, staging, output, info, started, stale_staging_hours
     try:
         with PublishLock(output, staging.rstrip("/").rsplit("/", 1)[-1], job):
             recover(output, job)  # a publish a kill interrupted: completed before this one
-            publish(staging, output, list(spec.managed) + [SUMMARY], success=not partial)
+            publish(staging, output, published, success=not partial)
     except LockWaitTimeout as e:
         failed = discard(staging, output)
         raise NotPublished(f"{e} (summary and dead letters in {failed})") from None
@@ -162,6 +169,18 @@ def _finalize(tallies, spec, staging, output, info, started, stale_staging_hours
                            f"without {SUCCESS}")
     counting.emit(f"{job}: finished: {summary_line(summary, outputs_key)}")
     return summary
+
+
+def _write_report(spec: OutputSpec, staging: str, summary: dict) -> bool:
+    """report.html beside summary.json. A report that cannot be drawn is a warning, never a
+    failed run: the outputs and the summary are the run's promise."""
+    try:
+        page = spec.report(summary)
+    except Exception as e:  # noqa: BLE001
+        logging.warning("%s: no report.html (%s: %s)", spec.job, type(e).__name__, e)
+        return False
+    filesys.write_text(FileSystems.join(staging, REPORT), page)
+    return True
 
 
 def summary_line(summary: dict, outputs_key: Optional[str] = None) -> str:

@@ -1,0 +1,57 @@
+"""batch_predict's report.html: written in the pipeline beside summary.json, self-contained,
+and showing the same numbers as the JSON outputs, as a real browser renders it."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from beam_jobs import batch_predict
+from preprocessing.reports.page import figure_number
+from tests.helpers import CHROMIUM_MISSING, chromium_path, render_page
+
+
+@pytest.fixture(scope="module")
+def report_run(trained, taxi_csv, tmp_path_factory):
+    out = tmp_path_factory.mktemp("report") / "out"
+    summary = batch_predict.run(["--model_dir", trained[2]["export_dir"], "--input",
+                                 taxi_csv[0], "--output", str(out), "--evaluate_label",
+                                 "fare_amount", "--slice_by", "payment_type"])
+    return str(out), summary
+
+
+def _figures(summary):
+    metrics = json.loads(open(os.path.join(summary["output"], "metrics.json")).read())
+    return metrics, [figure_number(summary["rows_read"]), figure_number(summary["rows_predicted"]),
+                     figure_number(metrics["rmse"]), figure_number(metrics["mae"])] + [
+        figure_number(m["rmse"]) for m in metrics["slices"]["payment_type"].values()]
+
+
+def test_the_report_is_one_self_contained_file_with_the_json_figures(report_run):
+    out, summary = report_run
+    page = open(os.path.join(out, "report.html"), encoding="utf-8").read()
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # no network access
+    assert page.count("data:image/png;base64,") >= 3  # rejects, slices, skew
+    metrics, figures = _figures(summary)
+    for text in figures:
+        assert f">{text}<" in page, text
+    for reason, n in summary["rejected"]["by_reason"].items():
+        assert f"<td>{reason}</td><td class=\"n\">{figure_number(n)}</td>" in page
+
+
+def test_chromium_renders_the_report_with_the_same_numbers(report_run, tmp_path):
+    if not chromium_path():
+        pytest.skip(CHROMIUM_MISSING)
+    from PIL import Image, ImageStat
+    out, summary = report_run
+    png = str(tmp_path / "report.png")
+    dom = render_page(os.path.join(out, "report.html"), png)
+    _, figures = _figures(summary)
+    text = re.sub(r"<[^>]+>", " ", dom)
+    for figure in figures:
+        assert f" {figure} " in text, figure
+    image = Image.open(png).convert("L")
+    assert image.size[0] == 412
+    assert ImageStat.Stat(image).stddev[0] > 10  # drawn, not a blank page
