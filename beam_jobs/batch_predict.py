@@ -43,7 +43,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 
 from beam_jobs.args import BatchPredictArgs
 from beam_jobs.shared import cli, common_options, errors, publish
-from beam_jobs.shared.finalize import REPORT, Finalize, OutputSpec
+from beam_jobs.shared.finalize import Finalize, OutputSpec
 from inference.batch import (
     OUTPUT_FORMATS,
     SOURCES_FILE,
@@ -398,8 +398,7 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
                 print(f"{JOB}: metrics by slice\n{slice_table(by_slice)}")
         for rec in _sample(cfg.output):
             print(f"  {json.dumps(rec)}")
-        if FileSystems.exists(FileSystems.join(cfg.output, REPORT)):
-            print(f"{JOB}: report {FileSystems.join(cfg.output, REPORT)}")
+
     return summary
 
 

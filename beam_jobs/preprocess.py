@@ -53,6 +53,7 @@ from preprocessing.parsing import record_batches
 from preprocessing.reference import golden
 from preprocessing.reference.golden import GOLDEN_DIR
 from preprocessing.reference.statistics import STATISTICS_FILE
+from preprocessing.reports.preprocess_report import preprocess_report
 
 MAX_COLUMNS = 2000  # --max_columns: an inferred schema's columns (each ~1.5 MB at preprocess)
 # What a run writes and publishes (replacing an earlier run's), and how it is counted.
@@ -60,7 +61,7 @@ OUTPUTS = OutputSpec(
     JOB, managed=("train", "eval", "test", "transform_fn", "transformed_metadata", "rejects",
                   GOLDEN_DIR, STATISTICS_FILE, RAW_SCHEMA_FILE),
     outputs={s: f"rows_{s}" for s in SPLITS}, outputs_key="splits", require=("train",),
-    sized=tuple(f"{s}/*" for s in SPLITS))
+    sized=tuple(f"{s}/*" for s in SPLITS), report=preprocess_report)
 
 
 class PreprocessOptions(PipelineOptions):

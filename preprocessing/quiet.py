@@ -71,10 +71,22 @@ def install(argv: Optional[Sequence[str]] = None) -> bool:
     os.environ.setdefault(QUIET_ENV, "quiet")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     for name, level in NOISY_LOGGERS.items():
-        logging.getLogger(name).setLevel(level)
+        logger = logging.getLogger(name)
+        logger.setLevel(level)
+        if not any(isinstance(f, _AtLeast) for f in logger.filters):
+            logger.addFilter(_AtLeast(level))  # a library that sets the level back is overruled
     if os.environ.get(FILTERED_ENV) != "1":
         _filter_stderr()
     return True
+
+
+class _AtLeast(logging.Filter):
+    def __init__(self, level: int):
+        super().__init__()
+        self.level = level
+
+    def filter(self, record) -> bool:
+        return record.levelno >= self.level
 
 
 def _filter_stderr() -> None:

@@ -152,4 +152,8 @@ def run_and_read_summary(p, template: Optional[str], output: str,
         for path in cleanup:
             remove_tree(path)
         raise
-    return json.loads(read_text(FileSystems.join(output, "summary.json")))
+    summary = json.loads(read_text(FileSystems.join(output, "summary.json")))
+    report = FileSystems.join(output, "report.html")
+    if FileSystems.exists(report):
+        emit(f"{summary.get('job')}: report {report}")
+    return summary

@@ -74,7 +74,7 @@ class OutputSpec:
     attach: Mapping[str, str] = dataclasses.field(default_factory=dict)
     require: Tuple[str, ...] = ()
     sized: Tuple[str, ...] = ()
-    report: Optional[Callable[[dict], str]] = None  # summary -> report.html's page
+    report: Optional[Callable[[dict, str], str]] = None  # (summary, staging) -> report.html
 
 
 def file_sizes(staging: str, globs: Sequence[str]) -> Dict[str, int]:
@@ -175,7 +175,7 @@ def _write_report(spec: OutputSpec, staging: str, summary: dict) -> bool:
     """report.html beside summary.json. A report that cannot be drawn is a warning, never a
     failed run: the outputs and the summary are the run's promise."""
     try:
-        page = spec.report(summary)
+        page = spec.report(summary, staging)
     except Exception as e:  # noqa: BLE001
         logging.warning("%s: no report.html (%s: %s)", spec.job, type(e).__name__, e)
         return False

@@ -8,7 +8,8 @@ from preprocessing.reports.page import Page, bar_chart
 MAX_BARS = 40  # features or slices drawn; the tables list them all
 
 
-def batch_report(summary: dict) -> str:
+def batch_report(summary: dict, staging: str = "") -> str:
+    """The page of a run's summary (`staging`, where the run wrote, is not read)."""
     page = Page(f"batch_predict: model version {summary.get('model_version')}")
     page.text(f"input {summary.get('input')} -> output {summary.get('output')}", "note")
     _counts(page, summary)

@@ -22,7 +22,9 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 
 def figure_number(value) -> str:
     """A value as a table shows it: integers with separators, other numbers to 4 figures."""
-    if isinstance(value, bool) or value is None:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
         return str(value)
     if isinstance(value, int):
         return f"{value:,}"
