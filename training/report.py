@@ -16,20 +16,74 @@ from typing import Optional
 import tensorflow as tf
 
 from preprocessing.files import filesys
+from preprocessing.reports.page import Page
+
+REPORT = "report.html"
 
 log = logging.getLogger("training")
 
 
 def write_report(job_dir: str, metrics: dict) -> None:
-    """metrics.json (strict JSON) and the learning curves beside it."""
+    """metrics.json (strict JSON), the learning curves beside it, and report.html."""
     tf.io.gfile.makedirs(job_dir)
     with tf.io.gfile.GFile(os.path.join(job_dir, "metrics.json"), "w") as f:
         f.write(filesys.dumps_json(metrics, sort_keys=False))
     if metrics.get("history"):
         plot_curves(metrics["history"], os.path.join(job_dir, "curves.png"))
+    try:
+        page = training_page(metrics)
+    except Exception as e:  # noqa: BLE001 (the model and metrics.json are the run's promise)
+        log.warning("no report.html (%s: %s)", type(e).__name__, e)
+        return
+    with tf.io.gfile.GFile(os.path.join(job_dir, REPORT), "w") as f:
+        f.write(page)
+
+
+def training_page(metrics: dict) -> str:
+    """report.html: the eval metrics, the family choice with each candidate's validation
+    and eval figures (and the rule's standard error in `chosen_by`), the defaults chosen and
+    why, and the learning curves."""
+    model = metrics.get("model") or {}
+    page = Page(f"training: {model.get('family', '')} for {metrics.get('label')}")
+    page.text(f"export {metrics.get('export_dir')}", "note")
+    page.heading("Eval split")
+    page.table([(k, v) for k, v in (metrics.get("eval") or {}).items()
+                if not isinstance(v, (dict, list))], ["metric", "value"])
+    if metrics.get("test"):
+        page.heading("Test split")
+        page.table([(k, v) for k, v in metrics["test"].items()
+                    if not isinstance(v, (dict, list))], ["metric", "value"])
+    candidates = model.get("candidates") or {}
+    if candidates:
+        figure = default_metric(metrics.get("task", "regression"))
+        page.heading("The model family: candidates on held-out rows")
+        page.text(f"kept: {model.get('family')} ({model.get('chosen_by')})")
+        page.table([(name, (c.get("validation") or {}).get(figure),
+                     (c.get("eval") or {}).get(figure), c.get("train_seconds"))
+                    for name, c in candidates.items()],
+                   ["candidate", f"validation {figure}", f"eval {figure}", "train seconds"],
+                   css=["ok" if name == model.get("family") else None for name in candidates])
+    defaults = metrics.get("defaults") or {}
+    if defaults:
+        page.heading("Settings chosen by default, and why")
+        page.table([(k, str(d.get("value")), d.get("why")) for k, d in defaults.items()
+                    if isinstance(d, dict)], ["setting", "value", "why"])
+    if metrics.get("history"):
+        page.heading("Learning curves")
+        page.figure(curves_figure(metrics["history"]), "learning curves")
+    return page.html()
 
 
 def plot_curves(history: dict, path: str) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = curves_figure(history)
+    with tf.io.gfile.GFile(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=90)
+    plt.close(fig)
+
+
+def curves_figure(history: dict):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -46,9 +100,7 @@ def plot_curves(history: dict, path: str) -> None:
         ax.set_xlabel("epoch")
         ax.legend()
     fig.tight_layout()
-    with tf.io.gfile.GFile(path, "wb") as f:
-        fig.savefig(f, format="png", dpi=90)
-    plt.close(fig)
+    return fig
 
 
 _reporter = None  # one per process: HyperTune rewrites its file from its own queue

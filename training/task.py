@@ -39,7 +39,7 @@ def main(argv=None) -> int:
         return 2
     if metrics.get("chief", True):
         print(f"training: export {metrics['export_dir']}; metrics {cfg.job_dir}/metrics.json; "
-              f"eval\n{metrics_table(metrics['eval'])}")
+              f"eval\n{metrics_table(metrics['eval'])}\ntraining: report {cfg.job_dir}/report.html")
     return 0
 
 

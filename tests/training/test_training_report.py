@@ -1,0 +1,36 @@
+"""training's report.html beside metrics.json: the eval metrics and each candidate family's
+figures, as Chromium renders it."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from preprocessing.reports.page import figure_number
+from tests.helpers import CHROMIUM_MISSING, chromium_path, render_page
+
+
+def _figures(metrics):
+    out = [figure_number(v) for v in metrics["eval"].values() if isinstance(v, (int, float))]
+    for c in metrics["model"]["candidates"].values():  # held-out and eval figures
+        out += [figure_number(c[k]["rmse"]) for k in ("validation", "eval") if k in c]
+    return out
+
+
+def test_training_reports_its_metrics_and_choice_in_one_page(trained, tmp_path):
+    _, job_dir, _ = trained
+    with open(os.path.join(job_dir, "metrics.json")) as f:
+        metrics = json.load(f)
+    page = open(os.path.join(job_dir, "report.html"), encoding="utf-8").read()
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
+    assert "data:image/png;base64," in page  # the learning curves
+    for figure in _figures(metrics):
+        assert f">{figure}<" in page, figure
+    if not chromium_path():
+        pytest.skip(CHROMIUM_MISSING)
+    text = re.sub(r"<[^>]+>", " ", render_page(os.path.join(job_dir, "report.html"),
+                                               str(tmp_path / "report.png")))
+    for figure in _figures(metrics):
+        assert f" {figure} " in text, figure
