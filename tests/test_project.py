@@ -37,3 +37,13 @@ def test_the_design_docs_records_table_names_types_where_they_are_defined():
     for name, module in rows:
         obj = getattr(importlib.import_module(module), name, None)
         assert isinstance(obj, type) and obj.__module__ == module, (name, module)
+
+
+def test_no_committed_file_is_over_a_megabyte():
+    """The repository holds code, specs and small figures, not wheels or data sets."""
+    import subprocess
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    big = [f for f in files if f and os.path.isfile(os.path.join(ROOT, f))
+           and os.path.getsize(os.path.join(ROOT, f)) > 1 << 20]
+    assert big == []
