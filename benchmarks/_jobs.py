@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Tuple
@@ -25,8 +26,9 @@ def measure_job(module: str, args, workers: int = 1) -> Tuple[float, float]:
     t = time.time()
     # The job sees the project's own packages, not a benchmark's extra PYTHONPATH.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=env)
+    # stderr is kept (bounded) so that a failed run says why: a job's own lines are few.
+    err = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, env=env)
     peak = [0.0]
 
     def sample():
@@ -39,7 +41,10 @@ def measure_job(module: str, args, workers: int = 1) -> Tuple[float, float]:
     secs = time.time() - t
     sampler.join(timeout=1)
     if rc:
-        raise subprocess.CalledProcessError(rc, cmd)
+        err.seek(0, 2)
+        err.seek(max(0, err.tell() - 4000))
+        raise subprocess.CalledProcessError(rc, cmd, stderr=err.read().decode("utf-8", "replace"))
+    err.close()
     return secs, peak[0]
 
 

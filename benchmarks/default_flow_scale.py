@@ -55,7 +55,10 @@ def run_size(rows: int, root: str, seed: int) -> dict:
         try:
             secs, peak = measure_job(module, args, workers)
         except subprocess.CalledProcessError as e:
-            out[job] = {"failed": f"exit {e.returncode}"}
+            out[job] = {"failed": f"exit {e.returncode}",
+                        "stderr_tail": (e.stderr or "").strip().splitlines()[-5:]}
+            print(f"{rows:>10,} rows  {job:<14} failed: exit {e.returncode}\n  "
+                  + "\n  ".join(out[job]["stderr_tail"]), flush=True)
             break
         out[job] = {"seconds": round(secs, 1), "peak_mb": round(peak)}
         print(f"{rows:>10,} rows  {job:<14} {secs:8.1f} s  {peak:8.0f} MB", flush=True)
