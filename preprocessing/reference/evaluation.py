@@ -89,7 +89,7 @@ def metrics_table(metrics: dict, indent: str = "  ") -> str:
     if not rows:
         return f"{indent}(none)"
     width = max(len(name) for name, _ in rows)
-    return "\n".join(f"{indent}{name:<{width}}  {_figure(value)}" for name, value in rows)
+    return "\n".join(f"{indent}{name:<{width}}  {figure_text(value)}" for name, value in rows)
 
 
 def _flat(metrics: dict, prefix: str = ""):
@@ -100,13 +100,19 @@ def _flat(metrics: dict, prefix: str = ""):
             yield f"{prefix}{name}", value
 
 
-def _figure(value) -> str:
-    if isinstance(value, bool) or value is None:
+def figure_text(value) -> str:
+    """A value as a table shows it (the terminal's and report.html's): integers with
+    thousands separators, other numbers to 4 decimals (past a million, whole), None "-"."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
         return str(value)
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
-        return f"{value:,.4f}" if math.isfinite(value) else str(value)
+        if not math.isfinite(value):
+            return str(value)
+        return f"{value:,.4f}" if abs(value) < 1e6 else f"{value:,.0f}"
     if isinstance(value, (list, tuple)):
-        return ", ".join(_figure(v) for v in value)
+        return ", ".join(figure_text(v) for v in value)
     return str(value)

@@ -210,7 +210,12 @@ class TableStatistics(beam.CombineFn):
 
 def load_train_statistics(export_dir: str) -> Optional[dict]:
     """The export's train statistics, or None (an export made before they were kept)."""
-    path = FileSystems.join(export_dir, EXPORT_STATISTICS)
+    return read_statistics(FileSystems.join(export_dir, EXPORT_STATISTICS))
+
+
+def read_statistics(path: str) -> Optional[dict]:
+    """A statistics file (preprocess's statistics.json, an export's copy), or None where
+    there is none; at most 64 MiB is read."""
     if not FileSystems.exists(path):
         return None
     with FileSystems.open(path, compression_type="uncompressed") as f:

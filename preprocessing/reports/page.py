@@ -8,6 +8,8 @@ import html
 import io
 from typing import Iterable, Optional, Sequence
 
+from preprocessing.reference.evaluation import figure_text
+
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;
 max-width:60rem;padding:0.8rem;color:#1b1f24;line-height:1.4}
@@ -18,19 +20,6 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 .bad{color:#b42318;font-weight:600}.ok{color:#067647;font-weight:600}
 .note{color:#57606a;font-size:0.9rem}img{max-width:100%;height:auto}
 """
-
-
-def figure_number(value) -> str:
-    """A value as a table shows it: integers with separators, other numbers to 4 figures."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:.4f}" if abs(value) < 1e6 else f"{value:,.0f}"
-    return str(value)
 
 
 class Page:
@@ -57,8 +46,8 @@ class Page:
         for i, row in enumerate(rows):
             cls = f' class="{css[i]}"' if css and css[i] else ""
             cells = "".join(
-                f'<td class="n">{figure_number(c)}</td>' if isinstance(c, (int, float))
-                and not isinstance(c, bool) else f"<td>{html.escape(figure_number(c))}</td>"
+                f'<td class="n">{figure_text(c)}</td>' if isinstance(c, (int, float))
+                and not isinstance(c, bool) else f"<td>{html.escape(figure_text(c))}</td>"
                 for c in row)
             out.append(f"<tr{cls}>{cells}</tr>")
         out.append("</table>")

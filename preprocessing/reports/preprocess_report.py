@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 from typing import Dict, List
 
-from preprocessing.reference.statistics import STATISTICS_FILE
+from apache_beam.io.filesystems import FileSystems
+
+from preprocessing.reference.statistics import STATISTICS_FILE, read_statistics
 from preprocessing.reports.page import Page
 
 EXAMPLES = 3            # rejected lines shown per reason
@@ -56,7 +58,6 @@ def preprocess_report(summary: dict, staging: str) -> str:
 
 
 def _examples(staging: str, reasons) -> Dict[str, List[str]]:
-    from apache_beam.io.filesystems import FileSystems
     out: Dict[str, List[str]] = {}
     budget = EXAMPLE_BYTES
     for m in FileSystems.match([FileSystems.join(staging, "rejects", "*.jsonl")])[0].metadata_list:
@@ -76,12 +77,7 @@ def _examples(staging: str, reasons) -> Dict[str, List[str]]:
 
 
 def _statistics(staging: str):
-    from apache_beam.io.filesystems import FileSystems
-    path = FileSystems.join(staging, STATISTICS_FILE)
-    if not FileSystems.exists(path):
-        return None
-    with FileSystems.open(path, compression_type="uncompressed") as f:
-        return json.loads(f.read(64 << 20).decode("utf-8"))
+    return read_statistics(FileSystems.join(staging, STATISTICS_FILE))
 
 
 def _distributions(features: dict):

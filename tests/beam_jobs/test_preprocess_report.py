@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from preprocessing.reports.page import figure_number
+from preprocessing.reference.evaluation import figure_text
 from tests.helpers import CHROMIUM_MISSING, ROOT, chromium_path, library_lines, render_page
 
 pytestmark = pytest.mark.slow  # a whole job, run as a user runs it
@@ -35,10 +35,10 @@ def preprocess_cli(tmp_path_factory):
 
 
 def _figures(summary, stats):
-    out = [figure_number(summary["rows_read"])] + [figure_number(n) for n in
+    out = [figure_text(summary["rows_read"])] + [figure_text(n) for n in
                                                    summary["splits"].values()]
-    out += [figure_number(n) for n in summary["rejected"]["by_reason"].values()]
-    out += [figure_number(f["mean"]) for f in stats["features"].values() if "mean" in f]
+    out += [figure_text(n) for n in summary["rejected"]["by_reason"].values()]
+    out += [figure_text(f["mean"]) for f in stats["features"].values() if "mean" in f]
     return out
 
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from beam_jobs import batch_predict
-from preprocessing.reports.page import figure_number
+from preprocessing.reference.evaluation import figure_text
 from tests.helpers import CHROMIUM_MISSING, chromium_path, render_page
 
 
@@ -24,9 +24,9 @@ def report_run(trained, taxi_csv, tmp_path_factory):
 
 def _figures(summary):
     metrics = json.loads(open(os.path.join(summary["output"], "metrics.json")).read())
-    return metrics, [figure_number(summary["rows_read"]), figure_number(summary["rows_predicted"]),
-                     figure_number(metrics["rmse"]), figure_number(metrics["mae"])] + [
-        figure_number(m["rmse"]) for m in metrics["slices"]["payment_type"].values()]
+    return metrics, [figure_text(summary["rows_read"]), figure_text(summary["rows_predicted"]),
+                     figure_text(metrics["rmse"]), figure_text(metrics["mae"])] + [
+        figure_text(m["rmse"]) for m in metrics["slices"]["payment_type"].values()]
 
 
 def test_the_report_is_one_self_contained_file_with_the_json_figures(report_run):
@@ -38,7 +38,7 @@ def test_the_report_is_one_self_contained_file_with_the_json_figures(report_run)
     for text in figures:
         assert f">{text}<" in page, text
     for reason, n in summary["rejected"]["by_reason"].items():
-        assert f"<td>{reason}</td><td class=\"n\">{figure_number(n)}</td>" in page
+        assert f"<td>{reason}</td><td class=\"n\">{figure_text(n)}</td>" in page
 
 
 def test_chromium_renders_the_report_with_the_same_numbers(report_run, tmp_path):

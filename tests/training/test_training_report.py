@@ -8,14 +8,14 @@ import re
 
 import pytest
 
-from preprocessing.reports.page import figure_number
+from preprocessing.reference.evaluation import figure_text
 from tests.helpers import CHROMIUM_MISSING, chromium_path, render_page
 
 
 def _figures(metrics):
-    out = [figure_number(v) for v in metrics["eval"].values() if isinstance(v, (int, float))]
+    out = [figure_text(v) for v in metrics["eval"].values() if isinstance(v, (int, float))]
     for c in metrics["model"]["candidates"].values():  # held-out and eval figures
-        out += [figure_number(c[k]["rmse"]) for k in ("validation", "eval") if k in c]
+        out += [figure_text(c[k]["rmse"]) for k in ("validation", "eval") if k in c]
     return out
 
 
