@@ -9,9 +9,10 @@ used when --timestamp_attribute names it. For an image model a message carries a
 the message id (for idempotent downstream writes), the model version that made it and the
 processing latency. Malformed messages and ones the model rejects go to the dead-letter sink
 with the reason. Per fixed window (--window_secs) a monitoring record gives the counts of
-predictions and rejects and latency percentiles. A new model version under --model_dir (a base
-of numeric versions) is picked up without a restart (--model_refresh_secs); outputs show the
-switch.
+predictions and rejects and latency percentiles; `report.html` (in --output_dir, else the
+monitoring directory) draws those windows over time and is rewritten as they close. A new
+model version under --model_dir (a base of numeric versions) is picked up without a restart
+(--model_refresh_secs); outputs show the switch.
 
 Locally, against Pub/Sub (or the gcloud emulator via PUBSUB_EMULATOR_HOST):
 
@@ -56,7 +57,8 @@ from inference.model import model_handler as mh
 from inference.model import versions
 from inference.model.serving_model import choose_version, gate_line
 from inference.model.shadow import CombineShadow, ShadowScoreStream
-from inference.outputs import sinks
+from inference.outputs import sinks, stream_report
+from inference.outputs.stream_report import WriteStreamReport
 from inference.skew import RowPartials, SkewReport, kinds_of, load_train_statistics
 from inference.streaming import (
     MAX_MESSAGE_BYTES,
@@ -303,6 +305,10 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
     monitoring = tuple(records) | "WithModelEvents" >> beam.Flatten()
     _ = monitoring | "WriteMonitoring" >> WriteJson(o.monitoring_topic, cfg.monitoring_dir,
                                                      "monitoring", o.window_secs, publish)
+    report_dir = o.output_dir or cfg.monitoring_dir
+    if report_dir:
+        _ = monitoring | "Report" >> WriteStreamReport(
+            FileSystems.join(report_dir, stream_report.REPORT), origin, o.window_secs)
     return {"predictions": preds, "rejects": dead, "monitoring": monitoring}
 
 

@@ -193,6 +193,9 @@ def test_replay_mode_runs_the_same_pipeline(versions, tmp_path):
     monitoring = read_jsonl(str(out / "monitoring" / "*.jsonl"))
     assert sum(m["predictions"] for m in monitoring
                if m["pane"] == "ON_TIME" and m["event"] == "window_stats") == 21
+    page = (out / "report.html").read_text()  # rewritten by the pipeline as windows closed
+    assert '<td>predictions</td><td class="n">21</td>' in page
+    assert '<td>rejects</td><td class="n">2</td>' in page
 
 
 @pytest.mark.parametrize("args, message", [
