@@ -10,7 +10,8 @@ convention. Optuna proposes the parameters and keeps the study in a file journal
 (JOB_DIR/tuning/study.journal): run the same command again after any stop and it continues
 (a trial that was running resumes from its own backup; none runs twice; raising max_trials
 adds only the difference). JOB_DIR/tuning/trials.jsonl has a line per trial, trials.png a
-plot, best.json the best trial with its test-split figure; its export becomes the newest
+plot, report.html the trials, parameters against the metric and the gate's verdict,
+best.json the best trial with its test-split figure; its export becomes the newest
 version under JOB_DIR/export only if it predicts the golden set no worse than the version
 there (the prediction jobs' gate rule).
 
@@ -233,7 +234,8 @@ def main(argv=None) -> int:
     finally:
         lock.close()
     if outcome.stopped:
-        print(f"training.tune: stopped: {outcome.stopped}", file=sys.stderr)
+        print(f"training.tune: stopped: {outcome.stopped} (the trials: "
+              f"{os.path.join(cfg.tuning_dir, 'report.html')})", file=sys.stderr)
         return 1
     best = outcome.best
     gate = best["gate"]
@@ -249,6 +251,7 @@ def main(argv=None) -> int:
               f"{gate.get('metric')} {gate.get('candidate_metric')} against the current "
               f"{gate.get('current_metric')}); {os.path.join(cfg.job_dir, 'export')} is "
               "unchanged")
+    print(f"training.tune: report {os.path.join(cfg.tuning_dir, 'report.html')}")
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -13,7 +14,8 @@ import time
 import pytest
 import yaml
 
-from tests.helpers import ROOT
+from preprocessing.reference.evaluation import figure_text
+from tests.helpers import ROOT, chromium_path, render_page
 from training.tuning import results as tune_results
 from training.tuning.spec import SpecError, parse_spec
 
@@ -133,6 +135,17 @@ def test_parallel_trials_a_failing_one_does_not_stop_the_study(preprocessed, tmp
     assert os.path.dirname(best["published"]) == os.path.join(job, "export")
     assert os.path.getsize(os.path.join(job, "tuning", "trials.png")) > 1000
     assert "failed (exit 2" in proc.stdout and "best trial" in proc.stdout
+    assert os.path.join(job, "tuning", "report.html") in proc.stdout
+    page = open(os.path.join(job, "tuning", "report.html"), encoding="utf-8").read()
+    assert f"<h2>Best trial: {best['trial']}</h2>" in page and "published as" in page
+    assert f">{figure_text(best['metric']['eval'])}<" in page
+    assert f">{figure_text(best['metric']['test'])}<" in page
+    assert page.count('<tr class="bad">') == 1  # the failed trial's row
+    if chromium_path():  # as a browser shows it (else the checks above stand alone)
+        dom = render_page(os.path.join(job, "tuning", "report.html"), str(tmp_path / "t.png"))
+        text = re.sub(r"<[^>]+>", " ", dom)
+        for figure in (best["metric"]["eval"], best["metric"]["test"]):
+            assert f" {figure_text(figure)} " in text
 
 
 def _wait_for(predicate, timeout: float, what: str):
@@ -190,6 +203,9 @@ def test_killed_tuner_resumes_no_trial_lost_or_repeated_and_the_gate_keeps_a_bet
     best = json.load(open(os.path.join(job, "tuning", "best.json")))
     assert best["gate"]["accepted"] is False and best["gate"]["reason"] == "metric_regression"
     assert best["published"] is None and "the gate refused it" in again.stdout
+    page = open(os.path.join(job, "tuning", "report.html"), encoding="utf-8").read()
+    assert "gate: refused (metric_regression)" in page and "not published" in page
+    assert f">{figure_text(best['gate']['current_metric'])}<" in page
     assert sorted(os.listdir(os.path.join(job, "export"))) == ["1"]
 
 

@@ -78,6 +78,17 @@ def progress_line(record: dict, records: list, spec, running: int) -> str:
 
 
 def plot_trials(tuning_dir: str, records: list, spec) -> str:
+    import matplotlib.pyplot as plt
+    fig = trials_figure(records, spec)
+    path = os.path.join(tuning_dir, "trials.png")
+    fig.savefig(path, dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def trials_figure(records: list, spec):
+    """Each complete trial's metric in trial order, the best so far, and the pruned and
+    failed trials marked."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -100,10 +111,7 @@ def plot_trials(tuning_dir: str, records: list, spec) -> str:
     ax.set_ylabel(f"{spec.metric} (eval split; {spec.goal})")
     ax.legend()
     ax.set_title(f"{len(done)} complete of {len(records)} trials")
-    path = os.path.join(tuning_dir, "trials.png")
-    fig.savefig(path, dpi=90, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return fig
 
 
 def newest_export(export_base: str) -> Optional[str]:

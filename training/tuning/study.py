@@ -13,6 +13,7 @@ import time
 from typing import Optional
 
 from training.tuning import results as tune_results
+from training.tuning import tune_report
 from training.tuning.spec import SpecError, TuneSpec, flag_args, optuna_distributions
 from training.tuning.trials import TrialProcess, trial_dir
 
@@ -172,6 +173,7 @@ class Study:
                     print("training.tune: " + tune_results.progress_line(
                         records[n], records, spec, len(self.running)), flush=True)
                 tune_results.plot_trials(self.cfg.tuning_dir, records, spec)
+                tune_report.write_report(self.cfg.tuning_dir, records, spec)
             trials = self.study.get_trials(deepcopy=False)
             failed = [t for t in trials if t.state == self._states().FAIL]
             if len(failed) >= spec.failure_limit and not stopped:
@@ -200,4 +202,5 @@ class Study:
                                        self.cfg.max_metric_regression)
         except RuntimeError as e:
             return Outcome(None, str(e), records)
+        tune_report.write_report(self.cfg.tuning_dir, records, spec, best)
         return Outcome(best, None, records)
