@@ -16,9 +16,10 @@ from typing import Optional
 import tensorflow as tf
 
 from preprocessing.files import filesys
-from preprocessing.reports.page import Page
+from preprocessing.reports.page import Page, bar_chart
 
 REPORT = "report.html"
+MAX_BARS = 40  # columns drawn; the table lists them all
 
 log = logging.getLogger("training")
 
@@ -68,10 +69,25 @@ def training_page(metrics: dict) -> str:
         page.heading("Settings chosen by default, and why")
         page.table([(k, str(d.get("value")), d.get("why")) for k, d in defaults.items()
                     if isinstance(d, dict)], ["setting", "value", "why"])
+    if metrics.get("importance"):
+        _importance(page, metrics["importance"])
     if metrics.get("history"):
         page.heading("Learning curves")
         page.figure(curves_figure(metrics["history"]), "learning curves")
     return page.html()
+
+
+def _importance(page: Page, imp: dict) -> None:
+    features = imp.get("features") or {}
+    page.heading("Feature importance (permutation, on the eval split)")
+    page.text(f"the rise in mean {imp.get('loss')} over {imp.get('rows')} eval rows when a "
+              f"column is shuffled (from {imp.get('base_loss'):.4g}); near or below 0: "
+              "not used on these rows", "note")
+    page.table(list(features.items()), ["column", "loss rise"])
+    shown = list(features)[:MAX_BARS]
+    if shown:
+        page.figure(bar_chart(shown, [features[n] for n in shown], "loss rise when shuffled",
+                              flagged=[False] * len(shown)), "feature importance")
 
 
 def plot_curves(history: dict, path: str) -> None:

@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 
 import tensorflow as tf
 import tf_keras as keras
@@ -26,6 +27,7 @@ from training import defaults, guards, report, selection
 from training.config import NETWORKS, TrainConfig
 from training.exporting.export import export_model, next_version_dir
 from training.exporting.serving_config import SERVING_DIR, serving_base_path, write_serving_config
+from training.importance import permutation_importance
 from training.models.network import fit_network, refit_network
 from training.models.trees import grow_shapes
 from training.selection import exact_eval, keep_one
@@ -204,6 +206,21 @@ def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, fami
     return cfg, net, trees, runs, candidates
 
 
+def _importance(model, eval_files, served, batch: int, seed: int):
+    """The kept model's permutation importance (training/importance.py), or None: a figure
+    for the report is never worth the trained model."""
+    started = time.time()
+    try:
+        out = permutation_importance(model, eval_files, served, batch, seed)
+    except Exception as e:  # noqa: BLE001 (the export and metrics.json are the promise)
+        log.warning("training: no feature importance (%s: %s)", type(e).__name__, e)
+        return None
+    if out:
+        log.info("feature importance over %d eval rows in %.1f s", out["rows"],
+                 time.time() - started)
+    return out
+
+
 def _train_and_evaluate(cfg: TrainConfig) -> dict:
     keras.utils.set_random_seed(cfg.seed)
     if cfg.model == "boosted_trees" and not is_chief():
@@ -247,6 +264,7 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         test = exact_eval(model, data_lib.split_files(cfg.data_dir, "test"), served, batch)
     except FileNotFoundError:
         test = None
+    importance = _importance(model, eval_files, served, batch, cfg.seed)
     export_dir = export_model(model, cfg.data_dir, served, next_version_dir(cfg.model_dir),
                               family=chosen)
     metrics = {
@@ -255,7 +273,7 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         "model": {"family": chosen, "requested": cfg.model_module or cfg.model,
                   "chosen_by": why, "candidates": candidates,
                   "choice_folds": {"value": folds[0], "why": folds[1]}},
-        "export_dir": export_dir, "config": cfg.to_dict(),
+        "importance": importance, "export_dir": export_dir, "config": cfg.to_dict(),
         "label_scaling": served.label_scaler.to_dict() if served.label_scaler else None,
         "deterministic": {"value": deterministic[0], "why": deterministic[1]},
         "serving_config": write_serving_config(

@@ -16,7 +16,20 @@ def _figures(metrics):
     out = [figure_text(v) for v in metrics["eval"].values() if isinstance(v, (int, float))]
     for c in metrics["model"]["candidates"].values():  # held-out and eval figures
         out += [figure_text(c[k]["rmse"]) for k in ("validation", "eval") if k in c]
+    out += [figure_text(v) for v in metrics["importance"]["features"].values()]
     return out
+
+
+def test_importance_ranks_the_column_the_fare_is_made_of_first(trained):
+    # tools/datagen.py makes the fare from the trip's distance (plus noise): shuffling
+    # trip_km must hurt most, and a column the fare is not made of (company) hardly at all.
+    _, job_dir, metrics = trained
+    imp = metrics["importance"]
+    assert imp["rows"] > 0 and imp["loss"] == "squared error"
+    first = next(iter(imp["features"]))
+    assert first == "trip_km", imp["features"]
+    assert imp["features"]["trip_km"] > 10 * abs(imp["features"]["company"])
+    assert imp["features"]["trip_km"] > 0.5 * imp["base_loss"]
 
 
 def test_training_reports_its_metrics_and_choice_in_one_page(trained, tmp_path):
