@@ -11,8 +11,9 @@ import time
 import tensorflow as tf
 import tf_keras as keras
 
-from training import guards, report
+from training import guards
 from training.config import TrainConfig
+from training.reporting import report
 
 log = logging.getLogger("training")
 

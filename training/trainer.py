@@ -23,13 +23,14 @@ import tensorflow as tf
 import tf_keras as keras
 
 from training import data as data_lib
-from training import defaults, guards, report, selection
+from training import defaults, guards, selection
 from training.config import NETWORKS, TrainConfig
 from training.exporting.export import export_model, next_version_dir
 from training.exporting.serving_config import SERVING_DIR, serving_base_path, write_serving_config
-from training.importance import permutation_importance
 from training.models.network import fit_network, refit_network
 from training.models.trees import grow_shapes
+from training.reporting import report
+from training.reporting.importance import permutation_importance
 from training.selection import exact_eval, keep_one
 
 log = logging.getLogger("training")

@@ -2,5 +2,5 @@
 (network.py) and the boosted trees (trees.py).
 
 May import: preprocessing, training.callbacks, training.config, training.data,
-training.defaults, training.guards, training.holding, training.report, training.target.
+training.defaults, training.guards, training.holding, training.reporting, training.target.
 """

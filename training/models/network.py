@@ -16,11 +16,12 @@ import tf_keras as keras
 
 from preprocessing.features.module_files import load_module_function
 from training import data as data_lib
-from training import defaults, guards, report
+from training import defaults, guards
 from training.callbacks import EpochReporter, ProgressLogger, StepProgressLogger, make_callbacks
 from training.config import TrainConfig
 from training.models import missingness
 from training.models.keras_models import build_model, compile_model
+from training.reporting import report
 
 log = logging.getLogger("training")
 

@@ -3,7 +3,7 @@ metric and goal, algorithm, median early stopping), the trial counts, and the tr
 running the unchanged `training.task` as each trial's worker pool. Vertex passes a trial's
 parameters as `--name=value` arguments after these, sets CLOUD_ML_TRIAL_ID (each trial then
 writes under JOB_DIR/trial_<id>) and reads the metric the trainer reports
-(training/report.py)."""
+(training/reporting/report.py)."""
 from __future__ import annotations
 
 from training.tuning.spec import TuneSpec

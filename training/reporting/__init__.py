@@ -1,0 +1,5 @@
+"""What a training run reports: metrics.json, report.html and the tuning metric (report.py),
+and the kept model's permutation importance (importance.py).
+
+May import: preprocessing, training.data, training.selection.
+"""
