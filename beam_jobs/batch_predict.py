@@ -393,6 +393,8 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
         if "metrics" in summary:
             metrics = dict(summary["metrics"])
             by_slice = metrics.pop("slices", None)
+            for drawn in ("residual_sample", "confusion_matrix"):  # report.html draws them
+                metrics.pop(drawn, None)
             print(f"{JOB}: metrics\n{metrics_table(metrics)}")
             if by_slice:
                 print(f"{JOB}: metrics by slice\n{slice_table(by_slice)}")

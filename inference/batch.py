@@ -12,6 +12,7 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
+from inference.error_picture import ErrorPicture
 from inference.inputs.rows import ServingParser
 from inference.model import model_handler as mh
 from inference.outputs.predictions import PredictionBlock
@@ -253,7 +254,8 @@ class EvalMetrics(beam.CombineFn):
     """Exact metrics over labelled predictions (the same formulas as the trainer's eval);
     given the train labels' range (regression), also the rows whose label lies outside it
     and their share of the squared error (EvalSums); with `slices`, the metrics of each
-    slice the blocks carry (SliceSums) as `slices`."""
+    slice the blocks carry (SliceSums) as `slices`; and the confusion counts or a sample of
+    (label, prediction) pairs for the report (ErrorPicture)."""
 
     def __init__(self, task: str, label_range: Optional[Tuple[float, float]] = None,
                  slices: bool = False):
@@ -262,24 +264,27 @@ class EvalMetrics(beam.CombineFn):
         self.slices = slices
 
     def create_accumulator(self):
-        return EvalSums(label_range=self.label_range), SliceSums()
+        return EvalSums(label_range=self.label_range), SliceSums(), ErrorPicture()
 
     def add_input(self, acc, block: PredictionBlock):
-        sums, by_slice = acc
+        sums, by_slice, picture = acc
         labels = block.labels or []
         sums.add_outputs(self.task, block.outputs, labels)
+        picture.add_outputs(self.task, block.outputs, labels)
         if self.slices and block.slices and labels:
             by_slice.add_outputs(self.task, block.outputs, labels, block.slices)
-        return sums, by_slice
+        return sums, by_slice, picture
 
     def merge_accumulators(self, accs):
-        sums, by_slice = EvalSums(label_range=self.label_range), SliceSums()
-        for a, b in accs:
-            sums, by_slice = sums.merge(a), by_slice.merge(b)
-        return sums, by_slice
+        sums, by_slice, picture = EvalSums(label_range=self.label_range), SliceSums(), \
+            ErrorPicture()
+        for a, b, c in accs:
+            sums, by_slice, picture = sums.merge(a), by_slice.merge(b), picture.merge(c)
+        return sums, by_slice, picture
 
     def extract_output(self, acc):
         out = acc[0].metrics(self.task)
         if self.slices:
             out["slices"] = acc[1].metrics(self.task)
+        out.update(acc[2].to_dict(self.task))
         return out

@@ -44,6 +44,17 @@ def _metrics(page: Page, metrics: dict) -> None:
     page.heading("Metrics")
     page.table([(k, v) for k, v in metrics.items() if not isinstance(v, (dict, list))],
                ["metric", "value"])
+    if metrics.get("residual_sample"):
+        sample = metrics["residual_sample"]
+        page.heading("Residuals")
+        page.text(f"a uniform sample of {len(sample['labels'])} labelled rows", "note")
+        page.figure(residual_figure(sample["labels"], sample["predictions"]), "residuals")
+    if metrics.get("confusion_matrix"):
+        matrix = metrics["confusion_matrix"]
+        page.heading("Confusion matrix (rows: label, columns: predicted)")
+        page.table([(c, *row) for c, row in zip(matrix["classes"], matrix["counts"])],
+                   ["label \\ predicted", *matrix["classes"]])
+        page.figure(confusion_figure(matrix["classes"], matrix["counts"]), "confusion matrix")
     by_slice = metrics.get("slices") or {}
     figure = "rmse" if "rmse" in metrics else "accuracy"
     for column, slices in by_slice.items():
@@ -56,6 +67,41 @@ def _metrics(page: Page, metrics: dict) -> None:
             page.figure(bar_chart([r[0] for r in shown], [r[2] for r in shown],
                                   f"{figure} by {column} (overall {metrics.get(figure):.4g})",
                                   flagged=[False] * len(shown)), f"{figure} by {column}")
+
+
+def residual_figure(labels, predictions):
+    """Residual (label - prediction) against the prediction, with the zero line."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    ax.scatter(predictions, [y - p for y, p in zip(labels, predictions)], s=6, alpha=0.5)
+    ax.axhline(0.0, color="#b42318", linewidth=1)
+    ax.set_xlabel("prediction", fontsize=8)
+    ax.set_ylabel("label - prediction", fontsize=8)
+    ax.tick_params(labelsize=7)
+    return fig
+
+
+def confusion_figure(classes, counts):
+    """The counts as a heat map, each cell written."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    side = 1.2 + 0.45 * len(classes)
+    fig, ax = plt.subplots(figsize=(side + 1.0, side))
+    image = ax.imshow(counts, cmap="Blues")
+    ax.set_xticks(range(len(classes)), classes, rotation=45, ha="right", fontsize=7)
+    ax.set_yticks(range(len(classes)), classes, fontsize=7)
+    ax.set_xlabel("predicted", fontsize=8)
+    ax.set_ylabel("label", fontsize=8)
+    top = max(max(row) for row in counts) or 1
+    for i, row in enumerate(counts):
+        for j, n in enumerate(row):
+            ax.text(j, i, str(n), ha="center", va="center", fontsize=6,
+                    color="white" if n > top / 2 else "black")
+    fig.colorbar(image, ax=ax, shrink=0.8)
+    return fig
 
 
 def _skew(page: Page, skew: dict) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from beam_jobs import batch_predict
 from preprocessing.reference.evaluation import figure_text
-from tests.helpers import CHROMIUM_MISSING, chromium_path, render_page
+from tests.helpers import CHROMIUM_MISSING, chromium_path, read_jsonl, render_page
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +33,22 @@ def test_the_report_is_one_self_contained_file_with_the_json_figures(report_run)
     out, summary = report_run
     page = open(os.path.join(out, "report.html"), encoding="utf-8").read()
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # no network access
-    assert page.count("data:image/png;base64,") >= 3  # rejects, slices, skew
+    assert page.count("data:image/png;base64,") >= 4  # rejects, residuals, slices, skew
+    assert "<h2>Residuals</h2>" in page
     metrics, figures = _figures(summary)
     for text in figures:
         assert f">{text}<" in page, text
     for reason, n in summary["rejected"]["by_reason"].items():
         assert f"<td>{reason}</td><td class=\"n\">{figure_text(n)}</td>" in page
+
+
+def test_the_residual_sample_is_rows_the_job_predicted(report_run):
+    out, summary = report_run
+    metrics = json.loads(open(os.path.join(out, "metrics.json")).read())
+    sample = metrics["residual_sample"]
+    assert 0 < len(sample["labels"]) == len(sample["predictions"]) <= 1000
+    predicted = {round(p["prediction"], 4) for p in read_jsonl(os.path.join(out, "predictions-*"))}
+    assert {round(p, 4) for p in sample["predictions"]} <= predicted
 
 
 def test_chromium_renders_the_report_with_the_same_numbers(report_run, tmp_path):
