@@ -140,13 +140,14 @@ def gcs_emulator(gcs_data_dir):
 
 @pytest.fixture(scope="session")
 def trained(preprocessed, tmp_path_factory):
-    """A small model trained on `preprocessed`: (data_dir, job_dir, metrics)."""
+    """A small model trained on `preprocessed`, its eval metrics sliced by a string and a
+    number column: (data_dir, job_dir, metrics)."""
     from training import train_and_evaluate
     data_dir, _ = preprocessed
 
     def build(folder):
-        return data_dir, str(folder), train_and_evaluate(small_train_config(data_dir,
-                                                                            str(folder)))
+        return data_dir, str(folder), train_and_evaluate(small_train_config(
+            data_dir, str(folder), slice_by=("payment_type", "passenger_count")))
     return built_once(tmp_path_factory, "job", build)
 
 

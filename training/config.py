@@ -5,9 +5,10 @@ import argparse
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from preprocessing import quiet
+from preprocessing.reference.slices import parse_slice_by
 from training.exporting.serving_config import check_base_path, check_model_name, serving_base_path
 
 DISTRIBUTIONS = ("auto", "single", "mirrored", "multi_worker", "parameter_server")
@@ -74,6 +75,7 @@ class TrainConfig:
     serving_model_name: str = "model"        # TF Serving's name (job_dir/serving/models.config)
     serving_base_path: Optional[str] = None  # the export base as the server sees it
     hypertune_metric: Optional[str] = None   # None: rmse (regression) or accuracy
+    slice_by: Tuple[str, ...] = ()           # raw columns: eval metrics by slice (golden set)
     verbose: int = 0
 
     def __post_init__(self):
@@ -255,6 +257,11 @@ class TrainConfig:
           help="The figure reported with the cloudml-hypertune convention (a Vertex AI tuning "
                "trial, python -m training.tune): per epoch on the validation slice, then on "
                "the eval split. Default: rmse (regression) or accuracy (classification).")
+        a("--slice_by", action="append", metavar="COL[,COL...]",
+          help="Repeatable. The exported model's metrics by slice of these raw columns "
+               "(a number by the train split's quintiles, a string by its values), on the "
+               "golden set (a sample of the eval split's rows): metrics.json `eval_slices` "
+               "and report.html.")
         a("--seed", type=int, default=42)
         a("--deterministic", action=argparse.BooleanOptionalAction, default=None,
           help="TensorFlow's deterministic ops: the same data, flags and seed give the same "
@@ -271,6 +278,7 @@ class TrainConfig:
         except ValueError:
             raise ConfigError(f"--hidden_units must be comma-separated integers, got "
                               f"{args.hidden_units!r}") from None
+        kw["slice_by"] = parse_slice_by(getattr(args, "slice_by", None) or ())
         return cls(**kw)
 
     def to_dict(self) -> dict:

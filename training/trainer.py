@@ -22,6 +22,7 @@ import time
 import tensorflow as tf
 import tf_keras as keras
 
+from preprocessing.reference.slices import SliceError
 from training import data as data_lib
 from training import defaults, guards, selection
 from training.config import NETWORKS, TrainConfig
@@ -30,6 +31,7 @@ from training.exporting.serving_config import SERVING_DIR, serving_base_path, wr
 from training.models.network import fit_network, refit_network
 from training.models.trees import grow_shapes
 from training.reporting import report
+from training.reporting.eval_slices import check_slice_by, eval_slices
 from training.reporting.importance import permutation_importance
 from training.selection import exact_eval, keep_one
 
@@ -148,12 +150,17 @@ def model_families(cfg: TrainConfig, info, kind: str) -> tuple:
 
 
 def _checked_start(cfg: TrainConfig, kind: str, chief: bool) -> tuple:
-    """(the data's FeatureInfo, (deterministic, why)) once the outputs are writable (chief)
-    and the tuning metric fits the task; TensorFlow's op determinism on when chosen."""
+    """(the data's FeatureInfo, (deterministic, why), the --slice_by Slicer or None) once
+    the outputs are writable (chief), the tuning metric fits the task and the data can be
+    sliced as asked; TensorFlow's op determinism on when chosen."""
     if chief:
         for flag in ("job_dir", "model_dir", "checkpoint_dir", "tensorboard_dir"):
             guards.check_writable(getattr(cfg, flag), "--" + flag)
     info = data_lib.load_feature_info(cfg.data_dir, cfg.label_key)
+    try:
+        slicer = check_slice_by(cfg.slice_by, info.raw_schema, cfg.data_dir)
+    except SliceError as e:
+        raise guards.TrainingError(str(e)) from None
     if cfg.hypertune_metric and (cfg.hypertune_metric == "accuracy") != \
             (info.task == "classification"):
         raise guards.TrainingError(f"--hypertune_metric {cfg.hypertune_metric} is not a "
@@ -163,7 +170,7 @@ def _checked_start(cfg: TrainConfig, kind: str, chief: bool) -> tuple:
     log.info("deterministic=%s (%s)", *deterministic)
     if deterministic[0]:
         tf.config.experimental.enable_op_determinism()
-    return info, deterministic
+    return info, deterministic, slicer
 
 
 def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, families,
@@ -231,7 +238,7 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
     kind = "single" if cfg.model == "boosted_trees" else resolve_distribution(cfg)
     strategy = make_strategy(kind)
     chief = is_chief()
-    info, deterministic = _checked_start(cfg, kind, chief)
+    info, deterministic, slicer = _checked_start(cfg, kind, chief)
     train_files = data_lib.split_files(cfg.data_dir, "train")
     families, families_why = model_families(cfg, info, kind)
     check_rows_for_a_choice(cfg, info, families)
@@ -283,6 +290,8 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
     }
     if "network" in families:
         metrics.update(net.metrics())
+    if slicer is not None:
+        metrics["eval_slices"] = eval_slices(slicer, export_dir, cfg.data_dir, info.raw_schema)
     warnings = defaults.collapse_warnings(info.task, info.n_classes, final,
                                           metrics.get("history", {}))
     for w in warnings:

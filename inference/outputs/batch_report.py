@@ -3,7 +3,7 @@ counts and rejects by reason, the metrics and the metrics by slice, the skew of 
 against train as bars flagged by threshold, the gate's and the shadow's verdicts."""
 from __future__ import annotations
 
-from preprocessing.reports.page import Page, bar_chart
+from preprocessing.reports.page import Page, bar_chart, slice_sections
 
 MAX_BARS = 40  # features or slices drawn; the tables list them all
 
@@ -55,18 +55,8 @@ def _metrics(page: Page, metrics: dict) -> None:
         page.table([(c, *row) for c, row in zip(matrix["classes"], matrix["counts"])],
                    ["label \\ predicted", *matrix["classes"]])
         page.figure(confusion_figure(matrix["classes"], matrix["counts"]), "confusion matrix")
-    by_slice = metrics.get("slices") or {}
     figure = "rmse" if "rmse" in metrics else "accuracy"
-    for column, slices in by_slice.items():
-        page.heading(f"Metrics by slice: {column}")
-        rows = [(k, m.get("examples"), m.get(figure), "small" if m.get("small") else "")
-                for k, m in slices.items()]
-        page.table(rows, ["slice", "rows", figure, ""])
-        shown = [r for r in rows if r[2] is not None][:MAX_BARS]
-        if shown:
-            page.figure(bar_chart([r[0] for r in shown], [r[2] for r in shown],
-                                  f"{figure} by {column} (overall {metrics.get(figure):.4g})",
-                                  flagged=[False] * len(shown)), f"{figure} by {column}")
+    slice_sections(page, metrics.get("slices") or {}, figure, metrics.get(figure))
 
 
 def residual_figure(labels, predictions):

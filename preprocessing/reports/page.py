@@ -86,3 +86,22 @@ def bar_chart(labels: Sequence[str], values: Sequence[float], title: str,
     ax.set_title(title, fontsize=10)
     ax.tick_params(labelsize=8)
     return fig
+
+
+MAX_BARS = 40  # slices drawn; the tables list them all
+
+
+def slice_sections(page: Page, by_slice: dict, figure: str, overall) -> None:
+    """Per sliced column: each slice's rows and `figure` (slices under the minimum count
+    marked `small`, not hidden), and its bars beside the overall figure."""
+    for column, slices in by_slice.items():
+        page.heading(f"Metrics by slice: {column}")
+        rows = [(k, m.get("examples"), m.get(figure), "small" if m.get("small") else "")
+                for k, m in slices.items()]
+        page.table(rows, ["slice", "rows", figure, ""])
+        shown = [r for r in rows if r[2] is not None][:MAX_BARS]
+        if shown:
+            title = f"{figure} by {column}" + (f" (overall {overall:.4g})"
+                                               if overall is not None else "")
+            page.figure(bar_chart([r[0] for r in shown], [r[2] for r in shown], title,
+                                  flagged=[False] * len(shown)), f"{figure} by {column}")

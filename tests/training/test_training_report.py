@@ -17,7 +17,49 @@ def _figures(metrics):
     for c in metrics["model"]["candidates"].values():  # held-out and eval figures
         out += [figure_text(c[k]["rmse"]) for k in ("validation", "eval") if k in c]
     out += [figure_text(v) for v in metrics["importance"]["features"].values()]
+    out += [figure_text(m["rmse"]) for c in metrics["eval_slices"]["slices"].values()
+            for m in c.values()]
     return out
+
+
+def test_eval_slices_partition_the_golden_rows_and_agree_with_their_whole(trained):
+    import types
+
+    from preprocessing.files import saved_models
+    from preprocessing.reference.golden import EXPORT_GOLDEN
+    from preprocessing.reference.golden_score import read_golden, score
+    _, _, metrics = trained
+    export = metrics["export_dir"]
+    sliced = metrics["eval_slices"]
+    schema = saved_models_schema(export)
+    rows = read_golden(os.path.join(export, EXPORT_GOLDEN), schema)
+    whole = score(types.SimpleNamespace(path=export, module=saved_models.load(export)), rows,
+                  "regression")
+    assert sliced["rows"] == len(rows) > 0
+    assert set(sliced["slices"]) == {"payment_type", "passenger_count"}
+    for column, slices in sliced["slices"].items():
+        assert sum(m["examples"] for m in slices.values()) == len(rows), column
+        pooled = sum(m["examples"] * m["rmse"] ** 2 for m in slices.values()) / len(rows)
+        assert pooled ** 0.5 == pytest.approx(whole.value, rel=1e-6), column
+    assert len(sliced["slices"]["passenger_count"]) >= 2  # train quintiles, not one bucket
+
+
+def saved_models_schema(export):
+    from preprocessing.contract.schema import RAW_SCHEMA_ASSET, Schema
+    with open(os.path.join(export, RAW_SCHEMA_ASSET)) as f:
+        return Schema.loads(f.read())
+
+
+def test_a_column_that_cannot_be_sliced_stops_training_before_it_starts(preprocessed, tmp_path):
+    from tests.helpers import small_train_config
+    from training import train_and_evaluate
+    from training.guards import TrainingError
+    data_dir, _ = preprocessed
+    for column, says in (("nope", "is not a column"), ("fare_amount", "is the label")):
+        with pytest.raises(TrainingError, match=says):
+            train_and_evaluate(small_train_config(data_dir, str(tmp_path / column),
+                                                  slice_by=(column,)))
+        assert not os.path.exists(os.path.join(tmp_path, column, "export"))
 
 
 def test_importance_ranks_the_column_the_fare_is_made_of_first(trained):

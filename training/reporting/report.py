@@ -16,7 +16,7 @@ from typing import Optional
 import tensorflow as tf
 
 from preprocessing.files import filesys
-from preprocessing.reports.page import Page, bar_chart
+from preprocessing.reports.page import Page, bar_chart, slice_sections
 
 REPORT = "report.html"
 MAX_BARS = 40  # columns drawn; the table lists them all
@@ -69,6 +69,14 @@ def training_page(metrics: dict) -> str:
         page.heading("Settings chosen by default, and why")
         page.table([(k, str(d.get("value")), d.get("why")) for k, d in defaults.items()
                     if isinstance(d, dict)], ["setting", "value", "why"])
+    sliced = metrics.get("eval_slices") or {}
+    if sliced:
+        figure = default_metric(metrics.get("task", "regression"))
+        page.heading("Eval metrics by slice")
+        page.text(sliced.get("note") or f"on {sliced.get('measured_on')} ({sliced.get('rows')} "
+                  "rows)", "note")
+        slice_sections(page, sliced.get("slices") or {}, figure,
+                       (metrics.get("eval") or {}).get(figure))
     if metrics.get("importance"):
         _importance(page, metrics["importance"])
     if metrics.get("history"):
