@@ -63,14 +63,18 @@ from inference.skew import RowPartials, SkewReport, kinds_of, load_train_statist
 from inference.streaming import (
     MAX_MESSAGE_BYTES,
     MODEL_EVENTS,
+    BundlePartials,
     FormatResults,
     Monitor,
+    OfPartials,
     ParseMessages,
     PerWindow,
     WriteJson,
 )
+from inference.window_slices import LabelledRows, SliceMetricsFn
 from preprocessing.contract.schema import Schema
 from preprocessing.images.checks import ImageLimits
+from preprocessing.reference.slices import Slicer
 
 JOB = "stream_predict"  # the metrics namespace of this job's steps
 
@@ -184,6 +188,7 @@ class StreamPredictConfig:
     # The local runner's Pub/Sub read holds each message until its sinks have written its
     # record (beam_jobs/shared/local_acks.py); Dataflow acknowledges after its own commit.
     ack_after_write: bool = False
+    slicer: Optional[Slicer] = None       # --slice_by: metrics by slice of labelled messages
 
 
 def launch(options: PipelineOptions) -> StreamPredictConfig:
@@ -202,8 +207,8 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
             "%s: starts with model version %s (%s)", JOB, versions.model_version(model_path),
             gate_line(record))
     common_options.check_golden_set(JOB, o, schema, train_stats)
-    # Streaming windows carry no labels here: --slice_by is the model gate's only.
-    common_options.check_slice_by(JOB, o, schema, train_stats)
+    # Per window over the messages that carry the label, and in the gate.
+    slicer = common_options.check_slice_by(JOB, o, schema, train_stats, by_label=schema.label)
     shadow_path = common_options.resolve_shadow(JOB, o, schema)
     image_kw = None
     if any(c.transform == "image" for c in schema.columns):
@@ -230,7 +235,7 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
                                train_statistics=common_options.train_statistics(
                                    o, model_path, train_stats, schema),
                                pubsub_id_label=None if local else o.id_attribute,
-                               ack_after_write=local and not o.replay)
+                               ack_after_write=local and not o.replay, slicer=slicer)
 
 
 def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
@@ -302,6 +307,13 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
                            kinds_of(cfg.train_statistics), o.window_secs))
                        | "Skew" >> PerWindow(SkewReport(cfg.train_statistics, o.skew_threshold),
                                              o.window_secs, o.allowed_lateness_secs))
+    if cfg.slicer is not None:  # labelled messages: metrics by slice per window
+        fn = SliceMetricsFn(cfg.schema.task, cfg.schema.label, cfg.slicer)
+        records.append(results
+                       | "LabelledRows" >> beam.ParDo(LabelledRows(cfg.schema.label))
+                       | "SlicePartials" >> beam.ParDo(BundlePartials(fn, o.window_secs))
+                       | "SliceMetrics" >> PerWindow(OfPartials(fn), o.window_secs,
+                                                     o.allowed_lateness_secs))
     monitoring = tuple(records) | "WithModelEvents" >> beam.Flatten()
     _ = monitoring | "WriteMonitoring" >> WriteJson(o.monitoring_topic, cfg.monitoring_dir,
                                                      "monitoring", o.window_secs, publish)

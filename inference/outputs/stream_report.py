@@ -20,12 +20,12 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import userstate, window
 from apache_beam.utils.timestamp import Timestamp
 
-from preprocessing.reports.page import Page
+from preprocessing.reports.page import Page, slice_sections
 
 REPORT = "report.html"
 MAX_WINDOWS = 500   # windows drawn (500 one-minute windows: about 8 hours)
 MAX_EVENTS = 100    # version accepted/refused records listed
-WINDOW_EVENTS = ("window_stats", "skew", "shadow_comparison")
+WINDOW_EVENTS = ("window_stats", "skew", "shadow_comparison", "slice_metrics")
 VERSION_EVENTS = ("version_accepted", "version_refused")
 
 
@@ -85,6 +85,14 @@ def stream_report(records: Iterable[dict], source: str = "", window_secs: float 
                    ["window start (UTC)", "pane", "predictions", "rejects", "latency p50 ms",
                     "latency p99 ms", "skew flags"],
                    css=["bad" if flags.get(s["window_start"]) else None for s in newest])
+    sliced = [r for r in records if r.get("event") == "slice_metrics"]
+    if sliced:
+        newest = sliced[-1]
+        page.heading(f"Labelled messages by slice: the newest window ({_when(newest['window_start'])})")
+        page.text(f"{newest.get('labelled')} labelled messages", "note")
+        figure = next((k for by in (newest.get("slices") or {}).values() for m in by.values()
+                       for k in ("rmse", "accuracy") if k in m), "rmse")
+        slice_sections(page, newest.get("slices") or {}, figure, None)
     if events:
         page.heading("Model versions")
         page.table([(_when(e.get("time")), e["event"], e.get("candidate_version"),

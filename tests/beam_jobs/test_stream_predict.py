@@ -103,6 +103,33 @@ def test_windowed_monitoring_counts_and_dead_letters(versions, tmp_path):
 
 
 @pytest.mark.slow
+def test_labelled_messages_give_metrics_by_slice_per_window(versions, tmp_path):
+    model = tmp_path / "m"
+    shutil.copytree(versions / "100", model / "100")
+    cfg, options = _cfg(tmp_path, model, "--window_secs", "10", "--slice_by", "payment_type")
+    fares = {"Cash": [8.0, 9.5, 30.0], "Credit Card": [12.0, 7.25]}
+    labelled = [msg(f"{pay}-{i}", dict(GOOD, payment_type=pay, fare_amount=fare))
+                for pay, values in fares.items() for i, fare in enumerate(values)]
+    stream = (EventStream()
+              .add_elements([TimestampedValue(m, i) for i, m in enumerate(labelled)])
+              .add_elements([TimestampedValue(msg("no-label"), 6)])  # predicted, not scored
+              .advance_watermark_to_infinity())
+    _run(cfg, options, stream)
+    preds = {p["id"]: p["prediction"] for p in _outputs(tmp_path)[0]}
+    records = [m for m in read_jsonl(str(tmp_path / "out" / "monitoring" / "*"))
+               if m["event"] == "slice_metrics"]
+    assert len(records) == 1 and records[0]["labelled"] == 5 and len(preds) == 6
+    slices = records[0]["slices"]["payment_type"]
+    for pay, values in fares.items():
+        errors = [preds[f"{pay}-{i}"] - fare for i, fare in enumerate(values)]
+        assert slices[pay]["examples"] == len(values)
+        assert slices[pay]["rmse"] == pytest.approx(
+            (sum(e * e for e in errors) / len(errors)) ** 0.5, rel=1e-5)
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "Labelled messages by slice" in page and "<td>Credit Card</td>" in page
+
+
+@pytest.mark.slow
 def test_late_data_is_predicted_and_counted_within_allowed_lateness(versions, tmp_path):
     model = tmp_path / "m"
     shutil.copytree(versions / "100", model / "100")

@@ -169,10 +169,10 @@ def test_slice_flags_a_job_cannot_use_fail_at_launch_with_one_line(
 
 
 @pytest.mark.parametrize("job, extra, message", [
-    ("beam_jobs.stream_predict", ["--slice_by", "payment_type"], "needs --max_slice_regression"),
+    ("beam_jobs.stream_predict", ["--slice_by", "nope"], "not a column"),
     ("beam_jobs.redrive", ["--slice_by", "payment_type"], "do not apply"),
 ])
-def test_jobs_that_cannot_slice_metrics_say_so_in_one_line(trained, tmp_path, job, extra,
+def test_slices_a_job_cannot_make_are_refused_in_one_line(trained, tmp_path, job, extra,
                                                             message):
     import importlib
     mod = importlib.import_module(job)
