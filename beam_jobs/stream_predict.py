@@ -293,6 +293,22 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
     stats = events | "Monitor" >> Monitor(o.window_secs, o.allowed_lateness_secs)
     # Gate records (version_accepted / version_refused) go out beside the window stats.
     records = [stats, formatted[MODEL_EVENTS]]
+    records += window_records(cfg, parsed.rows, results)
+    monitoring = tuple(records) | "WithModelEvents" >> beam.Flatten()
+    _ = monitoring | "WriteMonitoring" >> WriteJson(o.monitoring_topic, cfg.monitoring_dir,
+                                                     "monitoring", o.window_secs, publish)
+    report_dir = o.output_dir or cfg.monitoring_dir
+    if report_dir:
+        _ = monitoring | "Report" >> WriteStreamReport(
+            FileSystems.join(report_dir, stream_report.REPORT), origin, o.window_secs)
+    return {"predictions": preds, "rejects": dead, "monitoring": monitoring}
+
+
+def window_records(cfg: StreamPredictConfig, rows, results) -> list:
+    """The optional monitoring records per window, beside the window stats: the shadow's
+    comparison, the train/serve skew of the rows, the labelled messages' metrics by slice
+    (PCollections; labels as in a flat graph, so an update keeps its state)."""
+    o, records = cfg.args, []
     if cfg.shadow_path:  # the shadow's comparison per window, beside the window stats
         records.append(results
                        | "Shadow" >> beam.ParDo(ShadowScoreStream(
@@ -302,7 +318,7 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
                                          shadow_version=versions.model_version(cfg.shadow_path)),
                            o.window_secs, o.allowed_lateness_secs))
     if cfg.train_statistics:  # train/serve skew of each window's rows
-        records.append(parsed.rows
+        records.append(rows
                        | "SkewPartials" >> beam.ParDo(RowPartials(
                            kinds_of(cfg.train_statistics), o.window_secs))
                        | "Skew" >> PerWindow(SkewReport(cfg.train_statistics, o.skew_threshold),
@@ -314,14 +330,7 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
                        | "SlicePartials" >> beam.ParDo(BundlePartials(fn, o.window_secs))
                        | "SliceMetrics" >> PerWindow(OfPartials(fn), o.window_secs,
                                                      o.allowed_lateness_secs))
-    monitoring = tuple(records) | "WithModelEvents" >> beam.Flatten()
-    _ = monitoring | "WriteMonitoring" >> WriteJson(o.monitoring_topic, cfg.monitoring_dir,
-                                                     "monitoring", o.window_secs, publish)
-    report_dir = o.output_dir or cfg.monitoring_dir
-    if report_dir:
-        _ = monitoring | "Report" >> WriteStreamReport(
-            FileSystems.join(report_dir, stream_report.REPORT), origin, o.window_secs)
-    return {"predictions": preds, "rejects": dead, "monitoring": monitoring}
+    return records
 
 
 def acknowledge(records, written: tuple, name: str) -> None:

@@ -176,61 +176,13 @@ class TrainConfig:
                "boosted_trees: gradient boosted trees (YDF) in the same export. Images "
                "always train the CNN. blend: the average of wide_deep and boosted_trees, "
                "without a choice.")
-        a("--num_trees", type=int, default=300, help="boosted_trees: the trees grown (at "
-          "most, from 10,000 train rows: YDF then stops when the loss on its own 10%% "
-          "validation rows stops improving).")
-        a("--max_depth", type=int, default=6, help="boosted_trees: the deepest a tree grows.")
-        a("--shrinkage", type=float, default=0.05, help="boosted_trees: the learning rate.")
-        a("--min_examples", type=int, default=5, help="boosted_trees: rows a leaf holds at least.")
-        a("--subsample", type=float, default=1.0,
-          help="boosted_trees: the share of rows each tree is grown on.")
-        a("--growing_strategy", choices=GROWING_STRATEGIES, default="BEST_FIRST_GLOBAL",
-          help="boosted_trees: BEST_FIRST_GLOBAL grows the best leaf of the whole tree first "
-               "(up to --max_num_nodes); LOCAL grows every leaf to --max_depth.")
-        a("--max_num_nodes", type=int, default=31,
-          help="boosted_trees: nodes per tree with BEST_FIRST_GLOBAL.")
-        a("--split_axis", choices=SPLIT_AXES, default="auto",
-          help="boosted_trees: SPARSE_OBLIQUE splits on random sparse sums of numbers "
-               "(min-max normalised); AXIS_ALIGNED on one number at a time. auto (default): "
-               "with --model auto or blend, both are grown on the same rows and "
-               "SPARSE_OBLIQUE is kept unless AXIS_ALIGNED is lower by 3 standard errors on "
-               "the rows held out from them; alone, SPARSE_OBLIQUE.")
-        a("--categorical_algorithm", choices=CATEGORICAL_ALGORITHMS, default="CART",
-          help="boosted_trees: how a category split is searched (YDF's CART or RANDOM).")
-        a("--category_encoding", choices=CATEGORY_ENCODINGS, default="auto",
-          help="boosted_trees: a categorical feature of over 30 values as categories to split "
-               "on, or as its cross-fitted mean label (target). auto (default): under 10,000 "
-               "train rows with --model auto or blend, both are grown on the same rows and "
-               "categories kept unless target is lower by 2 standard errors on the rows held "
-               "out from them; else categories.")
-        a("--tree_threads", type=int, default=0,
-          help="boosted_trees: YDF's training threads. 0 (default): one under 200,000 train "
-               "rows (where more measured slower: benchmarks/tree_threads.py), else one per core.")
+        _add_tree_arguments(a)
         a("--label_key", help="Train on this transformed feature instead of the schema's raw "
           "label (TFX's <name>_xf convention): float -> regression, int -> classification.")
         a("--model_module", help="A Python file (local or gs://) defining build_model("
           "feature_info, config) -> tf_keras.Model; replaces --model (see "
           "training/examples/custom_model.py).")
-        a("--hidden_units", default="128,64,32", help="Comma-separated layer sizes.")
-        a("--embedding_dim", type=int, default=8)
-        a("--dropout", type=float, default=0.0)
-        a("--hide_missing", type=float, default=0.1,
-          help="The network, tables: each present value of a column with missing values is "
-               "hidden (stored as missing: imputed mean, flag set) with this probability "
-               "while training, so missing does not come to mean what it meant for the rows "
-               "that had it (small entities, say). 0 turns it off; serving is unchanged.")
-        a("--shuffle_buffer", type=int, default=50_000)
-        a("--cache", action="store_true", help="Cache the parsed training data in memory "
-          "(after the first epoch input costs ~nothing; use when the train split fits in RAM).")
-        a("--augment", action="store_true", help="Image data: random flips, rotations, contrast.")
-        a("--jit_compile", action="store_true", help="Compile the training step with XLA "
-          "(off by default: see the README's measured figures for your model and hardware).")
-        a("--mixed_precision", action="store_true", help="GPU: compute in float16 with float32 "
-          "variables and outputs (Keras' mixed_float16 policy); ignored, with a warning, "
-          "without a GPU, where float16 is slower.")
-        a("--backbone", choices=BACKBONES, default="small_cnn",
-          help="Image data: the small CNN, or a Keras application built without downloaded "
-               "weights (trained from scratch).")
+        _add_network_arguments(a)
         a("--eval_steps", type=int, help="Default: the whole eval split.")
         a("--early_stopping_patience", type=int,
           help="Epochs without a better holdout loss before training stops (the best weights "
@@ -283,3 +235,61 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def _add_tree_arguments(a) -> None:
+    """The boosted trees' flags (`a`: a parser's add_argument), in --help's order."""
+    a("--num_trees", type=int, default=300, help="boosted_trees: the trees grown (at "
+      "most, from 10,000 train rows: YDF then stops when the loss on its own 10%% "
+      "validation rows stops improving).")
+    a("--max_depth", type=int, default=6, help="boosted_trees: the deepest a tree grows.")
+    a("--shrinkage", type=float, default=0.05, help="boosted_trees: the learning rate.")
+    a("--min_examples", type=int, default=5, help="boosted_trees: rows a leaf holds at least.")
+    a("--subsample", type=float, default=1.0,
+      help="boosted_trees: the share of rows each tree is grown on.")
+    a("--growing_strategy", choices=GROWING_STRATEGIES, default="BEST_FIRST_GLOBAL",
+      help="boosted_trees: BEST_FIRST_GLOBAL grows the best leaf of the whole tree first "
+           "(up to --max_num_nodes); LOCAL grows every leaf to --max_depth.")
+    a("--max_num_nodes", type=int, default=31,
+      help="boosted_trees: nodes per tree with BEST_FIRST_GLOBAL.")
+    a("--split_axis", choices=SPLIT_AXES, default="auto",
+      help="boosted_trees: SPARSE_OBLIQUE splits on random sparse sums of numbers "
+           "(min-max normalised); AXIS_ALIGNED on one number at a time. auto (default): "
+           "with --model auto or blend, both are grown on the same rows and "
+           "SPARSE_OBLIQUE is kept unless AXIS_ALIGNED is lower by 3 standard errors on "
+           "the rows held out from them; alone, SPARSE_OBLIQUE.")
+    a("--categorical_algorithm", choices=CATEGORICAL_ALGORITHMS, default="CART",
+      help="boosted_trees: how a category split is searched (YDF's CART or RANDOM).")
+    a("--category_encoding", choices=CATEGORY_ENCODINGS, default="auto",
+      help="boosted_trees: a categorical feature of over 30 values as categories to split "
+           "on, or as its cross-fitted mean label (target). auto (default): under 10,000 "
+           "train rows with --model auto or blend, both are grown on the same rows and "
+           "categories kept unless target is lower by 2 standard errors on the rows held "
+           "out from them; else categories.")
+    a("--tree_threads", type=int, default=0,
+      help="boosted_trees: YDF's training threads. 0 (default): one under 200,000 train "
+           "rows (where more measured slower: benchmarks/tree_threads.py), else one per core.")
+
+
+def _add_network_arguments(a) -> None:
+    """The network's and its input pipeline's flags, in --help's order."""
+    a("--hidden_units", default="128,64,32", help="Comma-separated layer sizes.")
+    a("--embedding_dim", type=int, default=8)
+    a("--dropout", type=float, default=0.0)
+    a("--hide_missing", type=float, default=0.1,
+      help="The network, tables: each present value of a column with missing values is "
+           "hidden (stored as missing: imputed mean, flag set) with this probability "
+           "while training, so missing does not come to mean what it meant for the rows "
+           "that had it (small entities, say). 0 turns it off; serving is unchanged.")
+    a("--shuffle_buffer", type=int, default=50_000)
+    a("--cache", action="store_true", help="Cache the parsed training data in memory "
+      "(after the first epoch input costs ~nothing; use when the train split fits in RAM).")
+    a("--augment", action="store_true", help="Image data: random flips, rotations, contrast.")
+    a("--jit_compile", action="store_true", help="Compile the training step with XLA "
+      "(off by default: see the README's measured figures for your model and hardware).")
+    a("--mixed_precision", action="store_true", help="GPU: compute in float16 with float32 "
+      "variables and outputs (Keras' mixed_float16 policy); ignored, with a warning, "
+      "without a GPU, where float16 is slower.")
+    a("--backbone", choices=BACKBONES, default="small_cnn",
+      help="Image data: the small CNN, or a Keras application built without downloaded "
+           "weights (trained from scratch).")
