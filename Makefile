@@ -53,6 +53,8 @@ demo: install
 	    --evaluate_label fare_amount --output_format both
 	@echo "demo: data $(DEMO_DIR)/data, preprocessed $(DEMO_DIR)/prep, model $(DEMO_DIR)/job/export," \
 	      "predictions $(DEMO_DIR)/predictions/ (noise sigma of the data: 1.5 = best possible RMSE)"
+	@echo "demo: reports (open in a browser):"; ls -1t $(DEMO_DIR)/prep/report.html \
+	    $(DEMO_DIR)/job/report.html $(DEMO_DIR)/predictions/*/report.html | sed 's/^/  /'
 
 # Streaming on the real Pub/Sub emulator with the model `make demo` trained (~1 min): publishes
 # STREAM_ROWS demo rows (some malformed) at STREAM_RATE/s, swaps in a new model version half way.

@@ -14,7 +14,8 @@ replayed (tf.Example and image rows, rows cut at a bound, file-level failures) a
 they are. The output is published as every run's is: atomically, or not at all (a killed or
 failed redrive leaves the previous output as it was). The summary reconciles the original
 input: rows read = predictions (earlier + redriven) + the dead letters that remain.
-Reports of the earlier run (metrics.json, skew.json, shadow.json) are kept, not recomputed.
+Reports of the earlier run (metrics.json, skew.json, shadow.json) are kept, not recomputed;
+report.html is redrawn with the redrive's counts and the earlier run's.
 A model whose task or prediction columns differ from the output's is refused at launch;
 published keys are read from whichever format the run wrote; a `--rejects` letter is used
 only where it replaces a published one (same source and line), once.
@@ -38,6 +39,7 @@ from inference.batch import SOURCES_FILE, FormatPredictions, ParseInputs
 from inference.model import model_handler as mh
 from inference.model import versions
 from inference.outputs import sinks
+from inference.outputs.batch_report import redrive_report
 from inference.redrive_steps import (  # noqa: F401 (LETTER_MAX_BYTES: the bound, for readers)
     LETTER_MAX_BYTES,
     CarriedKeys,
@@ -56,7 +58,7 @@ from preprocessing.files import filesys
 JOB = "redrive"  # the metrics namespace of this job's steps
 
 OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects", SOURCES_FILE),
-                     outputs={"rows_predicted": "rows_written"})
+                     outputs={"rows_predicted": "rows_written"}, report=redrive_report)
 
 
 class RedriveOptions(PipelineOptions):

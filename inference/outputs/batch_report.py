@@ -26,6 +26,26 @@ def batch_report(summary: dict, staging: str = "") -> str:
     return page.html()
 
 
+def redrive_report(summary: dict, staging: str = "") -> str:
+    """A redrive's page. It replaces the earlier run's page, whose counts it changes; the
+    earlier run's metrics, skew and verdicts are kept as files, not recomputed, so the page
+    names them rather than redraw figures that no longer match the published rows."""
+    page = Page(f"redrive: model version {summary.get('model_version')}")
+    page.text(f"dead letters {summary.get('rejects')} -> output {summary.get('output')}", "note")
+    _counts(page, summary)
+    ignored = summary.get("ignored") or {}
+    if ignored:
+        page.table(sorted(ignored.items()), ["letter not redriven", "letters"])
+    earlier = summary.get("previous_run") or {}
+    page.heading("The run redriven")
+    page.table([(k, earlier.get(k)) for k in ("job", "run_date", "input", "model_version",
+                                               "rows_read", "rows_predicted")]
+               + [("rejected", (earlier.get("rejected") or {}).get("total"))], ["", "value"])
+    page.text("metrics.json, skew.json and shadow.json in the output are that run's, kept "
+              "as they were: they are not recomputed over the redriven rows.", "note")
+    return page.html()
+
+
 def _counts(page: Page, s: dict) -> None:
     page.heading("Rows")
     rejected = s.get("rejected") or {}

@@ -6,6 +6,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -257,15 +258,14 @@ def test_kept_files_are_copied_into_a_staging_folder_no_sink_has_made_yet(tmp_pa
     assert (staging / "sources.json").read_text() == "sources.json"
 
 
-def test_redrive_builds_from_a_config_the_test_constructs(trained, tmp_path):
-    """build_pipeline reads nothing but its config; the parse counters are the redrive's own
-    (its steps take the job's name, not batch prediction's)."""
+@pytest.fixture(scope="module")
+def config_redrive(trained, tmp_path_factory):
+    """A redrive built from a config made here: 40 rows, three dead letters, two fixed."""
     import apache_beam as beam
-    from apache_beam.metrics.metric import MetricsFilter
 
     from beam_jobs.args import RedriveArgs
     from inference.model import versions
-    _, out, _ = _small_run(trained, tmp_path)
+    _, out, _ = _small_run(trained, tmp_path_factory.mktemp("config"))
     _fix(out, 2)  # of the three dead letters, two fixed, one left as it was
     previous = json.load(open(os.path.join(out, "summary.json")))
     model_path = versions.resolve_model_dir(trained[2]["export_dir"])
@@ -284,6 +284,14 @@ def test_redrive_builds_from_a_config_the_test_constructs(trained, tmp_path):
     redrive.build_pipeline(p, cfg)
     result = p.run()
     result.wait_until_finish()
+    return out, previous, result
+
+
+def test_redrive_builds_from_a_config_the_test_constructs(config_redrive):
+    """build_pipeline reads nothing but its config; the parse counters are the redrive's own
+    (its steps take the job's name, not batch prediction's)."""
+    from apache_beam.metrics.metric import MetricsFilter
+    out, _, result = config_redrive
     summary = json.load(open(os.path.join(out, "summary.json")))
     assert summary["job"] == "redrive"
     assert summary["rows_read"] == 40 and summary["rows_predicted"] == 39
@@ -291,3 +299,38 @@ def test_redrive_builds_from_a_config_the_test_constructs(trained, tmp_path):
     namespaces = {r.key.metric.namespace for r in
                   result.metrics().query(MetricsFilter())["counters"]}
     assert "redrive" in namespaces and "batch_predict" not in namespaces
+
+
+def _report_figures(out):
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    earlier = summary["previous_run"]
+    return summary, earlier, [
+        f"<td>rows predicted</td><td class=\"n\">{summary['rows_predicted']}</td>",
+        f"<td>rejected</td><td class=\"n\">{summary['rejected']['total']}</td>",
+        f"<td>rows_predicted</td><td class=\"n\">{earlier['rows_predicted']}</td>"]
+
+
+def test_the_redrive_redraws_the_report_with_its_own_counts(config_redrive):
+    """The earlier run's report.html would show counts the redrive changed: it is replaced."""
+    out, previous, _ = config_redrive
+    page = open(os.path.join(out, "report.html"), encoding="utf-8").read()
+    summary, earlier, cells = _report_figures(out)
+    assert "<h1>redrive: model version" in page
+    assert (previous["rows_predicted"], summary["rows_predicted"]) == (37, 39)
+    assert earlier["rows_predicted"] == 37
+    for cell in cells:
+        assert cell in page, cell
+    assert "<td>unparsable_number</td><td class=\"n\">1</td>" in page
+
+
+def test_chromium_renders_the_redrive_report(config_redrive, tmp_path):
+    from tests.helpers import CHROMIUM_MISSING, chromium_path, render_page
+    if not chromium_path():
+        pytest.skip(CHROMIUM_MISSING)
+    out, _, _ = config_redrive
+    dom = render_page(os.path.join(out, "report.html"), str(tmp_path / "redrive.png"))
+    summary, earlier, _ = _report_figures(out)
+    text = " ".join(re.sub(r"<[^>]+>", " ", dom).split())
+    assert f"rows predicted {summary['rows_predicted']} " in text
+    assert f"rows_predicted {earlier['rows_predicted']} " in text
+    assert os.path.getsize(tmp_path / "redrive.png") > 5_000

@@ -104,3 +104,28 @@ def test_chromium_renders_the_stream_report(written, tmp_path):
     for figure in FIGURES:
         assert f" {figure} " in text, figure
     assert ImageStat.Stat(Image.open(png).convert("L")).stddev[0] > 10
+
+
+def _one_window(path):
+    options = PipelineOptions([])
+    options.view_as(StandardOptions).streaming = True
+    stream = (EventStream()
+              .add_elements([TimestampedValue(stats(T0, 7), T0 + 9.999)])
+              .advance_watermark_to_infinity())
+    with beam.Pipeline(options=options) as p:
+        _ = p | stream | WriteStreamReport(path, "projects/p/subscriptions/in", 10)
+
+
+def test_a_report_that_cannot_be_written_is_a_warning_and_the_pipeline_goes_on(
+        tmp_path, caplog):
+    """A report folder that is a file (or gone, then made again): predictions never stop
+    for the page."""
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("a file where the report folder should be")
+    with caplog.at_level("WARNING"):
+        _one_window(str(blocker / "report.html"))  # returns: the pipeline was not stopped
+    assert "report.html not rewritten" in caplog.text
+    assert blocker.read_text().startswith("a file")
+    gone = tmp_path / "gone" / "deeper" / "report.html"  # a folder removed under a running job
+    _one_window(str(gone))
+    assert ">7<" in gone.read_text(encoding="utf-8")
