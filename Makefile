@@ -81,6 +81,7 @@ demo-images: install
 # the fixtures that run whole jobs (tests/conftest.py built_once).
 test: install install-emulators
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 	export TESTS_SHARED_DIR="$$(mktemp -d)"; \
 	$(PY) -m pytest tests -n $(TEST_PROCS) --dist worksteal; \
 	rc=$$?; rm -rf "$$TESTS_SHARED_DIR"; exit $$rc

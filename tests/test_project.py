@@ -47,3 +47,10 @@ def test_no_committed_file_is_over_a_megabyte():
     big = [f for f in files if f and os.path.isfile(os.path.join(ROOT, f))
            and os.path.getsize(os.path.join(ROOT, f)) > 1 << 20]
     assert big == []
+
+
+def test_no_folder_holds_more_than_about_twelve_modules():
+    for package in ("preprocessing", "inference", "training", "beam_jobs"):
+        for folder, _, files in os.walk(os.path.join(ROOT, package)):
+            modules = [f for f in files if f.endswith(".py") and f != "__init__.py"]
+            assert len(modules) <= 13, (folder, len(modules))

@@ -35,6 +35,7 @@ from preprocessing.reference.evaluation import EvalSums
 from training import data as data_lib
 from training import defaults
 from training.config import TrainConfig
+from training.losses import row_losses
 from training.models.blend import BLEND, BlendModel
 from training.models.trees import (
     TreesRun,
@@ -85,22 +86,6 @@ def _scored(model, files, info, batch_size: int, holdout) -> Tuple[EvalSums, np.
             sums.add_classification(np.argmax(out, -1) == y, w)
             losses.append(row_losses(out, y, w))
     return sums, (np.concatenate(losses) if losses else np.zeros(0))
-
-
-def row_losses(out: np.ndarray, y: np.ndarray, weight: Optional[np.ndarray] = None):
-    """Per-row losses: regression (`weight` None) the squared error of the predictions
-    `out`; classification the Brier score of the probabilities from `out` (logits or
-    log-probabilities) for the rows of weight > 0. A 0/1 loss on a slice of a few hundred
-    rows rarely tells two classifiers apart; probabilities do, and bounded, so one row
-    cannot decide."""
-    if weight is None:
-        return (np.asarray(out, np.float64) - y) ** 2
-    logits = np.asarray(out, np.float64)
-    probs = np.exp(logits - logits.max(-1, keepdims=True))
-    probs /= probs.sum(-1, keepdims=True)
-    seen = weight > 0
-    onehot = np.eye(logits.shape[-1])[np.where(seen, y, 0).astype(int)]
-    return ((probs - onehot) ** 2).sum(-1)[seen]
 
 
 def exact_eval(model, files, info, batch_size: int, holdout=None) -> dict:

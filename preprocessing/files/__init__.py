@@ -1,6 +1,4 @@
 """File I/O over Beam's FileSystems: bounded opening and matching (filesys.py), the records of a
 file (records.py), CSV byte blocks, reading input files in parallel, writing TFRecords, and
 loading an export.
-
-May import: preprocessing.accounting, preprocessing.contract, preprocessing.parsing.
 """

@@ -1,6 +1,4 @@
 """Parsing records against the schema: rows (row_parser.py, the CSV/JSON/tf.Example record
 parser), columns in Arrow's kernels, the column-wise CSV block parser, and rows as Arrow
 RecordBatches for tf.transform.
-
-May import: preprocessing.accounting, preprocessing.contract.
 """

@@ -1,5 +1,3 @@
 """Each run's `report.html`: one self-contained page (inline CSS, figures as inline PNGs made
 with matplotlib), readable on a phone, built from what the run already wrote.
-
-May import: preprocessing.reference.
 """

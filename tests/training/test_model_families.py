@@ -221,7 +221,7 @@ def test_auto_keeps_the_blend_unless_one_family_is_clearly_better_on_the_same_ro
 
 
 def test_classifiers_are_compared_by_the_brier_score_of_their_probabilities():
-    from training.selection import row_losses
+    from training.losses import row_losses
     y, w = np.array([0, 1, 1]), np.array([1.0, 1.0, 0.0])   # the last class unseen in train
     sure = np.log(np.array([[0.9, 0.1], [0.2, 0.8], [0.5, 0.5]]))
     np.testing.assert_allclose(row_losses(sure, y, w), [0.02, 0.08])

@@ -1,4 +1,2 @@
 """Example user module files (`--model_module`): a `build_model` hook as a user writes one.
-
-May import: nothing else in the project.
 """

@@ -1,5 +1,3 @@
 """What a training run reports: metrics.json, report.html and the tuning metric (report.py),
 and the kept model's permutation importance (importance.py).
-
-May import: preprocessing, training.data, training.selection.
 """

@@ -1,5 +1,5 @@
 """Permutation importance of the model kept, on the eval split: how much the mean per-row
-loss (selection.row_losses: squared error, or the Brier score) rises when one raw column's
+loss (losses.row_losses: squared error, or the Brier score) rises when one raw column's
 inputs are shuffled across rows. It is the same measure for the network, the trees and the
 blend, so the report can compare them; a column's transformed outputs (its bucket, missing
 flag, datetime parts) are shuffled together, and each derived feature and cross on its own.
@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from training import data as data_lib
-from training.selection import row_losses
+from training.losses import row_losses
 
 MAX_ROWS = 5000
 
