@@ -81,6 +81,20 @@ def test_help_answers_without_importing_beam_or_tensorflow(module):
     assert not {"apache_beam", "tensorflow", "pandas"} & imported
 
 
+def test_importing_a_job_module_does_not_load_tensorflow():
+    """Launch-time checks and --help stay light: TensorFlow loads where a model or a
+    transform runs (a DoFn's setup, the launch step that reads an export), not at import."""
+    jobs = ["beam_jobs.preprocess", "beam_jobs.batch_predict", "beam_jobs.stream_predict",
+            "beam_jobs.redrive"]
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in jobs)
+            + "print(sorted(m for m in ('tensorflow', 'tensorflow_transform', 'keras') "
+              "if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
 @pytest.mark.slow
 def test_stored_help_texts_are_the_live_ones():
     assert help_texts.main(["--check"]) == 0, "run: python -m tools.help_texts"
