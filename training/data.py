@@ -80,6 +80,10 @@ def _max_int_label(data_dir: str, name: str, limit: int = 1_000_000) -> int:
     return high
 
 
+class MissingDataError(FileNotFoundError):
+    """--data_dir is not a preprocess output, or has no shards of a split it needs."""
+
+
 class EmptySplitError(ValueError):
     """The preprocess output has no train or no eval rows: nothing to train on or measure."""
 
@@ -134,7 +138,7 @@ def load_feature_info(data_dir: str, label_key: Optional[str] = None) -> Feature
 
     for needed in ("transform_fn", RAW_SCHEMA_FILE):
         if not tf.io.gfile.exists(os.path.join(data_dir, needed)):
-            raise FileNotFoundError(f"{data_dir} is not a preprocess output (no {needed})")
+            raise MissingDataError(f"{data_dir} is not a preprocess output (no {needed})")
     summary = read_summary(data_dir)
     check_splits(data_dir, summary)
     tft_out = tft.TFTransformOutput(data_dir)
@@ -221,10 +225,10 @@ def _label_vocabulary(tft_out) -> list:
 
 
 def split_files(data_dir: str, split: str, missing_ok: bool = False) -> List[str]:
-    """The split's shards, in order (none: FileNotFoundError, or [] when `missing_ok`)."""
+    """The split's shards, in order (none: MissingDataError, or [] when `missing_ok`)."""
     files = sorted(tf.io.gfile.glob(os.path.join(data_dir, split, "*.tfrecord.gz")))
     if not files and not missing_ok:
-        raise FileNotFoundError(f"no TFRecords for split '{split}' under {data_dir}")
+        raise MissingDataError(f"no TFRecords for split '{split}' under {data_dir}")
     return files
 
 

@@ -27,14 +27,14 @@ def main(argv=None) -> int:
         cfg = TrainConfig.from_args(args)
     except ConfigError as e:
         parser.error(str(e))
-    from training.data import EmptySplitError, LabelKeyError
+    from training.data import EmptySplitError, LabelKeyError, MissingDataError
     from training.guards import TrainingError
     from training.trainer import train_and_evaluate
     try:
         metrics = train_and_evaluate(cfg)
-    except (FileNotFoundError, EmptySplitError, LabelKeyError, TrainingError, AttributeError,
-            TypeError) as e:
-        # Includes a --model_module without build_model, or returning no tf_keras Model.
+    except (MissingDataError, EmptySplitError, LabelKeyError, TrainingError) as e:
+        # Only the errors the trainer raises about the user's data and flags: any other is a
+        # bug, and its traceback is what a report of it needs.
         print(f"training.task: error: {e}", file=sys.stderr)
         return 2
     if metrics.get("chief", True):

@@ -350,7 +350,9 @@ def test_missing_data_dir_is_a_clear_error(tmp_path):
     r = subprocess.run([sys.executable, "-m", "training.task", "--data_dir", str(tmp_path / "no"),
                         "--job_dir", str(tmp_path / "j")], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
-    assert r.returncode != 0 and "error" in r.stderr.splitlines()[-1].lower()
+    assert r.returncode == 2
+    assert r.stderr.splitlines()[-1].startswith("training.task: error: ")
+    assert "is not a preprocess output" in r.stderr.splitlines()[-1]
 
 
 @pytest.mark.parametrize("rows, want", [
@@ -453,7 +455,12 @@ def test_a_model_module_without_build_model_is_a_one_line_error(preprocessed, tm
                           "--model_module", str(bad)])
     assert code == 2
     assert err.getvalue().strip().splitlines()[-1] == (
-        f"training.task: error: module file {bad} has no callable build_model")
+        f"training.task: error: --model_module: module file {bad} has no callable build_model")
+    # A bug (here in the module's own code) is not a user error: it keeps its traceback.
+    bad.write_text("def build_model(info, cfg):\n    return None + 1\n")
+    with pytest.raises(TypeError, match="NoneType"):
+        task.main(["--data_dir", preprocessed[0], "--job_dir", str(tmp_path / "j2"),
+                   "--model_module", str(bad)])
 
 
 @pytest.mark.slow

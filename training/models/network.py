@@ -110,7 +110,10 @@ def _build_compiled(cfg: TrainConfig, info, strategy, kind: str, total_steps: in
     """(compiled model, mixed precision used, XLA used), built under the strategy."""
     builder = build_model
     if cfg.model_module:
-        builder = load_module_function(cfg.model_module, "build_model")
+        try:
+            builder = load_module_function(cfg.model_module, "build_model")
+        except (FileNotFoundError, AttributeError) as e:  # the file, or no build_model in it
+            raise guards.TrainingError(f"--model_module: {e}") from e
     mixed = cfg.mixed_precision and bool(tf.config.list_logical_devices("GPU"))
     if cfg.mixed_precision and not mixed:
         log.warning("training: --mixed_precision needs a GPU (float16 is slower on CPU): "
@@ -121,7 +124,7 @@ def _build_compiled(cfg: TrainConfig, info, strategy, kind: str, total_steps: in
     with strategy.scope(), precision_policy(mixed):
         model = builder(info, cfg)
         if not isinstance(model, keras.Model):
-            raise TypeError(f"build_model in {cfg.model_module} returned "
+            raise guards.TrainingError(f"build_model in {cfg.model_module} returned "
                             f"{type(model).__name__}, not a tf_keras Model (Keras 2: "
                             "`import tf_keras as keras`)")
         if mixed:
