@@ -41,8 +41,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
-from beam_jobs.args import BatchPredictArgs
 from beam_jobs.shared import cli, common_options, errors, publish
+from beam_jobs.shared.args import BatchPredictArgs
 from beam_jobs.shared.finalize import Finalize, OutputSpec
 from inference.batch import (
     OUTPUT_FORMATS,
@@ -86,37 +86,9 @@ OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects", "metrics.json", "
                      report=batch_report)
 
 
-class BatchPredictOptions(PipelineOptions):
-    """Batch-prediction flags; --input/--output ({date} is replaced by --run_date), --key_column
-    (rows without a key are keyed file:line) and --model_dir/--min_batch_size/--max_batch_size
-    come from common_options.IOOptions and common_options.ModelOptions."""
+BatchPredictOptions = common_options.options_class(BatchPredictArgs, "BatchPredictOptions",
+                                                    __name__)
 
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        parser.add_argument("--input_format", default="auto",
-                            choices=["auto", "csv", "jsonl", "tfrecord"],
-                            help="auto: by extension (.csv, .json/.jsonl, .tfrecord; +.gz).")
-        parser.add_argument("--output_format", default="jsonl", choices=["jsonl", "csv", "both"])
-        parser.add_argument("--run_date", help="YYYY-MM-DD for {date} (default: today, UTC).")
-        parser.add_argument("--passthrough_columns", default="",
-                            help="Comma-separated input columns copied to each prediction.")
-        parser.add_argument("--evaluate_label", help="Label column: write metrics.json "
-                            "(RMSE/MAE or accuracy) over the rows that have it.")
-        parser.add_argument("--rows_per_chunk", type=int,
-                            help="JSON lines / TFRecord records handed from the reader to "
-                                 "parsing at a time (default: --max_batch_size).")
-        parser.add_argument("--allow_empty_output", default="off", choices=["on", "off"],
-                            help="on: publish a run that predicted no row (every row a dead "
-                                 "letter). off: such a run fails like one that reads no rows, "
-                                 "and the previous output stays.")
-        parser.add_argument("--model_threads", type=int, default=0,
-                            help="TensorFlow threads per op in each worker process (0: "
-                                 "TensorFlow's default, all cores), e.g. cores / processes "
-                                 "where several worker processes share a machine.")
-
-
-OPTION_CLASSES = (common_options.IOOptions, common_options.ModelOptions,
-                  common_options.ImageOptions, BatchPredictOptions)
 
 
 def _date(text: Optional[str]) -> str:
@@ -133,18 +105,13 @@ def _date(text: Optional[str]) -> str:
 def parse_args(options: PipelineOptions) -> BatchPredictArgs:
     """The job's typed arguments, checked without any I/O ({date} resolved in input/output,
     --rows_per_chunk defaulted). Bad arguments fail here, before a model or file is read."""
-    o = common_options.typed_args(BatchPredictArgs, options, OPTION_CLASSES)
+    o = common_options.typed_args(JOB, BatchPredictArgs, options)
     for name in REQUIRED_OPTIONS:
         if not getattr(o, name):
             raise errors.JobError(JOB, f"--{name} is required")
-    if o.model_threads < 0:
-        raise errors.JobError(JOB, f"--model_threads must be >= 0, got {o.model_threads}")
     rows_per_chunk = o.max_batch_size if o.rows_per_chunk is None else o.rows_per_chunk
-    if o.min_batch_size < 1 or o.max_batch_size < o.min_batch_size or rows_per_chunk < 1:
-        raise errors.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size and "
-                                    "--rows_per_chunk >= 1")
-    common_options.check_image_options(JOB, o)
-    common_options.check_record_bounds(JOB, o)
+    if o.max_batch_size < o.min_batch_size:
+        raise errors.JobError(JOB, "need --min_batch_size <= --max_batch_size")
     common_options.check_model_options(JOB, o)
     run_date = _date(o.run_date)
     common_options.check_output_table(JOB, o, options, file_loads=True)
@@ -378,8 +345,7 @@ def _sample(output: str, n: int = 5):
 
 def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]:
     """Runs the job; returns the run summary (None when only a template was built)."""
-    options = common_options.job_options(argv, JOB, BatchPredictOptions, __doc__,
-                                  shared=OPTION_CLASSES[:-1])
+    options = common_options.job_options(argv, JOB, BatchPredictArgs, __doc__)
     options.view_as(SetupOptions).save_main_session = save_main_session
     cfg = launch(options)
     template = getattr(options.view_as(GoogleCloudOptions), "template_location", None)

@@ -38,24 +38,21 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
 from beam_jobs import preprocess_steps as pp
-from beam_jobs.args import PreprocessArgs
 from beam_jobs.preprocess_inputs import JOB, InputsFound
 from beam_jobs.shared import cli, common_options, errors, local_runner, publish
+from beam_jobs.shared.args import PreprocessArgs
 from beam_jobs.shared.finalize import Finalize, OutputSpec
 from preprocessing.accounting import counting
 from preprocessing.accounting.rejects import WriteDeadLetters
 from preprocessing.contract.schema import RAW_SCHEMA_FILE, Schema
 from preprocessing.contract.split import SPLITS, parse_fractions
 from preprocessing.files import filesys
-from preprocessing.files.tfrecords import GZIP_LEVEL
 from preprocessing.images.checks import ImageLimits
 from preprocessing.parsing import record_batches
-from preprocessing.reference import golden
 from preprocessing.reference.golden import GOLDEN_DIR
 from preprocessing.reference.statistics import STATISTICS_FILE
 from preprocessing.reports.preprocess_report import preprocess_report
 
-MAX_COLUMNS = 2000  # --max_columns: an inferred schema's columns (each ~1.5 MB at preprocess)
 # What a run writes and publishes (replacing an earlier run's), and how it is counted.
 OUTPUTS = OutputSpec(
     JOB, managed=("train", "eval", "test", "transform_fn", "transformed_metadata", "rejects",
@@ -64,63 +61,8 @@ OUTPUTS = OutputSpec(
     sized=tuple(f"{s}/*" for s in SPLITS), report=preprocess_report)
 
 
-class PreprocessOptions(PipelineOptions):
-    """Preprocess flags; --input (CSV), --output and --key_column (hashed for the split; default:
-    the spec's key, a column named key/id, or the whole record) come from common_options.IOOptions."""
+PreprocessOptions = common_options.options_class(PreprocessArgs, "PreprocessOptions", __name__)
 
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        parser.add_argument("--format", default="csv", choices=["csv", "images"],
-                            help="csv: raw CSV rows. images: --input is a labels CSV of "
-                            "uri,label lines (relative uris resolve against its folder) or a "
-                            "folder with one sub-folder of images per class.")
-        parser.add_argument("--classes", default="",
-                            help="images: comma-separated allowed labels; others are rejected "
-                            "as unknown_label (default: any non-empty label).")
-        parser.add_argument("--schema_spec", help="Declarative spec file (JSON or YAML). "
-                            "Without it the schema is inferred from the header and a sample.")
-        parser.add_argument("--label_column", help="Target column (needed when no spec is given). "
-                            "Not --label: Beam's Dataflow options own that flag (job labels).")
-        parser.add_argument("--task", default="auto",
-                            choices=["auto", "regression", "classification"],
-                            help="What the label is (schema inference): auto guesses it "
-                            "from the values (text or a few integer ids: classification; "
-                            "other numbers: regression) and logs why.")
-        parser.add_argument("--module_file", help="TFX-style module file whose "
-                            "preprocessing_fn replaces the one generated from the schema.")
-        parser.add_argument("--split", default="0.9,0.1",
-                            help="train,eval[,test] fractions; the default has no test "
-                            "split (training.tune shows its best trial on one: "
-                            "0.8,0.1,0.1).")
-        parser.add_argument("--num_shards", type=int, default=0,
-                            help="TFRecord shards per split; 0 lets the runner decide.")
-        parser.add_argument("--rows_per_batch", type=int, default=2000,
-                            help="Record-by-record reading (--csv_block_mb 0, or a delimiter "
-                                 "other than a comma): rows per Arrow RecordBatch handed to "
-                                 "tf.transform. Blocks give one RecordBatch per split each.")
-        parser.add_argument("--gzip_level", type=int, default=GZIP_LEVEL,
-                            help="zlib level of the gzip TFRecords, 1 (fastest, the default) "
-                                 "to 9 (smallest).")
-        parser.add_argument("--delimiter", default=",", help="CSV field delimiter.")
-        parser.add_argument("--infer_scan_mb", type=int, default=0,
-                            help="Schema inference profiles every row of every input file "
-                            "at launch (types never narrower than the data). A bound in MB "
-                            "of rows for very large inputs: past it numeric columns are "
-                            "typed float, and text in them is rejected. 0: the whole input.")
-        parser.add_argument("--max_columns", type=int, default=MAX_COLUMNS, help=(
-            "Most columns a header may have when the schema is inferred: the transform's "
-            "graph, and the job's memory, grow with them (1,108 columns: 2.1 GB, 61 s; "
-            "docs/performance.md). A longer header is refused at launch; a --schema_spec "
-            "names its columns and is not bounded."))
-        parser.add_argument("--golden_rows", type=int, default=golden.DEFAULT_ROWS, help=(
-            "Labelled raw eval (else test) rows kept in OUTPUT/golden/: the golden set a new "
-            f"model version must predict before it serves (0: none; at most {golden.MAX_ROWS:,}); "
-            "as many train rows go to OUTPUT/golden/calibration.tfrecord (training.optimize)."))
-        parser.add_argument("--tft_temp_dir", help="tf.transform's scratch directory "
-                            "(default: a local temp dir on local runners, else temp_location).")
-
-
-OPTION_CLASSES = (common_options.IOOptions, common_options.ImageOptions, PreprocessOptions)
 REQUIRED_OPTIONS = ("input", "output")
 
 
@@ -129,7 +71,7 @@ REQUIRED_OPTIONS = ("input", "output")
 def parse_args(options: PipelineOptions) -> PreprocessArgs:
     """The job's typed arguments, checked without any I/O (output without a trailing slash).
     Bad arguments fail here, before any file is listed or read."""
-    o = common_options.typed_args(PreprocessArgs, options, OPTION_CLASSES)
+    o = common_options.typed_args(JOB, PreprocessArgs, options)
     for name in REQUIRED_OPTIONS:
         if not getattr(o, name):
             raise errors.JobError(JOB, f"--{name} is required")
@@ -137,21 +79,10 @@ def parse_args(options: PipelineOptions) -> PreprocessArgs:
         parse_fractions(o.split)
     except ValueError as e:
         raise errors.JobError(JOB, str(e))
-    common_options.check_image_options(JOB, o)
-    common_options.check_record_bounds(JOB, o)
     if o.format == "csv" and not o.schema_spec and not o.label_column:
         raise errors.JobError(JOB, "give --schema_spec, or --label_column to infer the schema")
     if o.format == "images" and o.task == "regression":
         raise errors.JobError(JOB, "--task regression: image labels are classes")
-    if not 0 <= o.golden_rows <= golden.MAX_ROWS:
-        raise errors.JobError(JOB, f"--golden_rows must be 0..{golden.MAX_ROWS}")
-    if o.rows_per_batch < 1 or o.num_shards < 0 or o.infer_scan_mb < 0 or o.max_columns < 2:
-        raise errors.JobError(JOB, "--rows_per_batch must be >= 1, --num_shards and "
-                                    "--infer_scan_mb >= 0, --max_columns >= 2")
-    if not 1 <= o.gzip_level <= 9:
-        raise errors.JobError(JOB, f"--gzip_level must be 1..9, got {o.gzip_level}")
-    if len(o.delimiter) != 1:
-        raise errors.JobError(JOB, "--delimiter must be one character")
     return dataclasses.replace(o, output=o.output.rstrip("/"))
 
 
@@ -262,8 +193,7 @@ def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig):
 
 def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]:
     """Runs the job; returns the run summary (None when only a template was built)."""
-    options = common_options.job_options(argv, JOB, PreprocessOptions, __doc__,
-                                  shared=OPTION_CLASSES[:-1])
+    options = common_options.job_options(argv, JOB, PreprocessArgs, __doc__)
     options.view_as(SetupOptions).save_main_session = save_main_session
     cfg = launch(options)
     template = getattr(options.view_as(GoogleCloudOptions), "template_location", None)

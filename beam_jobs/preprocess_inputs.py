@@ -7,8 +7,8 @@ import logging
 
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.args import PreprocessArgs
 from beam_jobs.shared import cli, errors
+from beam_jobs.shared.args import PreprocessArgs
 from preprocessing.accounting import counting
 from preprocessing.contract.schema import Schema, SchemaError
 from preprocessing.files import filesys

@@ -32,8 +32,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
-from beam_jobs.args import RedriveArgs
 from beam_jobs.shared import cli, common_options, errors, publish
+from beam_jobs.shared.args import RedriveArgs
 from beam_jobs.shared.finalize import Finalize, OutputSpec
 from inference.batch import SOURCES_FILE, FormatPredictions, ParseInputs
 from inference.model import model_handler as mh
@@ -61,19 +61,8 @@ OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects", SOURCES_FILE),
                      outputs={"rows_predicted": "rows_written"}, report=redrive_report)
 
 
-class RedriveOptions(PipelineOptions):
-    """--output (the published batch_predict output) is common_options.IOOptions', and
-    --model_dir (default: the run's) common_options.ModelOptions'."""
+RedriveOptions = common_options.options_class(RedriveArgs, "RedriveOptions", __name__)
 
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        parser.add_argument("--rejects", help="Fixed dead letters (JSON lines): each replaces "
-                            "the published one of the same source and line; the others are "
-                            "redriven as published. Default: OUTPUT/rejects/*.jsonl itself "
-                            "(fixed in place).")
-
-
-OPTION_CLASSES = (common_options.IOOptions, common_options.ModelOptions, RedriveOptions)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +88,7 @@ class RedriveConfig:
 
 def parse_args(options: PipelineOptions) -> RedriveArgs:
     """The job's typed arguments, checked without any I/O."""
-    o = common_options.typed_args(RedriveArgs, options, OPTION_CLASSES)
+    o = common_options.typed_args(JOB, RedriveArgs, options)
     if not o.output:
         raise errors.JobError(JOB, "--output is required")
     if o.slice_by or o.max_slice_regression is not None:
@@ -264,7 +253,7 @@ def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig):
 def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]:
     """Runs the redrive; returns its summary."""
     # --help: the docstring names --output and --model_dir; the other shared flags do not apply.
-    options = common_options.job_options(argv, JOB, RedriveOptions, __doc__)
+    options = common_options.job_options(argv, JOB, RedriveArgs, __doc__, shared_help=False)
     options.view_as(SetupOptions).save_main_session = save_main_session
     cfg = launch(options)
     logging.info("Redriving %s with model version %s", cfg.rejects,

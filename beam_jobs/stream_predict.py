@@ -48,9 +48,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions
 
-from beam_jobs.args import StreamPredictArgs
 from beam_jobs.shared import cli, common_options, errors, local_acks, local_runner
-from beam_jobs.shared.local_streaming import MAX_OUTAGE_SECS
+from beam_jobs.shared.args import StreamPredictArgs
 from inference.inputs.image_sources import normalize_prefixes
 from inference.inputs.replay import Pace, load_replay, replay_stream
 from inference.model import model_handler as mh
@@ -61,7 +60,6 @@ from inference.outputs import sinks, stream_report
 from inference.outputs.stream_report import WriteStreamReport
 from inference.skew import RowPartials, SkewReport, kinds_of, load_train_statistics
 from inference.streaming import (
-    MAX_MESSAGE_BYTES,
     MODEL_EVENTS,
     BundlePartials,
     FormatResults,
@@ -79,50 +77,9 @@ from preprocessing.reference.slices import Slicer
 JOB = "stream_predict"  # the metrics namespace of this job's steps
 
 
-class StreamPredictOptions(PipelineOptions):
-    """Streaming flags; --model_dir/--min_batch_size/--max_batch_size: common_options.ModelOptions."""
+StreamPredictOptions = common_options.options_class(StreamPredictArgs, "StreamPredictOptions",
+                                                     __name__)
 
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        a = parser.add_argument
-        a("--input_subscription", help="Pub/Sub subscription to read (projects/P/subscriptions/S).")
-        a("--input_topic", help="Pub/Sub topic to read (a temporary subscription is made).")
-        a("--replay", help="JSON-lines file of events to replay instead of Pub/Sub (local runs).")
-        a("--replay_rate", type=float, default=100.0, help="Replay messages per second.")
-        a("--output_topic", help="Pub/Sub topic for predictions (attributes: id, model_version).")
-        a("--output_dir", help="Directory for predictions as windowed JSON-lines files.")
-        a("--dead_letter_topic", help="Pub/Sub topic for rejected messages.")
-        a("--dead_letter_dir", help="Directory for rejected messages (default: output_dir/rejects).")
-        a("--monitoring_topic", help="Pub/Sub topic for per-window monitoring records.")
-        a("--monitoring_dir", help="Directory for monitoring records (default: output_dir/monitoring).")
-        a("--window_secs", type=float, default=60.0, help="Monitoring window size (event time).")
-        a("--allowed_lateness_secs", type=float, default=0.0,
-          help="Late data still counted in its monitoring window (later: a late pane).")
-        a("--max_batch_duration_secs", type=float, default=None,
-          help="Accepted for compatibility and ignored: batches never span bundles (Beam's "
-               "cross-bundle batching lost the rows it held at the end of input or a drain).")
-        a("--max_message_bytes", type=int, default=MAX_MESSAGE_BYTES,
-          help="A larger message is a message_too_large dead letter before any parsing "
-               "(default 10 MiB).")
-        a("--allowed_uri_prefixes", default="",
-          help="Image models: comma-separated folders a message's uri may name, e.g. "
-               "gs://B/images/ (Cloud Storage notifications included). Default none: every uri "
-               "message is a uri_not_allowed dead letter, so whoever can publish cannot make "
-               "workers read their disks or buckets.")
-        a("--uri_read_timeout_secs", type=float, default=30.0,
-          help="Image models: the longest one read of a uri may take; 3 attempts, then a "
-               "uri_read_timeout dead letter.")
-        a("--model_refresh_secs", type=float, default=60.0,
-          help="How often to look for a newer model version under --model_dir; -1: never.")
-        a("--id_attribute", default="id", help="Message attribute holding the message id.")
-        a("--timestamp_attribute", help="Message attribute holding the event time.")
-        a("--max_outage_secs", type=float, default=MAX_OUTAGE_SECS,
-          help="Local runs: how long an unreachable subscription or output topic is retried "
-               "(with backoff) before the job stops in one line; nothing it has not written "
-               "is acknowledged, so a restart delivers it again.")
-
-
-OPTION_CLASSES = (common_options.ModelOptions, common_options.ImageOptions, StreamPredictOptions)
 REQUIRED_OPTIONS = ("model_dir",)
 
 
@@ -131,7 +88,7 @@ REQUIRED_OPTIONS = ("model_dir",)
 def parse_args(options: PipelineOptions) -> StreamPredictArgs:
     """The job's typed arguments, checked without any I/O: bad arguments fail here, before a
     model or file is read."""
-    o = common_options.typed_args(StreamPredictArgs, options, OPTION_CLASSES)
+    o = common_options.typed_args(JOB, StreamPredictArgs, options)
     if not o.model_dir:
         raise errors.JobError(JOB, "--model_dir is required")
     sources = [x for x in (o.input_subscription, o.input_topic, o.replay) if x]
@@ -141,14 +98,8 @@ def parse_args(options: PipelineOptions) -> StreamPredictArgs:
     if not (o.output_topic or o.output_dir or o.output_table):
         raise errors.JobError(JOB, "give --output_topic, --output_table or --output_dir")
     common_options.check_output_table(JOB, o, options, file_loads=False)
-    if o.window_secs <= 0 or o.replay_rate <= 0 or o.allowed_lateness_secs < 0:
-        raise errors.JobError(JOB, "--window_secs and --replay_rate must be > 0, "
-                                    "--allowed_lateness_secs >= 0")
-    if o.min_batch_size < 1 or o.max_batch_size < o.min_batch_size:
-        raise errors.JobError(JOB, "need 1 <= --min_batch_size <= --max_batch_size")
-    if o.max_message_bytes < 1 or o.uri_read_timeout_secs <= 0 or o.max_outage_secs <= 0:
-        raise errors.JobError(JOB, "need --max_message_bytes >= 1, --uri_read_timeout_secs > 0 "
-                                    "and --max_outage_secs > 0")
+    if o.max_batch_size < o.min_batch_size:
+        raise errors.JobError(JOB, "need --min_batch_size <= --max_batch_size")
     for prefix in normalize_prefixes(o.allowed_uri_prefixes):
         if "://" in prefix and not prefix.startswith("gs://"):
             raise errors.JobError(JOB, f"--allowed_uri_prefixes: {prefix} is neither gs:// nor "
@@ -160,7 +111,6 @@ def parse_args(options: PipelineOptions) -> StreamPredictArgs:
     if o.replay and not local_runner.is_local_runner(options):
         raise errors.JobError(JOB, "--replay is a local (DirectRunner) source; on a remote "
                                     "runner read from --input_subscription or --input_topic")
-    common_options.check_image_options(JOB, o)
     common_options.check_model_options(JOB, o)
     if not (o.dead_letter_topic or o.dead_letter_dir or o.output_dir):
         raise errors.JobError(JOB, "give --dead_letter_topic or --dead_letter_dir "
@@ -346,8 +296,7 @@ def acknowledge(records, written: tuple, name: str) -> None:
 def run(argv=None, save_main_session=True, test_pipeline=None):
     # Locally, the DirectRunner's streaming engine (the FnApiRunner is batch only), with
     # Pub/Sub pulled in larger bundles (beam_jobs/shared/local_streaming.py).
-    options = common_options.job_options(argv, JOB, StreamPredictOptions, __doc__,
-                                  shared=OPTION_CLASSES[:-1],
+    options = common_options.job_options(argv, JOB, StreamPredictArgs, __doc__,
                                   local_runner=local_runner.STREAMING_RUNNER)
     options.view_as(SetupOptions).save_main_session = save_main_session
     cfg = launch(options)

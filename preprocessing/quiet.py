@@ -15,11 +15,14 @@ Entry points install it before anything imports TensorFlow (preprocessing/entry.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import logging
 import os
 import subprocess
 import sys
 from typing import Optional, Sequence
+
+from preprocessing import flags
 
 QUIET_ENV = "PIPELINE_VERBOSITY"
 FILTERED_ENV = "PIPELINE_STDERR_FILTERED"  # set where fd 2 already goes through a filter
@@ -124,10 +127,19 @@ def drain(timeout: float = 2.0) -> None:
     _filter = None
 
 
+def verbosity_flag():
+    """The `-v` / `--verbosity quiet|debug` field of an entry point's flags dataclass: every
+    entry point's one declaration of it (install() reads argv before any parser runs)."""
+    return flags.flag("quiet", aliases=("-v",), nargs="?", const="debug", choices=VERBOSITIES,
+                      help="quiet (default): the job's own lines; debug (or -v alone): "
+                           "TensorFlow's, absl's and the libraries' log lines too.")
+
+
+@dataclasses.dataclass(frozen=True)
+class VerbosityArgs:
+    verbosity: str = verbosity_flag()
+
+
 def add_verbosity_flag(parser) -> None:
-    """`-v` / `--verbosity quiet|debug` on an argparse (or Beam options) parser: every entry
-    point's one declaration of it (install() reads argv before any parser runs)."""
-    parser.add_argument("-v", "--verbosity", nargs="?", const="debug", default="quiet",
-                        choices=VERBOSITIES,
-                        help="quiet (default): the job's own lines; debug (or -v alone): "
-                             "TensorFlow's, absl's and the libraries' log lines too.")
+    """The verbosity flag alone, on a parser whose other flags are not a dataclass's."""
+    flags.add_arguments(parser, VerbosityArgs)

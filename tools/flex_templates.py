@@ -29,10 +29,11 @@ def job_module(job: str):
 
 def job_actions(job: str):
     """The argparse actions of a job's own options (shared ones included), in order."""
+    from beam_jobs.shared.args import JOB_ARGS
+    from preprocessing import flags
     mod = job_module(job)
     parser = argparse.ArgumentParser(add_help=False)
-    for cls in mod.OPTION_CLASSES:
-        cls._add_argparse_args(parser)
+    flags.add_arguments(parser, JOB_ARGS[job])
     return [a for a in parser._actions if a.option_strings], set(mod.REQUIRED_OPTIONS)
 
 

@@ -19,6 +19,7 @@ relative, accuracy absolute) from the source's; predictions are also compared ro
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -28,9 +29,10 @@ import tempfile
 
 import numpy as np
 
-from preprocessing import quiet
+from preprocessing import flags, quiet
 from preprocessing.contract.schema import RAW_SCHEMA_ASSET, Schema
 from preprocessing.files import saved_models
+from preprocessing.flags import flag
 from preprocessing.reference.evaluation import EvalSums
 from preprocessing.reference.golden import (
     EXPORT_CALIBRATION,
@@ -297,19 +299,27 @@ def _copy_tree(src: str, dst: str) -> None:
         tf.io.gfile.copy(os.path.join(root, name), os.path.join(dst, rel), overwrite=True)
 
 
+@dataclasses.dataclass(frozen=True)
+class OptimizeArgs:
+    """training.optimize's flags, each declared once (preprocessing/flags.py)."""
+    model_dir: str = flag(help="An export, or a base of versions (its newest is optimised).",
+                          required=True)
+    mode: str = flag("frozen", choices=MODES)
+    tolerance: float = flag(DEFAULT_TOLERANCE, "How far the golden-set metric may move: RMSE "
+                                               "relative (0.01 = 1%%), accuracy absolute (0.01 "
+                                               "= 1 point).",
+                            check=(lambda v: 0 <= v < 1, "in [0, 1)"))
+    verbosity: str = quiet.verbosity_flag()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m training.optimize", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model_dir", required=True,
-                    help="An export, or a base of versions (its newest is optimised).")
-    ap.add_argument("--mode", choices=MODES, default="frozen")
-    ap.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
-                    help="How far the golden-set metric may move: RMSE relative (0.01 = 1%%), "
-                         "accuracy absolute (0.01 = 1 point).")
-    quiet.add_verbosity_flag(ap)
-    args = ap.parse_args(argv)
-    if not 0 <= args.tolerance < 1:
-        ap.error("--tolerance must be in [0, 1)")
+    flags.add_arguments(ap, OptimizeArgs)
+    args = flags.from_mapping(OptimizeArgs, vars(ap.parse_args(argv)))
+    said = flags.problem(args)
+    if said:
+        ap.error(said)
     try:
         report = optimize(args.model_dir, args.mode, args.tolerance)
     except (OptimizeError, GoldenSetError, FileNotFoundError) as e:

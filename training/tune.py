@@ -31,7 +31,8 @@ import os
 import sys
 from typing import List, Optional
 
-from preprocessing import quiet
+from preprocessing import flags, quiet
+from preprocessing.flags import at_least, flag
 from preprocessing.reference.golden_score import DEFAULT_MAX_METRIC_REGRESSION
 from training.tuning.spec import SpecError, TuneSpec, load_spec
 
@@ -42,18 +43,34 @@ TRIAL_MEMORY = 2 << 30     # what one local trial (a TensorFlow trainer process)
 
 @dataclasses.dataclass(frozen=True)
 class TuneConfig:
-    spec_path: str
-    data_dir: str
-    job_dir: str
-    trainer_args: tuple = ()
-    vertex_spec: Optional[str] = None
-    trainer_image: str = "us-docker.pkg.dev/PROJECT/tfdataflow/trainer:latest"
-    machine_type: str = "n1-standard-4"
-    display_name: str = "tfdataflow-tune"
-    max_metric_regression: float = DEFAULT_MAX_METRIC_REGRESSION
-    trial_timeout: Optional[float] = None
-    seed: int = 42
-    max_parallel_trials: Optional[int] = None  # None: what the machine's cores and memory allow
+    """training.tune's own flags, each declared once (preprocessing/flags.py), in --help's
+    order; every other flag is the trainer's (`trainer_args`)."""
+    spec: str = flag(help="The study: YAML or JSON (training/tuning/spec.py).", required=True)
+    data_dir: str = flag(help="The preprocess job's output directory.", required=True)
+    job_dir: str = flag(help="Local: the study, each trial's folder, best.json and the "
+                             "published export (JOB_DIR/export).", required=True)
+    vertex_spec: Optional[str] = flag(help="Write the study as a Vertex AI "
+                                           "HyperparameterTuningJob (JSON) to this file and "
+                                           "exit, running nothing.")
+    trainer_image: str = flag("us-docker.pkg.dev/PROJECT/tfdataflow/trainer:latest",
+                              "--vertex_spec: the trainer container "
+                              "(templates/training/Dockerfile).")
+    machine_type: str = flag("n1-standard-4", "--vertex_spec: per trial.")
+    display_name: str = flag("tfdataflow-tune", "--vertex_spec: the job's name.")
+    max_metric_regression: float = flag(
+        DEFAULT_MAX_METRIC_REGRESSION, "The gate's tolerance for the best trial replacing "
+        "JOB_DIR/export's newest version: RMSE relative (0.05 = 5%% higher), accuracy absolute "
+        "(0.05 = 5 points).", check=at_least(0))
+    verbosity: str = quiet.verbosity_flag()
+    trial_timeout: Optional[float] = flag(help="Seconds a trial may run before it is stopped "
+                                               "and counted as failed (default: no limit).",
+                                          type=float, check=(lambda v: v > 0, "> 0 seconds"))
+    seed: int = flag(42, "The search's seed.")
+    max_parallel_trials: Optional[int] = flag(
+        help="Local studies: run up to this many trials at once even when the spec's "
+             "parallel_trials is over what this machine holds (default: its cores, and 2 GiB "
+             "of available memory a trial).", type=int, check=at_least(1))
+    trainer_args: tuple = ()  # the trainer's flags, passed to every trial
 
     def __post_init__(self):
         if not self.vertex_spec and "://" in self.job_dir:
@@ -69,12 +86,9 @@ class TuneConfig:
                 raise SpecError(f"--display_name: Vertex AI takes 1 to {MAX_DISPLAY_NAME} "
                                 "characters without control characters, got "
                                 f"{len(self.display_name)}")
-        if self.max_parallel_trials is not None and self.max_parallel_trials < 1:
-            raise SpecError("--max_parallel_trials must be >= 1")
-        if self.max_metric_regression < 0:
-            raise SpecError("--max_metric_regression must be >= 0")
-        if self.trial_timeout is not None and self.trial_timeout <= 0:
-            raise SpecError("--trial_timeout must be > 0 seconds")
+        said = flags.problem(self)
+        if said:
+            raise SpecError(said)
 
     @property
     def tuning_dir(self) -> str:
@@ -84,28 +98,7 @@ class TuneConfig:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m training.tune", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    a = p.add_argument
-    a("--spec", required=True, help="The study: YAML or JSON (training/tuning/spec.py).")
-    a("--data_dir", required=True, help="The preprocess job's output directory.")
-    a("--job_dir", required=True, help="Local: the study, each trial's folder, best.json and "
-      "the published export (JOB_DIR/export).")
-    a("--vertex_spec", help="Write the study as a Vertex AI HyperparameterTuningJob (JSON) "
-      "to this file and exit, running nothing.")
-    a("--trainer_image", default=TuneConfig.trainer_image,
-      help="--vertex_spec: the trainer container (templates/training/Dockerfile).")
-    a("--machine_type", default=TuneConfig.machine_type, help="--vertex_spec: per trial.")
-    a("--display_name", default=TuneConfig.display_name, help="--vertex_spec: the job's name.")
-    a("--max_metric_regression", type=float, default=DEFAULT_MAX_METRIC_REGRESSION,
-      help="The gate's tolerance for the best trial replacing JOB_DIR/export's newest "
-           "version: RMSE relative (0.05 = 5%% higher), accuracy absolute (0.05 = 5 points).")
-    quiet.add_verbosity_flag(p)
-    a("--trial_timeout", type=float, help="Seconds a trial may run before it is stopped and "
-      "counted as failed (default: no limit).")
-    a("--seed", type=int, default=42, help="The search's seed.")
-    a("--max_parallel_trials", type=int,
-      help="Local studies: run up to this many trials at once even when the spec's "
-           "parallel_trials is over what this machine holds (default: its cores, and 2 GiB "
-           "of available memory a trial).")
+    flags.add_arguments(p, TuneConfig)
     return p
 
 
@@ -113,10 +106,7 @@ def config_from_args(argv=None) -> TuneConfig:
     p = parser()
     args, rest = p.parse_known_args(argv)
     try:
-        return TuneConfig(args.spec, args.data_dir, args.job_dir, tuple(rest), args.vertex_spec,
-                          args.trainer_image, args.machine_type, args.display_name,
-                          args.max_metric_regression, args.trial_timeout, args.seed,
-                          args.max_parallel_trials)
+        return flags.from_mapping(TuneConfig, vars(args), trainer_args=tuple(rest))
     except SpecError as e:
         p.error(str(e))
 
@@ -132,7 +122,7 @@ def task_of(data_dir: str, trainer_args: List[str]) -> str:
 def launch(cfg: TuneConfig) -> TuneSpec:
     """The I/O checks: the spec file, and the metric against the data's task (a Vertex job
     whose spec names its metric reads no data here: its data_dir is the cloud's)."""
-    spec = load_spec(cfg.spec_path, list(cfg.trainer_args))
+    spec = load_spec(cfg.spec, list(cfg.trainer_args))
     if spec.metric and cfg.vertex_spec:
         return spec
     if not cfg.vertex_spec:

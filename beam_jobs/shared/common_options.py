@@ -3,126 +3,39 @@ them (checked without I/O), and parsing a job's command line."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import sys
-import types
 from typing import Optional
 
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions
 
+from beam_jobs.shared.args import ImageArgs, IOArgs, ModelArgs
 from beam_jobs.shared.cli import setup_logging
 from beam_jobs.shared.errors import JobError
 from beam_jobs.shared.local_runner import LOCAL_RUNNER
-from beam_jobs.shared.publish import STALE_STAGING_HOURS
 from inference.model import versions
-from inference.model.gate import DEFAULT_MAX_METRIC_REGRESSION, GoldenSetError, read_golden
+from inference.model.gate import GoldenSetError, read_golden
 from inference.outputs.bigquery_client import parse_table
-from inference.skew import DEFAULT_THRESHOLD as DEFAULT_SKEW_THRESHOLD
 from inference.skew import feature_statistics, train_label_range
-from preprocessing import quiet
-from preprocessing.images.checks import ImageLimits
+from preprocessing import flags
 from preprocessing.reference.slices import SliceError, Slicer, parse_slice_by
 
 
-class IOOptions(PipelineOptions):
-    """Flags every job shares. Beam registers all PipelineOptions subclasses in one parser,
-    so a flag may be defined once only: jobs read these through `merged_options`."""
-
-    @classmethod
+def options_class(args_cls: type, name: str, module: str = __name__) -> type:
+    """The PipelineOptions subclass of the flags `args_cls` itself declares (beam_jobs/shared/args.py),
+    named `module.name` where it is bound. Beam registers every subclass in one parser, so a
+    flag is defined once: a job's class holds its own flags, and the shared ones are the
+    three below."""
     def _add_argparse_args(cls, parser):
-        parser.add_argument("--input", help="Input path or glob (local or gs://); "
-                            "comma-separate several. Required.")
-        parser.add_argument("--output", help="Output directory (local or gs://). Required. "
-                            "What an earlier run wrote there is replaced when this run "
-                            "succeeds (never before).")
-        parser.add_argument("--key_column", help="Column identifying a row (default: the "
-                            "schema's key).")
-        parser.add_argument("--max_record_bytes", type=int, default=1 << 20,
-                            help="CSV/JSON lines: a longer line is rejected (record_too_large) "
-                                 "and a quoted field may span at most this many bytes.")
-        parser.add_argument("--max_record_lines", type=int, default=1000,
-                            help="CSV: a quoted field may span at most this many lines; past "
-                                 "that its first line is rejected (unterminated_quote) and "
-                                 "reading resumes on the next line.")
-        parser.add_argument("--csv_block_mb", type=float, default=2.0,
-                            help="CSV files are read in blocks of this many MB and parsed "
-                                 "column-wise with Arrow (the same rows, values and rejects "
-                                 "as record by record); 0: record by record.")
-        parser.add_argument("--stale_staging_hours", type=float, default=STALE_STAGING_HOURS,
-                            help="Batch jobs: a `_staging-*` folder under --output whose run "
-                                 "started longer ago than this is a killed run's and is removed "
-                                 "when a run finishes; a younger one may be a live run's.")
-        parser.add_argument("--log_level", default="WARNING",
-                            choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                            help="Log level (default WARNING: progress lines and the summary "
-                                 "only; INFO shows Beam's own log).")
-        quiet.add_verbosity_flag(parser)
+        flags.add_arguments(parser, args_cls, own=True)
+    return type(name, (PipelineOptions,), {
+        "__module__": module, "__qualname__": name, "__doc__": args_cls.__doc__,
+        "_add_argparse_args": classmethod(_add_argparse_args)})
 
 
-class ModelOptions(PipelineOptions):
-    """Flags of the jobs that run the exported model."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        parser.add_argument("--model_dir", help="An export dir, or the base holding numeric "
-                            "versions (the newest is used). Required.")
-        parser.add_argument("--min_batch_size", type=int, default=32,
-                            help="Smallest batch RunInference forms.")
-        parser.add_argument("--max_batch_size", type=int, default=1024,
-                            help="Largest batch RunInference forms.")
-        parser.add_argument("--golden_set", help="Labelled raw rows (TFRecord of raw "
-                            "tf.Examples, or CSV with a header) a newer model version must "
-                            "predict before it serves. Default: the golden set each export "
-                            "carries (training copies preprocess's eval sample).")
-        parser.add_argument("--max_metric_regression", type=float,
-                            default=DEFAULT_MAX_METRIC_REGRESSION,
-                            help="How much worse than the serving version a newer one may "
-                            "do on the golden set: RMSE relatively (0.05 = 5%% higher), "
-                            "accuracy absolutely (0.05 = 5 points lower).")
-        parser.add_argument("--slice_by", action="append",
-                            help="COL[,COL...] (repeatable): metrics by slice of these columns "
-                            "(a number by its train split's quintiles), with --evaluate_label "
-                            "or a labelled stream, and in the model gate.")
-        parser.add_argument("--max_slice_regression", type=float,
-                            help="The gate also refuses a newer version when a --slice_by "
-                            "slice with at least 30 golden rows is worse than the serving "
-                            "version's by more than this (as --max_metric_regression). "
-                            "Default: off.")
-        parser.add_argument("--model_gate", default="on", choices=["on", "off"],
-                            help="off: serve a newer version without checking it on a "
-                            "golden set.")
-        parser.add_argument("--shadow_model_dir", help="A second model (export or base of "
-                            "versions) that scores the same rows; its outputs never reach the "
-                            "prediction sinks, only a comparison (batch: summary.json's "
-                            "`shadow`; streaming: a monitoring record per window).")
-        parser.add_argument("--skew_report", default="on", choices=["on", "off"],
-                            help="Compare what is served with the train split's statistics "
-                            "(the export's): batch, summary.json's `skew`; streaming, a "
-                            "monitoring record per window.")
-        parser.add_argument("--skew_threshold", type=float, default=DEFAULT_SKEW_THRESHOLD,
-                            help="A feature is flagged past this distance (Jensen-Shannon for "
-                            "numbers, L-infinity for strings).")
-        parser.add_argument("--output_table", help="Also write predictions to BigQuery "
-                            "PROJECT:DATASET.TABLE (batch: the run date's day partition, "
-                            "replaced on a re-run; streaming: appended).")
-
-
-class ImageOptions(PipelineOptions):
-    """Image normalisation flags: preprocess applies them to training images, and the
-    prediction jobs apply the same ones to the images they score (no train/serve skew)."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        parser.add_argument("--max_side", type=int, default=ImageLimits.max_side,
-                            help="images: longest side after resizing (aspect kept).")
-        parser.add_argument("--jpeg_quality", type=int, default=ImageLimits.jpeg_quality,
-                            help="images: JPEG quality of the re-encoded images.")
-        parser.add_argument("--max_pixels", type=int, default=ImageLimits.max_pixels,
-                            help="images: larger images are rejected (decompression bombs).")
-        parser.add_argument("--max_image_bytes", type=int, default=ImageLimits.max_image_bytes,
-                            help="images: larger files are rejected (image_too_large); only "
-                                 "this much of a file is ever read.")
+IOOptions = options_class(IOArgs, "IOOptions")
+ModelOptions = options_class(ModelArgs, "ModelOptions")
+ImageOptions = options_class(ImageArgs, "ImageOptions")  # images: the same bounds train and serve
 
 
 def gate_settings(o) -> Optional[tuple]:
@@ -148,17 +61,10 @@ def train_statistics(o, model_path: str, stats: Optional[dict], schema,
 
 
 def check_model_options(job: str, o) -> None:
-    if not 0 < o.skew_threshold <= 1:
-        raise JobError(job, f"--skew_threshold must be in (0, 1], got {o.skew_threshold}")
-    if not 0 <= o.max_metric_regression < 10:
-        raise JobError(job, "--max_metric_regression must be >= 0 (and < 10), got "
-                            f"{o.max_metric_regression}")
+    """What the model flags need of each other (their own ranges: flags.problem)."""
     if o.model_gate == "off" and o.golden_set:
         raise JobError(job, "--golden_set and --model_gate off contradict each other")
     if o.max_slice_regression is not None:
-        if not 0 <= o.max_slice_regression < 10:
-            raise JobError(job, "--max_slice_regression must be >= 0 (and < 10), got "
-                                f"{o.max_slice_regression}")
         if not parse_slice_by(o.slice_by):
             raise JobError(job, "--max_slice_regression needs --slice_by: the columns to "
                                 "slice the golden set by")
@@ -239,19 +145,14 @@ def resolve_shadow(job: str, o, schema) -> Optional[str]:
     return path
 
 
-def check_image_options(job: str, o) -> None:
-    if (o.max_side < 8 or not 1 <= o.jpeg_quality <= 100 or o.max_pixels < 1
-            or o.max_image_bytes < 1):
-        raise JobError(job, "need --max_side >= 8, 1 <= --jpeg_quality <= 100, --max_pixels >= 1, "
-                            "--max_image_bytes >= 1")
-
-
-def typed_args(cls: type, options: PipelineOptions, option_classes, **overrides):
-    """A job's args dataclass (beam_jobs/args.py) filled from parsed PipelineOptions."""
-    merged = merged_options(options, *option_classes)
-    values = {f.name: getattr(merged, f.name) for f in dataclasses.fields(cls)}
-    values.update(overrides)
-    return cls(**values)
+def typed_args(job: str, cls: type, options: PipelineOptions):
+    """A job's args dataclass (beam_jobs/shared/args.py) from parsed PipelineOptions, each flag
+    within its declared range (else one line naming it)."""
+    o = flags.from_mapping(cls, options.get_all_options(drop_default=False))
+    said = flags.problem(o)
+    if said:
+        raise JobError(job, said)
+    return o
 
 
 def check_output_table(job: str, o, options: PipelineOptions, file_loads: bool) -> None:
@@ -271,24 +172,6 @@ def check_output_table(job: str, o, options: PipelineOptions, file_loads: bool) 
                             "Storage: give --temp_location gs://BUCKET/tmp")
 
 
-def check_record_bounds(job: str, o) -> None:
-    if o.max_record_bytes < 1 or o.max_record_lines < 1:
-        raise JobError(job, "need --max_record_bytes >= 1 and --max_record_lines >= 1")
-    if o.stale_staging_hours < 0:
-        raise JobError(job, "need --stale_staging_hours >= 0")
-    if o.csv_block_mb < 0:
-        raise JobError(job, "--csv_block_mb must be >= 0")
-
-
-def merged_options(options: PipelineOptions, *classes):
-    """One namespace with the attributes of several option views (see IOOptions)."""
-    merged = {}
-    for cls in classes:
-        merged.update(options.view_as(cls).get_all_options(drop_default=False,
-                                                           retain_unknown_options=False))
-    return types.SimpleNamespace(**merged)
-
-
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """--help: the job's docstring as written, and each flag's default."""
 
@@ -296,34 +179,53 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
 def check_known_flags(job: str, args) -> None:
     """Refuses what no options class of Beam's or ours defines (Beam would drop it with one
     warning: a misspelt --golden_set switches a safety check off), naming the closest known
-    flag. The parser is Beam's own, over every PipelineOptions subclass, as Beam parses."""
+    flag, and a word that is no flag's value."""
     import difflib
-
-    from apache_beam.options.pipeline_options import _BeamArgumentParser
-    parser = _BeamArgumentParser(allow_abbrev=False)
-    classes = {}
-    for cls in PipelineOptions.__subclasses__():
-        classes.setdefault(str(cls), cls)
-    for cls in classes.values():
-        cls._add_argparse_args(parser)
-    _, unknown = parser.parse_known_args(list(args))
+    options = PipelineOptions(list(args))
+    beams = logging.getLogger("apache_beam.options.pipeline_options")
+    level = beams.level
+    beams.setLevel(logging.ERROR)  # its "Discarding unparseable args": said below, in one line
+    try:
+        known = options.get_all_options(drop_default=False)
+        unknown = [name for name in options.get_all_options(drop_default=False,
+                                                            retain_unknown_options=True)
+                   if name not in known]
+    finally:
+        beams.setLevel(level)
+    stray = _stray_word(args, known)
+    if stray is not None and not unknown:
+        raise JobError(job, f"unexpected argument {stray!r} (flags take the form "
+                            "--name value or --name=value)")
     if not unknown:
         return
-    known = [o for a in parser._actions for o in a.option_strings]
-    flags = [a for a in unknown if a.startswith("-")]
-    if not flags:
-        raise JobError(job, f"unexpected argument {unknown[0]!r} (flags take the form "
-                            "--name value or --name=value)")
-    name = flags[0].split("=", 1)[0]
-    close = difflib.get_close_matches(name, known, n=1)
+    first = next((a.split("=", 1)[0] for a in args if a.startswith("-")
+                  and a.lstrip("-").split("=", 1)[0].replace("-", "_") in unknown),
+                 "--" + unknown[0])
+    close = difflib.get_close_matches(first, [f"--{k}" for k in known], n=1)
     hint = f" (did you mean {close[0]}?)" if close else " (--help lists the flags)"
-    raise JobError(job, f"unknown flag {name}{hint}")
+    raise JobError(job, f"unknown flag {first}{hint}")
 
 
-def job_options(argv, job: str, options_cls, doc: str, shared=(),
+def _stray_word(args, known: dict):
+    """The first argument that is neither a flag nor the value of the flag before it (a flag
+    whose default is a bool takes no value)."""
+    takes_value = False
+    for a in args:
+        if a.startswith("-"):
+            name = a.lstrip("-").split("=", 1)[0]
+            takes_value = "=" not in a and not isinstance(known.get(name), bool)
+        elif takes_value:
+            takes_value = False
+        else:
+            return a
+    return None
+
+
+def job_options(argv, job: str, args_cls: type, doc: str, shared_help: bool = True,
                 local_runner: str = LOCAL_RUNNER) -> PipelineOptions:
-    """PipelineOptions from argv; `--help` prints the job's options and the usual Beam ones.
-    With no --runner (or DirectRunner), `local_runner` is named explicitly: no download.
+    """PipelineOptions from argv; `--help` prints the job's flags (`args_cls`'s fields; with
+    `shared_help` off, only those it declares itself) and the usual Beam ones. With no
+    --runner (or DirectRunner), `local_runner` is named explicitly: no download.
 
     (Beam's own --help handling shows an empty parser, because options are parsed lazily.)
     """
@@ -333,9 +235,8 @@ def job_options(argv, job: str, options_cls, doc: str, shared=(),
         parser = argparse.ArgumentParser(
             prog=f"python -m beam_jobs.{job}", description=doc,
             formatter_class=HelpFormatter)
-        group = parser.add_argument_group(f"{job} options")
-        for cls in tuple(shared) + (options_cls,):
-            cls._add_argparse_args(group)
+        flags.add_arguments(parser.add_argument_group(f"{job} options"), args_cls,
+                            own=not shared_help)
         for cls in (po.StandardOptions, po.DirectOptions, po.GoogleCloudOptions,
                     po.WorkerOptions, po.SetupOptions):
             cls._add_argparse_args(parser.add_argument_group(f"Beam {cls.__name__}"))

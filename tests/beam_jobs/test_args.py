@@ -7,6 +7,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_jobs import batch_predict, preprocess, stream_predict
 from beam_jobs.shared import common_options, local_runner
+from beam_jobs.shared.args import JOB_ARGS, BatchPredictArgs, PreprocessArgs
 
 NOWHERE = "/nonexistent/nothing-here"
 
@@ -66,8 +67,8 @@ def test_no_flag_is_ever_discarded(job, args, message):
     if job == "redrive":
         from beam_jobs import redrive as job
     with pytest.raises(SystemExit) as e:
-        common_options.job_options(["--output", NOWHERE] + args, job.JOB, PipelineOptions,
-                                   "doc")
+        common_options.job_options(["--output", NOWHERE] + args, job.JOB,
+                                   JOB_ARGS[job.JOB], "doc")
     text = str(e.value.code)
     assert text.startswith(f"{job.JOB}: error:") and message in text and "\n" not in text
 
@@ -78,16 +79,14 @@ def test_beams_and_dataflows_own_flags_keep_working():
          "--runner", "DataflowRunner", "--project", "p", "--region", "r", "--num_workers", "3",
          "--temp_location", "gs://b/tmp",
          "--experiments=use_runner_v2", "--experiments", "x", "--setup_file", "./setup.py",
-         "--streaming", "--direct_num_workers", "2"], batch_predict.JOB, PipelineOptions, "doc")
+         "--streaming", "--direct_num_workers", "2"], batch_predict.JOB, BatchPredictArgs, "doc")
     from apache_beam.options.pipeline_options import WorkerOptions
     assert options.view_as(WorkerOptions).num_workers == 3
 
 
 def test_help_shows_each_flags_default(capsys):
     with pytest.raises(SystemExit):
-        common_options.job_options(["--help"], batch_predict.JOB,
-                                   batch_predict.BatchPredictOptions, "doc",
-                                   shared=batch_predict.OPTION_CLASSES[:-1])
+        common_options.job_options(["--help"], batch_predict.JOB, BatchPredictArgs, "doc")
     out = " ".join(capsys.readouterr().out.split())
     assert "Largest batch RunInference forms. (default: 1024)" in out
     assert "(default: 0.05)" in out  # --max_metric_regression
@@ -110,11 +109,11 @@ def test_arguments_are_a_typed_frozen_dataclass():
 
 
 def test_local_runs_name_a_runner_that_downloads_nothing():
-    opts = common_options.job_options(["--input", "x"], "preprocess", preprocess.PreprocessOptions, "")
+    opts = common_options.job_options(["--input", "x"], "preprocess", PreprocessArgs, "")
     assert opts.get_all_options()["runner"] == local_runner.LOCAL_RUNNER
     opts = common_options.job_options(["--runner", "DataflowRunner", "--project", "p",
                                        "--region", "r", "--temp_location", "gs://b/t"],
-                                      "preprocess", preprocess.PreprocessOptions, "")
+                                      "preprocess", PreprocessArgs, "")
     assert opts.get_all_options()["runner"] == "DataflowRunner"
 
 
@@ -207,22 +206,35 @@ def test_multi_process_local_run_delivers_every_element_of_a_large_input():
     _delivered_across_a_side_input_boundary(opts, 2000, 1 << 20, delay=0.002)
 
 
-@pytest.mark.parametrize("job", ["preprocess", "batch_predict", "stream_predict", "redrive"])
-def test_each_jobs_args_dataclass_declares_exactly_its_flags(job):
-    """beam_jobs/args.py spells each job's fields out; they must stay the flags its option
-    classes define, with the same defaults."""
-    import argparse
-    import importlib
+def test_a_flag_is_one_field_its_parser_and_its_range_come_from():
+    """A flag added to an args dataclass is parsed by Beam, shown by --help with its default,
+    and range-checked, with nothing else written (here a class made for the test)."""
+    from preprocessing.flags import at_least, flag
 
-    from beam_jobs import args as job_args
-    module = importlib.import_module(f"beam_jobs.{job}")
-    cls = getattr(job_args, "".join(w.title() for w in job.split("_")) + "Args")
-    parser = argparse.ArgumentParser(add_help=False)
-    for options_class in module.OPTION_CLASSES:
-        options_class._add_argparse_args(parser)
-    flags = vars(parser.parse_args([]))
-    fields = {f.name: f.default for f in dataclasses.fields(cls)}
-    assert fields == flags
+    @dataclasses.dataclass(frozen=True)
+    class ProbeArgs:
+        probe_rows: int = flag(7, "Rows a probe reads.", check=at_least(1))
+
+    common_options.options_class(ProbeArgs, "ProbeOptions", __name__)
+    parsed = common_options.typed_args("probe", ProbeArgs, PipelineOptions(["--probe_rows", "9"]))
+    assert parsed == ProbeArgs(probe_rows=9)
+    assert common_options.typed_args("probe", ProbeArgs, PipelineOptions([])).probe_rows == 7
+    with pytest.raises(SystemExit) as e:
+        common_options.typed_args("probe", ProbeArgs, PipelineOptions(["--probe_rows=0"]))
+    assert e.value.code == "probe: error: --probe_rows must be >= 1, got 0"
+
+
+def test_each_flag_is_declared_once_across_the_jobs():
+    """The jobs' parsers are made from beam_jobs/shared/args.py: every flag a job parses is a
+    field of its args class, with the same default (no second copy to keep in step)."""
+    import argparse
+
+    from preprocessing import flags
+    for job, cls in JOB_ARGS.items():
+        parser = argparse.ArgumentParser(add_help=False)
+        flags.add_arguments(parser, cls)
+        assert vars(parser.parse_args([])) == {f.name: flags.default_of(f)
+                                               for f in dataclasses.fields(cls)}, job
 
 
 @pytest.mark.parametrize("job", ["preprocess", "batch_predict", "stream_predict", "redrive"])
@@ -240,5 +252,5 @@ def test_dataflow_runs_name_their_missing_settings_at_launch(job, flags, says):
     from beam_jobs.shared.errors import JobError
     with pytest.raises(JobError) as e:
         common_options.job_options(["--runner", "DataflowRunner", *flags], job,
-                                   common_options.IOOptions, "")
+                                   JOB_ARGS[job], "")
     assert says in e.value.message and "\n" not in e.value.message

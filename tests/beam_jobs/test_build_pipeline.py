@@ -9,7 +9,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 
 from beam_jobs import preprocess
-from beam_jobs.args import BatchPredictArgs, PreprocessArgs
+from beam_jobs.shared.args import BatchPredictArgs, PreprocessArgs
 from beam_jobs.shared.local_runner import LocalRunner
 from preprocessing.contract.schema import ColumnSpec, Schema
 from preprocessing.features.transform import make_preprocessing_fn

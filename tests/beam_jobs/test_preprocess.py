@@ -174,7 +174,7 @@ def test_a_header_past_max_columns_is_refused_before_it_is_profiled(tmp_path):
     text = str(e.value.code)
     assert text.startswith("preprocess: error:") and "\n" not in text
     assert "has 2,500 columns, over --max_columns 2,000" in text and "--schema_spec" in text
-    with pytest.raises(SystemExit, match="--max_columns >= 2"):
+    with pytest.raises(SystemExit, match="--max_columns must be >= 2"):
         preprocess.run(["--input", str(src), "--output", str(tmp_path / "o"),
                         "--label_column", "c0", "--max_columns", "1"])
     assert not os.path.exists(tmp_path / "o")

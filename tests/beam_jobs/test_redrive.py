@@ -263,7 +263,7 @@ def config_redrive(trained, tmp_path_factory):
     """A redrive built from a config made here: 40 rows, three dead letters, two fixed."""
     import apache_beam as beam
 
-    from beam_jobs.args import RedriveArgs
+    from beam_jobs.shared.args import RedriveArgs
     from inference.model import versions
     _, out, _ = _small_run(trained, tmp_path_factory.mktemp("config"))
     _fix(out, 2)  # of the three dead letters, two fixed, one left as it was

@@ -254,7 +254,7 @@ def test_stream_predict_builds_from_a_config_the_test_constructs(trained, tmp_pa
     messages in, predictions and dead letters checked with assert_that."""
     from apache_beam.testing.util import assert_that, equal_to
 
-    from beam_jobs.args import StreamPredictArgs
+    from beam_jobs.shared.args import StreamPredictArgs
     from inference.model import versions as model_versions
     model_path = model_versions.resolve_model_dir(trained[2]["export_dir"])
     args = StreamPredictArgs(model_dir=model_path, input_topic="projects/p/topics/in",
