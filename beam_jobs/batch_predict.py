@@ -34,7 +34,7 @@ import dataclasses
 import datetime
 import json
 import logging
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -121,6 +121,13 @@ def parse_args(options: PipelineOptions) -> BatchPredictArgs:
         output=o.output.replace("{date}", run_date).rstrip("/"))
 
 
+class BatchPredictOutputs(NamedTuple):
+    """What build_pipeline returns: the job's PCollections a test (or a larger pipeline) reads."""
+    predictions: beam.PCollection    # PredictionBlocks, one per scored batch
+    dead_letters: beam.PCollection   # the dead-letter records, every reason
+    summary: beam.PCollection        # one: the published run's summary (Finalize)
+
+
 @dataclasses.dataclass(frozen=True)
 class BatchPredictConfig:
     """Everything `build_pipeline` reads, as plain values: `launch()` makes one from the
@@ -149,85 +156,77 @@ class BatchPredictConfig:
         return self.args.output
 
 
-class _Launch:
-    """The launch step: the checked arguments plus what only I/O can tell (the model version
-    and its raw schema, the input files, an output that can be written); fails fast with one
-    line naming the problem. `launch()` turns it into a BatchPredictConfig."""
-
-    def __init__(self, options: PipelineOptions):
-        o = self.args = parse_args(options)
-        self.run_date, self.input, self.output = o.run_date, o.input, o.output
-        self.list_files, self.image_patterns = [], []  # an image model's inputs
-        try:
-            self.model_path, self.gate_record = choose_version(
-                o.model_dir, common_options.gate_settings(o))
-            self.schema = versions.load_raw_schema(self.model_path)
-            # Read once: the golden set's label check, the skew report, the label range.
-            self.train_stats = load_train_statistics(self.model_path)
-        except FileNotFoundError as e:
-            raise errors.JobError(JOB, str(e))
-        except Exception as e:
-            raise errors.JobError(JOB, f"cannot read the model at {o.model_dir}: "
-                                        f"{str(e).splitlines()[0][:300]}")
-        self.version = versions.model_version(self.model_path)
-        common_options.check_golden_set(JOB, o, self.schema, self.train_stats)
-        self.shadow_path = common_options.resolve_shadow(JOB, o, self.schema)
-        self.key = o.key_column or self.schema.key
-        self.passthrough = [c.strip() for c in o.passthrough_columns.split(",") if c.strip()]
-        self.label = o.evaluate_label
-        if self.label and self.label != self.schema.label and self.label not in self.schema.names:
-            raise errors.JobError(JOB, f"--evaluate_label {self.label} is not a column of the "
-                                        f"model's schema (its label is {self.schema.label})")
-        self.slicer = common_options.check_slice_by(JOB, o, self.schema, self.train_stats,
-                                                    by_label=self.label)
-        self.patterns = filesys.split_patterns(self.input)
-        try:
-            per_pattern = filesys.match_by_pattern(self.patterns)
-        except Exception as e:
-            raise errors.JobError(JOB, f"cannot list --input {self.input}: "
-                                        f"{str(e).splitlines()[0]}")
-        self.files = sorted({f for files in per_pattern for f in files})
-        if not self.files:
-            raise errors.JobError(JOB, f"no files match --input {self.input}")
-        self.input_bytes = filesys.total_size(self.patterns)
-        self.image = next((c.name for c in self.schema.columns if c.transform == "image"), None)
-        if self.image:
-            self._init_images(o, per_pattern)
-        cli.check_output_apart(JOB, self.patterns, self.output)
-        cli.check_writable(JOB, self.output)
-        logging.info("Using model version %s (%s); run date %s", self.version, self.model_path,
-                     self.run_date)
-
-    def _init_images(self, o, per_pattern):
-        """An image model: --input names image files (a glob, a folder of class folders) and/or
-        list files (.csv with a `uri` column, .jsonl objects with a uri or base64 bytes)."""
-        if self.passthrough:
-            raise errors.JobError(JOB, "--passthrough_columns applies to tabular models only")
-        self.list_files = [f for f in self.files if f.lower().endswith(LIST_EXTENSIONS)]
-        # Patterns matching anything but list files are re-matched in the pipeline (a glob of
-        # images may be huge: its paths are not embedded in the job graph).
-        self.image_patterns = [p for p, files in zip(self.patterns, per_pattern)
-                               if any(not f.lower().endswith(LIST_EXTENSIONS) for f in files)]
-
-
 def launch(options: PipelineOptions) -> BatchPredictConfig:
-    """The launch step (all of the job's I/O checks, one-line errors) -> the job's config."""
-    found = _Launch(options)
-    publish.warn_if_shared(JOB, found.output, found.args.stale_staging_hours)
+    """The launch step: the checked arguments plus what only I/O can tell (the model version
+    and its raw schema, the input files, an output that can be written) -> the job's config;
+    fails fast with one line naming the problem."""
+    o = parse_args(options)
+    model_path, gate_record, schema, train_stats = _model(o)
+    common_options.check_golden_set(JOB, o, schema, train_stats)
+    shadow_path = common_options.resolve_shadow(JOB, o, schema)
+    passthrough = tuple(c.strip() for c in o.passthrough_columns.split(",") if c.strip())
+    label = o.evaluate_label
+    if label and label != schema.label and label not in schema.names:
+        raise errors.JobError(JOB, f"--evaluate_label {label} is not a column of the model's "
+                                    f"schema (its label is {schema.label})")
+    slicer = common_options.check_slice_by(JOB, o, schema, train_stats, by_label=label)
+    patterns = tuple(filesys.split_patterns(o.input))
+    try:
+        per_pattern = filesys.match_by_pattern(patterns)
+    except Exception as e:
+        raise errors.JobError(JOB, f"cannot list --input {o.input}: {str(e).splitlines()[0]}")
+    files = sorted({f for found in per_pattern for f in found})
+    if not files:
+        raise errors.JobError(JOB, f"no files match --input {o.input}")
+    image = next((c.name for c in schema.columns if c.transform == "image"), None)
+    list_files, image_patterns = _image_inputs(files, patterns, per_pattern, passthrough) \
+        if image else ((), ())
+    cli.check_output_apart(JOB, patterns, o.output)
+    cli.check_writable(JOB, o.output)
+    version = versions.model_version(model_path)
+    logging.info("Using model version %s (%s); run date %s", version, model_path, o.run_date)
+    publish.warn_if_shared(JOB, o.output, o.stale_staging_hours)
     return BatchPredictConfig(
-        args=found.args, schema=found.schema, model_path=found.model_path, version=found.version,
-        patterns=tuple(found.patterns), staging=publish.new_staging(found.output), key=found.key,
-        passthrough=tuple(found.passthrough), label=found.label, input_bytes=found.input_bytes,
-        image=found.image, list_files=tuple(found.list_files),
-        image_patterns=tuple(found.image_patterns), gate_record=found.gate_record,
-        shadow_path=found.shadow_path,
-        train_statistics=common_options.train_statistics(
-            found.args, found.model_path, found.train_stats, found.schema, found.passthrough),
-        label_range=train_label_range(found.train_stats, found.label)
-        if found.label and found.schema.task == "regression" else None, slicer=found.slicer)
+        args=o, schema=schema, model_path=model_path, version=version, patterns=patterns,
+        staging=publish.new_staging(o.output), key=o.key_column or schema.key,
+        passthrough=passthrough, label=label, input_bytes=filesys.total_size(patterns),
+        image=image, list_files=list_files, image_patterns=image_patterns,
+        gate_record=gate_record, shadow_path=shadow_path,
+        train_statistics=common_options.train_statistics(o, model_path, train_stats, schema,
+                                                         passthrough),
+        label_range=train_label_range(train_stats, label)
+        if label and schema.task == "regression" else None, slicer=slicer)
 
 
-def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
+def _model(o: BatchPredictArgs) -> tuple:
+    """(the version to serve, the gate's record, its raw schema, its train statistics): the
+    statistics are read once, for the golden set's label check, the skew report and the
+    label range."""
+    try:
+        model_path, gate_record = choose_version(o.model_dir, common_options.gate_settings(o))
+        return (model_path, gate_record, versions.load_raw_schema(model_path),
+                load_train_statistics(model_path))
+    except FileNotFoundError as e:
+        raise errors.JobError(JOB, str(e))
+    except Exception as e:
+        raise errors.JobError(JOB, f"cannot read the model at {o.model_dir}: "
+                                    f"{str(e).splitlines()[0][:300]}")
+
+
+def _image_inputs(files, patterns, per_pattern, passthrough) -> tuple:
+    """An image model: --input names image files (a glob, a folder of class folders) and/or
+    list files (.csv with a `uri` column, .jsonl objects with a uri or base64 bytes):
+    (list files, patterns re-matched in the pipeline). A glob of images may be huge: its
+    paths are not embedded in the job graph."""
+    if passthrough:
+        raise errors.JobError(JOB, "--passthrough_columns applies to tabular models only")
+    list_files = tuple(f for f in files if f.lower().endswith(LIST_EXTENSIONS))
+    image_patterns = tuple(p for p, found in zip(patterns, per_pattern)
+                           if any(not f.lower().endswith(LIST_EXTENSIONS) for f in found))
+    return list_files, image_patterns
+
+
+def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig) -> BatchPredictOutputs:
     """Adds the batch-prediction graph to `p` (pure wiring: tests build it from a config they
     construct): everything is written under cfg.staging, and the Finalize step publishes it
     to --output."""
@@ -283,11 +282,11 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig):
     if cfg.gate_record:  # version_accepted, or version_refused with both metrics
         info["model_gate"] = cfg.gate_record
     all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
-    _ = (all_tallies, dead) | "Finalize" >> Finalize(
+    summary = (all_tallies, dead) | "Finalize" >> Finalize(
         dataclasses.replace(OUTPUTS, require=() if o.allow_empty_output == "on"
                             else OUTPUTS.require),
         staging, cfg.output, written, info, stale_staging_hours=o.stale_staging_hours)
-    return p
+    return BatchPredictOutputs(preds, dead, summary)
 
 
 def _metrics_json(metrics: dict, label: str, version: str) -> str:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -86,6 +86,16 @@ def parse_args(options: PipelineOptions) -> PreprocessArgs:
     return dataclasses.replace(o, output=o.output.rstrip("/"))
 
 
+class PreprocessOutputs(NamedTuple):
+    """What build_pipeline returns: each split's transformed (RecordBatch, passthrough)
+    batches (None for a split of fraction 0), the dead letters, and the published summary."""
+    train: beam.PCollection
+    eval: Optional[beam.PCollection]
+    test: Optional[beam.PCollection]
+    dead_letters: beam.PCollection
+    summary: beam.PCollection        # one: the published run's summary (Finalize)
+
+
 @dataclasses.dataclass(frozen=True)
 class PreprocessConfig:
     """Everything `build_pipeline` reads, as plain values: `launch()` makes one from the
@@ -102,6 +112,7 @@ class PreprocessConfig:
     image_mode: Optional[str] = None    # images: "labels_csv" or "folders"
     classes: Tuple[str, ...] = ()       # images: --classes
     labels_header: Optional[tuple] = None
+    runner: str = "LocalRunner"         # named in the summary
 
     @property
     def output(self) -> str:
@@ -131,10 +142,11 @@ def launch(options: PipelineOptions) -> PreprocessConfig:
         patterns=tuple(found.patterns), staging=publish.new_staging(found.output),
         tft_temp_dir=tft_temp, stage_locally=local and filesys.is_remote_path(found.output),
         input_bytes=found.input_bytes, columns_report=found.columns_report,
-        image_mode=found.image_mode, classes=found.classes, labels_header=found.labels_header)
+        image_mode=found.image_mode, classes=found.classes, labels_header=found.labels_header,
+        runner=local_runner.runner_name(options))
 
 
-def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig):
+def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig) -> PreprocessOutputs:
     """Adds the preprocess graph to `p` (pure wiring: tests build it from a config they
     construct): everything is written under cfg.staging, and the Finalize step publishes it
     to --output."""
@@ -157,7 +169,7 @@ def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig):
         FileSystems.join(staging, "rejects"))]
     written.append(p | "RawSchema" >> pp.WriteRawSchema(schema, staging))
     written += pp.write_references(parsed, schema, staging, cfg.fractions, o.golden_rows)
-    tallies = [parsed.counts]
+    tallies, transformed = [parsed.counts], dict.fromkeys(SPLITS)
 
     tac = record_batches.tensor_adapter_config(schema)
     with tft_beam.Context(temp_dir=cfg.tft_temp_dir):
@@ -174,21 +186,23 @@ def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig):
                 pp.TRANSFORMED, **{counting.COUNTS: Any}).with_outputs(
                 counting.COUNTS, main="batches")
             tallies.append(counted[counting.COUNTS])
+            transformed[split] = counted.batches
             written.append((counted.batches, metadata)
                            | f"Write_{split}" >> pp.WriteSplit(staging, split, o.num_shards,
                                                                 o.gzip_level))
         written.append(transform_fn
                        | "WriteTransform" >> pp.WriteTransformOutput(staging, cfg.stage_locally))
-    info = {"job": JOB, "runner": type(p.runner).__name__, "input": o.input,
+    info = {"job": JOB, "runner": cfg.runner, "input": o.input,
             "output": cfg.output, "split_fractions": list(cfg.fractions), "key": schema.key,
             "label": schema.label, "task": schema.task}
     if cfg.columns_report:
         info["inferred_columns"] = cfg.columns_report
     all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
-    _ = (all_tallies, dead) | "Finalize" >> Finalize(
+    summary = (all_tallies, dead) | "Finalize" >> Finalize(
         OUTPUTS, staging, cfg.output, written, info, stale_staging_hours=o.stale_staging_hours,
         scratch=(cfg.tft_temp_dir,))
-    return p
+    return PreprocessOutputs(transformed["train"], transformed["eval"], transformed["test"],
+                             dead, summary)
 
 
 def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from typing import Dict, Optional, Tuple
+from typing import Dict, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -63,6 +63,13 @@ OUTPUTS = OutputSpec(JOB, managed=("predictions-*", "rejects", SOURCES_FILE),
 
 RedriveOptions = common_options.options_class(RedriveArgs, "RedriveOptions", __name__)
 
+
+
+class RedriveOutputs(NamedTuple):
+    """What build_pipeline returns."""
+    predictions: beam.PCollection    # the redriven rows' prediction records, merged by key
+    dead_letters: beam.PCollection   # the letters that remain, every reason
+    summary: beam.PCollection        # one: the published summary (Finalize)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,7 +193,7 @@ def read_letters(p, cfg: RedriveConfig):
     return chosen.letters, reads, (chosen[counting.COUNTS],)
 
 
-def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig):
+def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig) -> RedriveOutputs:
     """Pure wiring: dead letters -> parse -> score -> merge by key; the published
     predictions are copied into staging beside the new ones, and Finalize publishes."""
     lines, reads, letter_counts = read_letters(p, cfg)
@@ -246,8 +253,9 @@ def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig):
             "previous_run": {k: cfg.previous.get(k) for k in (
                 "job", "run_date", "input", "model_version", "rows_read", "rows_predicted",
                 "rejected")}}
-    _ = (tallies, dead) | "Finalize" >> Finalize(OUTPUTS, cfg.staging, cfg.output, written, info)
-    return p
+    summary = (tallies, dead) | "Finalize" >> Finalize(OUTPUTS, cfg.staging, cfg.output,
+                                                      written, info)
+    return RedriveOutputs(merged.records, dead, summary)
 
 
 def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]:

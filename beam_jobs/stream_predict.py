@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -118,6 +118,13 @@ def parse_args(options: PipelineOptions) -> StreamPredictArgs:
     return o
 
 
+class StreamPredictOutputs(NamedTuple):
+    """What build_pipeline returns (unbounded PCollections)."""
+    predictions: beam.PCollection    # one record per predicted message
+    dead_letters: beam.PCollection   # one per rejected message, with its reason
+    monitoring: beam.PCollection     # the per-window records and model-version events
+
+
 @dataclasses.dataclass(frozen=True)
 class StreamPredictConfig:
     """Everything `build_pipeline` reads, as plain values: `launch()` makes one from the
@@ -188,7 +195,7 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
                                ack_after_write=local and not o.replay, slicer=slicer)
 
 
-def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
+def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig) -> StreamPredictOutputs:
     """Adds the streaming graph to `p`: PubsubMessages from cfg.source (tests give a
     TestStream), the --replay file, or Pub/Sub."""
     o = cfg.args
@@ -251,7 +258,7 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig):
     if report_dir:
         _ = monitoring | "Report" >> WriteStreamReport(
             FileSystems.join(report_dir, stream_report.REPORT), origin, o.window_secs)
-    return {"predictions": preds, "rejects": dead, "monitoring": monitoring}
+    return StreamPredictOutputs(preds, dead_letters, monitoring)
 
 
 def window_records(cfg: StreamPredictConfig, rows, results) -> list:

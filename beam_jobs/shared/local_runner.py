@@ -24,6 +24,13 @@ def is_local_runner(options: PipelineOptions) -> bool:
     return name in LOCAL_RUNNERS or name in (LOCAL_RUNNER, STREAMING_RUNNER)
 
 
+def runner_name(options: PipelineOptions) -> str:
+    """The runner's class name (`LocalRunner`, `DataflowRunner`), as a summary names it."""
+    runner = options.view_as(StandardOptions).runner
+    name = runner if isinstance(runner, (str, type(None))) else type(runner).__name__
+    return str(name or "DirectRunner").rsplit(".", 1)[-1]
+
+
 class LocalRunner(beam.runners.PipelineRunner):
     """Beam's DirectRunner for batch jobs, minus its attempt to download Prism: the
     FnApiRunner (honours --direct_num_workers / --direct_running_mode multi_processing), as

@@ -5,8 +5,10 @@ tested). The jobs' PTransforms and DoFns alone are tested beside their modules
 import json
 import os
 
+import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
 
 from beam_jobs import preprocess
 from beam_jobs.shared.args import BatchPredictArgs, PreprocessArgs
@@ -21,6 +23,14 @@ SCHEMA = Schema(columns=(ColumnSpec("id", "string"), ColumnSpec("x", "float", "z
 
 def _pipeline():
     return BeamTestPipeline(runner=LocalRunner())
+
+
+def _agree(summary, figure, counts, label: str):
+    """One bool: whether figure(the run's summary) equals the sum of `counts`, taken from the
+    job's typed outputs."""
+    summed = counts | f"Sum{label}" >> beam.CombineGlobally(sum)
+    return summary | f"Figure{label}" >> beam.Map(
+        lambda s, n: figure(s) == n, beam.pvalue.AsSingleton(summed))
 
 
 def _element_types(p, prefix: str) -> set:
@@ -48,7 +58,12 @@ def test_preprocess_builds_from_a_config_the_test_constructs(tmp_path):
         patterns=(str(src),), staging=os.path.join(out, "_staging-0-test"),
         tft_temp_dir=str(tmp_path / "tft"))
     p = _pipeline()
-    preprocess.build_pipeline(p, cfg)
+    outputs = preprocess.build_pipeline(p, cfg)
+    assert isinstance(outputs, preprocess.PreprocessOutputs) and outputs.test is None  # 90/10
+    assert_that(outputs.dead_letters | beam.Map(lambda d: json.loads(d)["reason"]),  # JSON text
+                equal_to(["unparsable_number"]), label="DeadLetterReasons")
+    assert_that(_agree(outputs.summary, lambda s: s["splits"]["train"], outputs.train | "Rows" >> beam.Map(
+        lambda b: b[0].num_rows), "Train"), equal_to([True]), label="TrainRowsAgree")
     # The transformed batches are typed: Beam codes them in Arrow's format, not pickled.
     assert _element_types(p, "Count_") == {"Tuple[<class 'pyarrow.lib.RecordBatch'>, "
                                            "Dict[<class 'str'>, <class 'pyarrow.lib.Array'>]]"}
@@ -75,7 +90,14 @@ def test_batch_predict_builds_from_a_config_the_test_constructs(trained, taxi_cs
         version=versions.model_version(model_path), patterns=(taxi_csv[0],),
         staging=os.path.join(out, "_staging-0-test"), key=schema.key)
     p = _pipeline()
-    batch_predict.build_pipeline(p, cfg)
+    outputs = batch_predict.build_pipeline(p, cfg)
+    assert isinstance(outputs, batch_predict.BatchPredictOutputs)
+    assert_that(_agree(outputs.summary, lambda s: s["rows_predicted"], outputs.predictions
+                       | "Rows" >> beam.Map(lambda block: len(block.records())), "Predicted"),
+                equal_to([True]), label="PredictionsAgree")
+    assert_that(_agree(outputs.summary, lambda s: s["rejected"]["total"], outputs.dead_letters
+                       | "One" >> beam.Map(lambda d: 1), "Rejected"),
+                equal_to([True]), label="DeadLettersAgree")
     p.run().wait_until_finish()
     summary = json.load(open(os.path.join(out, "summary.json")))
     assert summary["reconciled"] and summary["rows_read"] == 3000

@@ -281,7 +281,7 @@ def config_redrive(trained, tmp_path_factory):
         headers={k: tuple(v) for k, v in json.load(open(os.path.join(
             out, "sources.json")))["csv_headers"].items()})
     p = beam.Pipeline(runner="beam_jobs.shared.local_runner.LocalRunner")
-    redrive.build_pipeline(p, cfg)
+    assert isinstance(redrive.build_pipeline(p, cfg), redrive.RedriveOutputs)
     result = p.run()
     result.wait_until_finish()
     return out, previous, result
