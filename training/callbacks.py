@@ -3,9 +3,11 @@ checkpoints (the last N kept), TensorBoard, the non-finite guard, early stopping
 the per-epoch tuning metric."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
+import threading
 import time
 
 import tensorflow as tf
@@ -16,6 +18,25 @@ from training.config import TrainConfig
 from training.reporting import report
 
 log = logging.getLogger("training")
+
+
+@contextlib.contextmanager
+def heartbeat(what: str, every: float = 60.0):
+    """Logs `what` with the minutes so far every `every` seconds until the block ends: a long
+    step that reports nothing itself (YDF growing trees on millions of rows) shows it runs."""
+    stop, started = threading.Event(), time.time()
+
+    def beat():
+        while not stop.wait(every):
+            logging.getLogger("training").info("%s: %.1f min so far", what,
+                                               (time.time() - started) / 60)
+    thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 class ProgressLogger(keras.callbacks.Callback):

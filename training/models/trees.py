@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -26,23 +26,16 @@ import tensorflow as tf
 from preprocessing import quiet
 from training import data as data_lib
 from training import defaults
+from training.callbacks import heartbeat
 from training.config import CATEGORY_ENCODINGS, SPLIT_AXES, TrainConfig
 from training.data import FeatureInfo
 from training.guards import TrainingError
 from training.models import category_means
+from training.models.tree_rows import read_columns
 from training.target import LabelScaler
 
 log = logging.getLogger("training")
 
-MAX_ROWS = 5_000_000     # train rows held in memory for the trees, at most (row_limit)
-# Past the rows the machine's memory holds, the trees read a uniform sample: the rows may
-# use MEMORY_SHARE of the memory available when training starts, at BYTES_PER_VALUE a value:
-# YDF's training took 19.8 bytes a value more than before it (2M rows x 15 values, our
-# arrays included; 20.9 at 500k), and joining the read batches holds our arrays twice for
-# a moment (8 bytes a value at most, each).
-MEMORY_SHARE = 0.5
-BYTES_PER_VALUE = 40
-READ_BATCH = 8192
 LABEL = "__label__"      # not a TensorFlow name any column can take (schema.tf_name)
 MIN_PROBABILITY = 1e-7   # logits are log-probabilities, floored so none is -inf
 MIN_VOCAB_SMALL = 2      # on a small table a category seen twice is kept; once, grouped
@@ -90,84 +83,6 @@ def feature_semantics(info: FeatureInfo) -> Dict[str, str]:
             continue  # the quantile bucket of a number the trees split directly
         out[name] = "NUMERICAL" if name in ordinal else "CATEGORICAL"
     return out
-
-
-def available_memory() -> Optional[int]:
-    """Bytes this process may still use: the kernel's MemAvailable, within a cgroup (v2)
-    memory limit (a container's); None where neither can be read."""
-    found = []
-    try:
-        with open("/proc/meminfo") as f:
-            found += [int(line.split()[1]) * 1024 for line in f
-                      if line.startswith("MemAvailable:")]
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        with open("/sys/fs/cgroup/memory.max") as f:
-            limit = f.read().strip()
-        with open("/sys/fs/cgroup/memory.current") as f:
-            used = int(f.read().strip())
-        if limit.isdigit():
-            found.append(max(int(limit) - used, 0))
-    except (OSError, ValueError):
-        pass
-    return min(found) if found else None
-
-
-def row_limit(values_per_row: int, available: Optional[int]) -> Tuple[int, str]:
-    """(rows the trees may hold, why): MAX_ROWS, or fewer where MEMORY_SHARE of the
-    available memory holds fewer rows of `values_per_row` values."""
-    if available is None:
-        return MAX_ROWS, f"at most {MAX_ROWS:,} rows (the available memory is unknown)"
-    by_memory = int(MEMORY_SHARE * available / (BYTES_PER_VALUE * max(values_per_row, 1)))
-    if by_memory >= MAX_ROWS:
-        return MAX_ROWS, f"at most {MAX_ROWS:,} rows"
-    return max(by_memory, 1), (f"at most {by_memory:,} rows: {MEMORY_SHARE:.0%} of the "
-                               f"{available / 2**30:.1f} GiB available at "
-                               f"{BYTES_PER_VALUE} bytes a value")
-
-
-def read_columns(files, info: FeatureInfo, features, holdout: Optional[data_lib.Holdout],
-                 limit: Optional[int] = None, seed: int = 0
-                 ) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
-    """(feature columns, labels as stored) of the train records `holdout` keeps; rows whose
-    class was never seen in train (weight 0) are left out. More rows than `limit` (default:
-    row_limit's for this machine) are a uniform sample of about `limit` rows (seeded), never
-    the first rows of the files (an input sorted by date would be its oldest rows)."""
-    if limit is None:
-        limit, why = row_limit(len(features) + 1, available_memory())
-    else:
-        why = f"at most {limit:,} rows"
-    expected = int(info.split_rows.get("train") or 0)
-    if holdout is not None:
-        expected = int(expected * (1 / holdout.folds if holdout.only
-                                   else 1 - 1 / holdout.folds)) + 1
-    rate = min(1.0, limit / expected) if expected else 1.0
-    if rate < 1.0:
-        log.warning("boosted_trees: a uniform sample of about %s of %s train rows (%s)",
-                    f"{limit:,}", f"{expected:,}", why)
-    rng = np.random.default_rng(seed)
-    ds = data_lib.make_dataset_fn(files, info, READ_BATCH, training=False, holdout=holdout,
-                                  scale_label=False)()
-    cols: Dict[str, list] = {name: [] for name in features}
-    labels, rows = [], 0
-    for batch, label, weight in ds:
-        keep = weight.numpy() > 0
-        if rate < 1.0:
-            keep &= rng.random(len(keep)) < rate
-        for name in features:
-            cols[name].append(batch[name].numpy()[keep])
-        y = label.numpy()
-        labels.append((y[:, 0] if y.ndim == 2 else y)[keep])
-        rows += int(keep.sum())
-        if rows >= limit:
-            if rate >= 1.0:  # more rows than the split said: the bound still holds
-                log.warning("boosted_trees: stopped at %s train rows (%s)", f"{limit:,}", why)
-            break
-    if not rows:
-        raise ValueError(f"no train rows reached the trees (from {len(files)} file(s))")
-    out = {name: np.concatenate(v)[:limit] for name, v in cols.items()}
-    return out, np.concatenate(labels)[:limit] if labels else np.zeros(0)
 
 
 class TreesModel(tf.Module):
@@ -350,57 +265,26 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
         columns, features, means = category_means.encode(columns, read, info, labels,
                                                           cfg.seed)
     columns[LABEL] = labels.astype(np.float32 if regression else np.int64)
-    # By default oblique splits grown best-first: YDF's benchmark_rank1 template but for its
-    # RANDOM category splits (compared in docs/performance.md). YDF refuses a setting of a
-    # strategy or split kind that is not used.
-    axis = shape.axis
-    settings = {"growing_strategy": cfg.growing_strategy, "split_axis": axis,
-                "categorical_algorithm": cfg.categorical_algorithm}
-    if cfg.growing_strategy == "BEST_FIRST_GLOBAL":
-        settings["max_num_nodes"] = cfg.max_num_nodes
-    if axis == "SPARSE_OBLIQUE":
-        settings.update(sparse_oblique_normalization="MIN_MAX",
-                        sparse_oblique_num_projections_exponent=1.0)
-    # YDF's early stopping holds out 10% of the rows and stops on their loss: on a small
-    # table that is a few dozen rows taken from training to decide by noise.
     small = len(labels) < defaults.SMALL_TRAIN_ROWS
-    early_stopping = not small
     # The left-out fold, scored after each tree (YDF's training logs; the trees grown are
     # the same with or without it).
     valid = _held_out_rows(train_files, info, read, holdout, columns[LABEL],
                            regression, means) if holdout is not None and small else None
     stops_on_fold = valid is not None and stop_on_fold
-    if stops_on_fold:
-        # YDF stops on the `valid` rows (its validation_ratio, which must stay above 0 for
-        # the rule to apply, takes no train row when they are given) and keeps its best.
-        settings.update(early_stopping="LOSS_INCREASE",
-                     early_stopping_num_trees_look_ahead=defaults.FOLD_LOOK_AHEAD)
-        how = "stopping on the held-out fold, at most"
-    elif not early_stopping:
-        settings.update(validation_ratio=0.0, early_stopping="NONE")
-        how = f"(under {defaults.SMALL_TRAIN_ROWS} rows: no early stopping)"
-    else:
-        how = "at most"
     threads = tree_threads(cfg.tree_threads, len(labels))
-    learner = ydf.GradientBoostedTreesLearner(
-        label=LABEL, task=ydf.Task.REGRESSION if regression else ydf.Task.CLASSIFICATION,
-        features=[ydf.Feature(n, getattr(ydf.Semantic, s)) for n, s in features.items()],
-        num_trees=num_trees or cfg.num_trees, max_depth=cfg.max_depth, shrinkage=cfg.shrinkage,
-        min_examples=cfg.min_examples, subsample=cfg.subsample, random_seed=cfg.seed,
-        **settings,
-        # Categorical ids seen fewer times than this are grouped: small tables keep theirs,
-        # but for a value seen once: a split on it memorises its one label (ISLR's Auto,
-        # whose car names are nearly unique: test RMSE 6.7 with 1, 2.9 with 2).
-        min_vocab_frequency=MIN_VOCAB_SMALL if small else 5, max_vocab_count=MAX_VOCAB,
-        num_threads=threads)
+    learner, how = _learner(cfg, shape.axis, features, regression, small, stops_on_fold,
+                            num_trees, threads)
+    early_stopping = not small
     log.info("boosted_trees: %d rows, %d features (%d categorical%s), %s split(s), %s %d "
              "trees, %s", len(labels), len(features),
              sum(s == "CATEGORICAL" for s in features.values()),
-             f"; {', '.join(m.feature for m in means)} as mean labels" if means else "", axis,
+             f"; {', '.join(m.feature for m in means)} as mean labels" if means else "",
+             shape.axis,
              how,
              num_trees or cfg.num_trees,
              f"{threads} thread(s)" if threads else "a thread per core")
-    forest = learner.train(columns, valid=valid, verbose=0)
+    with heartbeat(f"boosted_trees: growing {shape.axis} trees on {len(labels):,} rows"):
+        forest = learner.train(columns, valid=valid, verbose=0)
     fold_losses = None if valid is None else \
         _per_tree_losses(forest, len(valid[LABEL]), regression)
     seconds = time.time() - started
@@ -414,3 +298,45 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
                     num_trees=forest.num_trees(), features=features,
                     early_stopping=early_stopping or stops_on_fold, fold_losses=fold_losses,
                     forest=forest, model_classes=model_classes, shape=shape, means=means)
+
+
+def _learner(cfg: TrainConfig, axis: str, features: Dict[str, str], regression: bool,
+             small: bool, stops_on_fold: bool, num_trees: Optional[int],
+             threads: Optional[int]) -> tuple:
+    """(YDF's learner with the trainer's settings, how its trees stop, for the log)."""
+    import ydf
+    # By default oblique splits grown best-first: YDF's benchmark_rank1 template but for its
+    # RANDOM category splits (compared in docs/performance.md). YDF refuses a setting of a
+    # strategy or split kind that is not used.
+    settings = {"growing_strategy": cfg.growing_strategy, "split_axis": axis,
+                "categorical_algorithm": cfg.categorical_algorithm}
+    if cfg.growing_strategy == "BEST_FIRST_GLOBAL":
+        settings["max_num_nodes"] = cfg.max_num_nodes
+    if axis == "SPARSE_OBLIQUE":
+        settings.update(sparse_oblique_normalization="MIN_MAX",
+                        sparse_oblique_num_projections_exponent=1.0)
+    # YDF's early stopping holds out 10% of the rows and stops on their loss: on a small
+    # table that is a few dozen rows taken from training to decide by noise.
+    if stops_on_fold:
+        # YDF stops on the `valid` rows (its validation_ratio, which must stay above 0 for
+        # the rule to apply, takes no train row when they are given) and keeps its best.
+        settings.update(early_stopping="LOSS_INCREASE",
+                        early_stopping_num_trees_look_ahead=defaults.FOLD_LOOK_AHEAD)
+        how = "stopping on the held-out fold, at most"
+    elif small:
+        settings.update(validation_ratio=0.0, early_stopping="NONE")
+        how = f"(under {defaults.SMALL_TRAIN_ROWS} rows: no early stopping)"
+    else:
+        how = "at most"
+    learner = ydf.GradientBoostedTreesLearner(
+        label=LABEL, task=ydf.Task.REGRESSION if regression else ydf.Task.CLASSIFICATION,
+        features=[ydf.Feature(n, getattr(ydf.Semantic, s)) for n, s in features.items()],
+        num_trees=num_trees or cfg.num_trees, max_depth=cfg.max_depth, shrinkage=cfg.shrinkage,
+        min_examples=cfg.min_examples, subsample=cfg.subsample, random_seed=cfg.seed,
+        **settings,
+        # Categorical ids seen fewer times than this are grouped: small tables keep theirs,
+        # but for a value seen once: a split on it memorises its one label (ISLR's Auto,
+        # whose car names are nearly unique: test RMSE 6.7 with 1, 2.9 with 2).
+        min_vocab_frequency=MIN_VOCAB_SMALL if small else 5, max_vocab_count=MAX_VOCAB,
+        num_threads=threads)
+    return learner, how
