@@ -44,6 +44,7 @@ from training.models.trees import (
     shape_cfg,
     train_trees,
 )
+from training.reporting.importance import forest_importance
 
 log = logging.getLogger("training")
 
@@ -307,6 +308,7 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
         runs[TREES] = (refit.model, refit.info)
         runs[BLEND] = (blend(runs[network][0], refit.model), refit.info)
         candidates[TREES]["refit_rows"] = refit.rows
+        candidates[TREES]["ydf_importance"] = forest_importance(refit.forest)
     model, served = runs[chosen]
     if chosen == network and refit_network is None:  # nothing was trained again
         return chosen, model, served, candidates[chosen]["eval"], why

@@ -32,7 +32,7 @@ from training.models.network import fit_network, refit_network
 from training.models.trees import grow_shapes
 from training.reporting import report
 from training.reporting.eval_slices import check_slice_by, eval_slices
-from training.reporting.importance import permutation_importance
+from training.reporting.importance import forest_importance, permutation_importance
 from training.selection import exact_eval, keep_one
 
 log = logging.getLogger("training")
@@ -209,6 +209,8 @@ def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, fami
             "train_seconds": round(sum(t.seconds for t in trees.values()), 2),
             "rows": first.rows, "num_trees": first.num_trees,
             "early_stopping": first.early_stopping,
+            # the exported forest's when the trees are the only family (keep_one: the refit's)
+            "ydf_importance": forest_importance(first.forest) if len(families) == 1 else None,
             "category_encoding": {"value": first.shape.encoding,
                                   "features": [m.feature for m in first.means]}}
     return cfg, net, trees, runs, candidates

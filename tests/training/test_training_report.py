@@ -89,3 +89,33 @@ def test_training_reports_its_metrics_and_choice_in_one_page(trained, tmp_path):
                                                str(tmp_path / "report.png")))
     for figure in _figures(metrics):
         assert f" {figure} " in text, figure
+
+
+def test_the_trees_own_importance_is_ydfs_split_gain_as_shares():
+    """YDF's SUM_SCORE of a forest whose label is made of one input: nearly all of it."""
+    import numpy as np
+    import ydf
+
+    from training.reporting.importance import forest_importance
+    rng = np.random.default_rng(0)
+    rows = {"made_of": rng.random(2000), "noise": rng.random(2000)}
+    rows["y"] = 3 * rows["made_of"] + 0.01 * rng.random(2000)
+    forest = ydf.GradientBoostedTreesLearner(label="y", task=ydf.Task.REGRESSION,
+                                             num_trees=20).train(rows, verbose=0)
+    imp = forest_importance(forest)
+    assert imp["kind"] == "SUM_SCORE" and next(iter(imp["features"])) == "made_of"
+    assert abs(sum(imp["features"].values()) - 1) < 1e-4
+    assert imp["features"]["made_of"] > 0.95
+
+
+def test_the_report_shows_the_trees_importance_when_trees_are_exported(trained):
+    _, job_dir, metrics = trained
+    trees = metrics["model"]["candidates"].get("boosted_trees") or {}
+    page = open(os.path.join(job_dir, "report.html"), encoding="utf-8").read()
+    if metrics["model"]["family"] not in ("boosted_trees", "blend"):
+        assert "The trees' own importance" not in page
+        return
+    imp = trees["ydf_importance"]
+    top = next(iter(imp["features"]))
+    assert top.startswith("trip_km"), imp  # what the fare is made of (tools/datagen.py)
+    assert "The trees' own importance (YDF)" in page and f"<td>{top}</td>" in page

@@ -79,6 +79,10 @@ def training_page(metrics: dict) -> str:
                        (metrics.get("eval") or {}).get(figure))
     if metrics.get("importance"):
         _importance(page, metrics["importance"])
+    model = metrics.get("model") or {}
+    forest = ((model.get("candidates") or {}).get("boosted_trees") or {}).get("ydf_importance")
+    if forest and model.get("family") in ("boosted_trees", "blend"):
+        _forest_importance(page, forest)
     if metrics.get("history"):
         page.heading("Learning curves")
         page.figure(curves_figure(metrics["history"]), "learning curves")
@@ -96,6 +100,18 @@ def _importance(page: Page, imp: dict) -> None:
     if shown:
         page.figure(bar_chart(shown, [features[n] for n in shown], "loss rise when shuffled",
                               flagged=[False] * len(shown)), "feature importance")
+
+
+def _forest_importance(page: Page, imp: dict) -> None:
+    features = imp.get("features") or {}
+    page.heading("The trees' own importance (YDF)")
+    page.text(f"{imp.get('kind')}: each model input's share of the loss reduction of the "
+              "exported trees' splits", "note")
+    page.table(list(features.items()), ["model input", "share"])
+    shown = list(features)[:MAX_BARS]
+    if shown:
+        page.figure(bar_chart(shown, [features[n] for n in shown], "share of the split gain",
+                              flagged=[False] * len(shown)), "the trees' importance")
 
 
 def plot_curves(history: dict, path: str) -> None:
