@@ -11,6 +11,9 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
 from preprocessing.accounting import counting, rejects
 from preprocessing.accounting.rejects import Reject
@@ -142,9 +145,6 @@ class ParseAndSplit(beam.DoFn):
         self._pending = [[] for _ in SPLITS]
 
     def finish_bundle(self):
-        from apache_beam.transforms.window import GlobalWindow
-        from apache_beam.utils.timestamp import MIN_TIMESTAMP
-        from apache_beam.utils.windowed_value import WindowedValue
         for name, rows in zip(SPLITS, self._pending):
             if rows:
                 yield beam.pvalue.TaggedOutput(name, WindowedValue(

@@ -18,6 +18,8 @@ from typing import Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
 
 from preprocessing.reference.statistics import (  # noqa: F401 (load_train_statistics: read from here too)
     TableAcc,
@@ -193,8 +195,6 @@ class RowPartials(beam.DoFn):
         self._groups.setdefault(key, (meta.event_time, []))[1].append(row)
 
     def finish_bundle(self):
-        from apache_beam.transforms.window import GlobalWindow
-        from apache_beam.utils.windowed_value import WindowedValue
         groups, self._groups = self._groups, {}
         for ts, rows in groups.values():
             columns = {n: [r.get(n) for r in rows] for n in self.kinds

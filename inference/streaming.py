@@ -18,6 +18,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import trigger, window
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
 
 from inference.inputs.image_sources import IMAGE_INPUT, ImageInputs
 from inference.inputs.replay import PUBLISHED_AT
@@ -301,8 +303,6 @@ class BundlePartials(beam.DoFn):
         self._groups[key] = (first, self.combine_fn.add_input(acc, element))
 
     def finish_bundle(self):
-        from apache_beam.transforms.window import GlobalWindow
-        from apache_beam.utils.windowed_value import WindowedValue
         groups, self._groups = self._groups, {}
         for ts, acc in groups.values():
             yield WindowedValue(acc, ts, [GlobalWindow()])

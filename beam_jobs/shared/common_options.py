@@ -3,6 +3,7 @@ them (checked without I/O), and parsing a job's command line."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import sys
 from typing import Optional
@@ -180,7 +181,6 @@ def check_known_flags(job: str, args) -> None:
     """Refuses what no options class of Beam's or ours defines (Beam would drop it with one
     warning: a misspelt --golden_set switches a safety check off), naming the closest known
     flag, and a word that is no flag's value."""
-    import difflib
     options = PipelineOptions(list(args))
     beams = logging.getLogger("apache_beam.options.pipeline_options")
     level = beams.level

@@ -19,6 +19,7 @@ import time
 from typing import Dict, Iterable, List, NamedTuple
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
 
 from beam_jobs.shared.errors import RunFailed
 
@@ -212,7 +213,6 @@ class PublishMessages(beam.DoFn):
         self._buffer.append(message)
 
     def finish_bundle(self):
-        from apache_beam.transforms.window import GlobalWindows
         messages, self._buffer = self._buffer, []
         if messages:
             self._publish(messages)

@@ -9,6 +9,7 @@ import sys
 import threading
 
 import apache_beam as beam
+from apache_beam.coders.coder_impl import create_OutputStream
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 LOCAL_RUNNER = "beam_jobs.shared.local_runner.LocalRunner"
@@ -82,7 +83,6 @@ def fix_runner_data_plane() -> None:
        is delivered) waited for a worker that was never told to start. The input is now
        sent by a thread of its own while the bundle runs, in pieces of about 10 MB.
     """
-    from apache_beam.coders.coder_impl import create_OutputStream
     from apache_beam.runners.portability.fn_api_runner import fn_runner
     from apache_beam.runners.worker import data_plane
 

@@ -33,6 +33,7 @@ import weakref
 from typing import List, NamedTuple, Optional, Tuple
 
 from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
+from apache_beam.transforms import userstate
 from apache_beam.utils.timestamp import Timestamp
 
 from beam_jobs.shared.errors import RunFailed
@@ -284,7 +285,6 @@ def cache_dofn_specs() -> None:
     state, no timers" is kept per DoFn shape; a stateful DoFn is asked every time, as before
     (idempotent)."""
     from apache_beam.runners.direct import transform_evaluator as te
-    from apache_beam.transforms import userstate
     if getattr(userstate, "_specs_cached", False):
         return
     beam_get_dofn_specs = userstate.get_dofn_specs

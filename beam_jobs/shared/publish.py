@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import socket
+import threading
 import time
 import uuid
 from typing import Iterable, List, Optional, Sequence
@@ -384,7 +385,6 @@ class PublishLock:
             pass
 
     def _renew_in_background(self):
-        import threading
         self._stop = threading.Event()
 
         def renew():

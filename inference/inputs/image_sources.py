@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import threading
 import time
 from typing import Optional, Tuple
 
@@ -81,7 +82,6 @@ class ImageInputs:
     def _read(self, uri: str) -> bytes:
         if not self.timeout:
             return read_image(uri, self.limits.max_image_bytes)
-        import threading
         for attempt in range(self.attempts):
             box, done = {}, threading.Event()
 

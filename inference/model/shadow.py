@@ -12,6 +12,9 @@ from typing import Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
+from apache_beam.transforms import window
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
 
 from inference.model.model_handler import predict_block
 from inference.model.serving_model import _Version
@@ -179,7 +182,6 @@ class ShadowScoreStream(beam.DoFn):
         self._rows = []
 
     def process(self, keyed):
-        from apache_beam.transforms import window
 
         meta, result = keyed
         if isinstance(result.inference, Reject):
@@ -190,8 +192,6 @@ class ShadowScoreStream(beam.DoFn):
                 yield window.TimestampedValue(sums, ts)
 
     def finish_bundle(self):
-        from apache_beam.transforms.window import GlobalWindow
-        from apache_beam.utils.windowed_value import WindowedValue
         for ts, sums in self._flush():
             yield WindowedValue(sums, ts, [GlobalWindow()])
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 
 MAX_SPEC_BYTES = 1 << 20
 MAX_DEPTH = 32  # mappings and lists inside each other; a real spec nests 4 deep
@@ -28,7 +29,6 @@ def read_spec_text(path: str) -> str:
             st = os.stat(path)
         except OSError as e:
             raise ValueError(f"cannot read spec file {one_line(path)}: {e.strerror}") from None
-        import stat
         if not stat.S_ISREG(st.st_mode):
             raise ValueError(f"spec file {one_line(path)} is not a regular file")
         if st.st_size > MAX_SPEC_BYTES:

@@ -18,6 +18,7 @@ date at midnight, UTC.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import math
 import re
@@ -130,7 +131,6 @@ def looks_like_datetime(text: str) -> bool:
     if not DATETIME_RE.match(text) or not DATETIME_TAIL_RE.fullmatch(text[19:]):
         return False
     try:
-        import datetime
         datetime.datetime.fromisoformat(text[:19])
         return True
     except ValueError:

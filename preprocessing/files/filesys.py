@@ -3,13 +3,19 @@ matching input patterns, opening (and decompressing) an input with bounded reads
 files, and copying a local tree to any filesystem."""
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
 import math
 import os
 import re
+import shutil
+import stat
 import tempfile
 from typing import List, Optional, Sequence
 
+import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
 
@@ -34,7 +40,6 @@ _OUTPUT_PROBES = ("x.csv", "x.csv.gz", "x.json", "x.jsonl", "x.tfrecord", "summa
 def pattern_reaching(patterns: Sequence[str], output: str) -> Optional[str]:
     """The first input pattern that matches files a job writes under `output` (by Beam's
     own glob rules: `*` stays within a folder, `**` crosses folders), or None."""
-    from apache_beam.io.filesystem import FileSystem
 
     def norm(path: str) -> str:
         return path if is_remote_path(path) else os.path.abspath(path)
@@ -90,11 +95,7 @@ def open_input(path: str):
     (a decompression bomb never expands past it), and a cut or corrupt file raises (EOFError,
     OSError) instead of ending early as if complete. Raises UnreadableInput for a local path
     that is not a regular file (`/dev/zero` never ends, a FIFO blocks) or is not readable."""
-    import bz2
-    import gzip
-    import stat
 
-    from apache_beam.io.filesystem import CompressionTypes
     if not is_remote_path(path):
         try:
             if not stat.S_ISREG(os.stat(path).st_mode):  # follows symlinks
@@ -147,7 +148,6 @@ def read_text(path: str) -> str:
 
 def copy_local_tree(src_dir: str, dst_dir: str) -> None:
     """Copies a local directory to any Beam filesystem (gs:// included) file by file."""
-    import shutil
     for root, _, files in os.walk(src_dir):
         rel = os.path.relpath(root, src_dir)
         for name in files:
@@ -183,7 +183,6 @@ def dumps_json(obj, indent=2, sort_keys=True) -> str:
 def write_json_file(records, folder: str, name: str):
     """A PCollection of one dict -> `folder/name.json` (strict JSON, one file): the small
     reports a job stages for Finalize to attach to its summary."""
-    import apache_beam as beam
     return (records
             | f"{name}Json" >> beam.Map(dumps_json)
             | f"Write{name}" >> beam.io.WriteToText(FileSystems.join(folder, name),

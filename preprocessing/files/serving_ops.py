@@ -14,6 +14,7 @@ every op it runs is a core op, or one of these with the very same definition.
 from __future__ import annotations
 
 import os
+from importlib import metadata
 from typing import Dict, List, Set
 
 TF_SERVING_VERSION = "2.19.1"     # the image templates/serving/ runs
@@ -135,7 +136,6 @@ def serving_problems(export_dir: str) -> List[str]:
 
 
 def op_package_version() -> str:
-    from importlib import metadata
     try:
         return metadata.version(OP_PACKAGE)
     except metadata.PackageNotFoundError:

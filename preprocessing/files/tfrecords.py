@@ -31,6 +31,7 @@ from apache_beam.io.filebasedsink import FileBasedSink
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.iobase import Write
+from apache_beam.io.tfrecordio import _default_crc32c_fn
 
 GZIP_LEVEL = 1  # the default of --gzip_level (see the module docstring for why)
 _MASK_DELTA = 0xA282EAD8
@@ -42,7 +43,6 @@ def _crc32c():
         import google_crc32c
         return google_crc32c.value
     except ImportError:  # Beam's own fallbacks (snappy, crcmod)
-        from apache_beam.io.tfrecordio import _default_crc32c_fn
         return _default_crc32c_fn
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 from dataclasses import dataclass
 
 from PIL import Image, ImageOps
@@ -59,7 +60,6 @@ def read_image(uri: str, max_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> bytes:
     most `max_bytes` (+1, to tell a larger file). Only regular files are read: a device such as
     /dev/zero, a folder or a pipe is `not_a_file`; a larger file is `image_too_large`; any
     other failure `unreadable_uri`."""
-    import stat
 
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems

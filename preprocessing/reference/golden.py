@@ -8,8 +8,11 @@ a signature ignores features it does not use (the label, a column a newer schema
 """
 from __future__ import annotations
 
+import gzip
+import io
 import math
 import os
+import tempfile
 from typing import List, Sequence
 
 import apache_beam as beam
@@ -52,9 +55,6 @@ def read_bounded(path: str) -> bytes:
 
 def tfrecord_examples(data: bytes, path: str) -> list:
     """The records of a TFRecord file's bytes (gzip or not; at most MAX_ROWS + 1)."""
-    import gzip
-    import io
-    import tempfile
 
     import tensorflow as tf
     if data[:2] == b"\x1f\x8b":  # gzip, whatever the name says; decompressed size bounded

@@ -19,6 +19,7 @@ Outputs: regression -> `predictions` [batch]; classification -> `probabilities` 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 
@@ -185,7 +186,6 @@ README_ASSET = "assets.extra/README.md"   # how to load and call this version
 
 def model_family(export_dir: str) -> str:
     """The export's model family (exports older than the file hold a network)."""
-    import json
     path = os.path.join(export_dir, MODEL_ASSET)
     if not tf.io.gfile.exists(path):
         return "network"
@@ -221,7 +221,6 @@ def export_model(model, data_dir: str, info: FeatureInfo, export_dir: str,
 def write_model_notes(export_dir: str, family: str, schema: Schema) -> dict:
     """TF Serving's warmup records, `model.json` (the family and what loading needs: the op
     package and its version) and a README saying how to load and call the export."""
-    import json
 
     from preprocessing.files import serving_ops
     from training.exporting.export_readme import readme_text
