@@ -70,6 +70,7 @@ from inference.streaming import (
     WriteJson,
 )
 from inference.window_slices import LabelledRows, SliceMetricsFn
+from preprocessing.accounting.rejects import DeadLetter
 from preprocessing.contract.schema import Schema
 from preprocessing.images.checks import ImageLimits
 from preprocessing.reference.slices import Slicer
@@ -239,13 +240,14 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig) -> StreamPredictO
         dead_letters = (dead, refused) | "WithRefused" >> beam.Flatten()
     else:
         dead_letters = dead
-    written_dead = dead_letters | "WriteRejects" >> WriteJson(
-        o.dead_letter_topic, cfg.dead_letter_dir, "rejects", o.window_secs, publish)
+    written_dead = (dead_letters | "RejectRecords" >> beam.Map(DeadLetter.to_dict)
+                    | "WriteRejects" >> WriteJson(o.dead_letter_topic, cfg.dead_letter_dir,
+                                                  "rejects", o.window_secs, publish))
     if cfg.ack_after_write:
         acknowledge(preds, written_preds, "Predictions")
         acknowledge(dead_letters, written_dead, "Rejects")
     events = ((preds | "PredEvents" >> beam.Map(lambda r: ("prediction", r["latency_ms"])),
-               dead | "RejectEvents" >> beam.Map(lambda r: ("reject", r["reason"])))
+               dead | "RejectEvents" >> beam.Map(lambda letter: ("reject", letter.reason)))
               | "Events" >> beam.Flatten())
     stats = events | "Monitor" >> Monitor(o.window_secs, o.allowed_lateness_secs)
     # Gate records (version_accepted / version_refused) go out beside the window stats.

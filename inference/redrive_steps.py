@@ -45,7 +45,7 @@ class SplitLetters(beam.DoFn):
             return
         if (reason in NOT_REPLAYABLE or not isinstance(raw, str)
                 or detect_format(str(source)) == "tfrecord"):
-            yield beam.pvalue.TaggedOutput("kept", line)
+            yield beam.pvalue.TaggedOutput("kept", rejects.DeadLetter.of_json(line, rec))
             return
         yield str(source), (rec.get("line"), raw)
 

@@ -84,7 +84,7 @@ class ParseMessages(beam.DoFn):
         self.max_bytes = max_message_bytes
         self.job = job  # the metrics namespace
         self.received = Metrics.counter(job, "messages_read")
-        self.dead = rejects.DeadLetters(job, as_json=False)
+        self.dead = rejects.DeadLetters(job)
 
     def setup(self):
         self._serving = ServingParser(self.schema)
@@ -169,7 +169,7 @@ class FormatResults(beam.DoFn):
     def __init__(self, job: str, source: str = "pubsub"):
         self.source = source
         self.predicted = Metrics.counter(job, "messages_predicted")
-        self.dead = rejects.DeadLetters(job, as_json=False)
+        self.dead = rejects.DeadLetters(job)
 
     def process(self, keyed):
         meta, result = keyed

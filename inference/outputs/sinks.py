@@ -126,7 +126,7 @@ class InsertFailures(beam.DoFn):
         self.job = job
 
     def setup(self):
-        self.dead = rejects.DeadLetters(self.job, as_json=False)
+        self.dead = rejects.DeadLetters(self.job)
 
     def process(self, failed):
         destination, row, errors = failed

@@ -6,7 +6,6 @@ reads metrics). Progress lines go to stderr (a worker's stderr reaches the conso
 and Cloud Logging on Dataflow)."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -124,6 +123,6 @@ class Tallies(beam.PTransform):
     def expand(self, inputs):
         counts, rejects = inputs
         by_reason = rejects | "RejectReasons" >> beam.Map(
-            lambda rec: ("rejected_" + json.loads(rec)["reason"], 1))
+            lambda letter: ("rejected_" + letter.reason, 1))
         return ((counts, by_reason) | "AllTallies" >> beam.Flatten()
                 | "SumTallies" >> beam.CombineGlobally(SumTallies()))

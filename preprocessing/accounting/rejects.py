@@ -2,14 +2,15 @@
 
 `Reject(reason, detail)` is the one error type parsing (CSV, JSON, tf.Example), image checks
 and the model raise; `REASONS` is the one registry of reasons (a reason not listed here is a
-programming error, caught by a test). Every job writes a rejected record as the same JSON
-object, `dead_letter(...)`: job, source, line (or position), raw, reason, detail, plus
-job-specific extras (streaming adds the message id, latency and event time).
+programming error, caught by a test). Every job carries a rejected record as the same
+`DeadLetter` (job, source, line or position, raw, reason, detail, plus job-specific extras:
+streaming adds the message id and event time) and writes it as the same JSON object.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import Optional
+from typing import Any, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -94,34 +95,67 @@ class Reject(Exception):
         return Reject, (self.reason, self.detail)
 
 
+@dataclasses.dataclass(frozen=True)
+class DeadLetter:
+    """The one dead-letter record, in flight in every job (serialised only at the sinks:
+    `to_json`, `to_dict`): where the record came from, what it was, and why; `extra` holds
+    job-specific fields (streaming: the message id, its event time). `verbatim`: a published
+    letter a redrive keeps as it was, written back byte for byte."""
+    job: str
+    source: str
+    line: Any                   # a line number, a position, or None
+    raw: Optional[str]
+    reason: str
+    detail: str
+    extra: Tuple[Tuple[str, Any], ...] = ()
+    verbatim: Optional[str] = None
+
+    def get(self, name: str, default=None):
+        """A field or an extra by name (an extra the letter lacks: `default`)."""
+        if name in _FIELDS:
+            return getattr(self, name)
+        return dict(self.extra).get(name, default)
+
+    def to_dict(self) -> dict:
+        if self.verbatim is not None:
+            return json.loads(self.verbatim)
+        out = {f: getattr(self, f) for f in _FIELDS}
+        out.update(self.extra)
+        return out
+
+    def to_json(self) -> str:
+        if self.verbatim is not None:
+            return self.verbatim
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def of_json(cls, line: str, record: dict) -> "DeadLetter":
+        """A published letter (`line`, parsed as `record`), kept as it was."""
+        known = {f: record.get(f) for f in _FIELDS}
+        return cls(**known, extra=tuple((k, v) for k, v in record.items() if k not in _FIELDS),
+                   verbatim=line)
+
+
+_FIELDS = ("job", "source", "line", "raw", "reason", "detail")
+
+
 def dead_letter_record(job: str, source: str, line, raw, reason: str, detail: str,
-                       **extra) -> dict:
-    """The dead-letter object: where the record came from, what it was, and why."""
+                       **extra) -> DeadLetter:
+    """The dead letter of a rejected record (raw bytes decoded, the reason checked)."""
     if reason not in REASONS:
         raise ValueError(f"unknown reject reason {reason!r}: add it to REASONS")
     if isinstance(raw, bytes):
         raw = raw.decode("utf-8", errors="replace")
-    rec = {"job": job, "source": source, "line": line, "raw": raw, "reason": reason,
-           "detail": detail}
-    rec.update(extra)
-    return rec
-
-
-def dead_letter(job: str, source: str, line: Optional[int], raw, reason: str, detail: str,
-                **extra) -> str:
-    """`dead_letter_record` as one JSON line (what the batch jobs write)."""
-    return json.dumps(dead_letter_record(job, source, line, raw, reason, detail, **extra),
-                      ensure_ascii=False)
+    return DeadLetter(job, source, line, raw, reason, detail, tuple(extra.items()))
 
 
 class DeadLetters:
     """The one way a DoFn rejects a record: counts it under the metric `rejected_<reason>`
-    (namespace `job`) and returns its dead letter on the `rejects` output, as a JSON line
-    (`as_json`, what the batch jobs write) or the record itself (streaming, which adds
-    extras and an event `timestamp`)."""
+    (namespace `job`) and returns its DeadLetter on the `rejects` output (with an event
+    `timestamp` where streaming gives one)."""
 
-    def __init__(self, job: str, as_json: bool = True):
-        self.job, self.as_json = job, as_json
+    def __init__(self, job: str):
+        self.job = job
         self._counters = {}  # reason -> Counter, made on first use
 
     def __call__(self, source: str, line, raw, reason: str, detail: str, timestamp=None,
@@ -130,8 +164,7 @@ class DeadLetters:
         if counter is None:
             counter = self._counters[reason] = Metrics.counter(self.job, f"rejected_{reason}")
         counter.inc()
-        make = dead_letter if self.as_json else dead_letter_record
-        value = make(self.job, source, line, raw, reason, detail, **extra)
+        value = dead_letter_record(self.job, source, line, raw, reason, detail, **extra)
         if timestamp is not None:
             value = window.TimestampedValue(value, timestamp)
         return beam.pvalue.TaggedOutput("rejects", value)
@@ -142,12 +175,13 @@ class DeadLetters:
 
 
 class WriteDeadLetters(beam.PTransform):
-    """Writes dead-letter JSON lines under `<dir>/rejects-*.jsonl`."""
+    """Writes DeadLetters as JSON lines under `<dir>/rejects-*.jsonl`."""
 
     def __init__(self, directory: str):
         super().__init__()
         self.directory = directory
 
     def expand(self, pcoll):
-        return pcoll | "WriteRejects" >> beam.io.WriteToText(
-            FileSystems.join(self.directory, "rejects"), file_name_suffix=".jsonl")
+        return (pcoll | "ToJson" >> beam.Map(DeadLetter.to_json)
+                | "WriteRejects" >> beam.io.WriteToText(
+                    FileSystems.join(self.directory, "rejects"), file_name_suffix=".jsonl"))

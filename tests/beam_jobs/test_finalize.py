@@ -16,7 +16,7 @@ import pytest
 
 from beam_jobs.shared import finalize, local_runner, publish
 from preprocessing import TAXI_SPEC
-from preprocessing.accounting.rejects import WriteDeadLetters
+from preprocessing.accounting.rejects import DeadLetter, WriteDeadLetters
 from tests.helpers import ROOT, read_jsonl  # noqa: E402
 from tools.datagen import write_csv
 
@@ -120,7 +120,7 @@ def test_finalize_fails_the_job_when_counts_do_not_reconcile(tmp_path):
     os.makedirs(tmp_path / "out")
     (tmp_path / "out" / "part-old").write_text("previous\n")
     (tmp_path / "out" / "_SUCCESS").write_text("")
-    reject = json.dumps({"reason": "bad_row"})
+    reject = DeadLetter("test", "a.csv", 1, "x", "bad_row", "")
     p, out = _finalize_pipeline(tmp_path, [("rows_read", 5), ("rows_out", 2)], [reject])
     with pytest.raises(Exception, match="counts do not reconcile"):
         p.run().wait_until_finish()
@@ -135,7 +135,7 @@ def test_finalize_fails_the_job_when_counts_do_not_reconcile(tmp_path):
 def test_finalize_publishes_when_counts_reconcile(tmp_path):
     os.makedirs(tmp_path / "out" / "_staging-old" / "x")  # left by a killed run
     (tmp_path / "out" / "part-old").write_text("previous\n")
-    reject = json.dumps({"reason": "bad_row"})
+    reject = DeadLetter("test", "a.csv", 1, "x", "bad_row", "")
     p, out = _finalize_pipeline(tmp_path, [("rows_read", 3), ("rows_out", 2)], [reject])
     p.run().wait_until_finish()
     files = sorted(os.listdir(out))
@@ -163,7 +163,7 @@ def test_a_rerun_replaces_what_the_last_run_wrote_under_the_jobs_names(tmp_path)
                | f"Write{s}" >> beam.io.WriteToText(os.path.join(staging, s, "part"),
                                                    file_name_suffix=".txt", num_shards=1)
                for s, rows in (("train", ["a", "b", "c"]), ("eval", ["d"]))]
-    bad = p | "Rejects" >> beam.Create([json.dumps({"reason": "bad_row"})])
+    bad = p | "Rejects" >> beam.Create([DeadLetter("test", "a.csv", 1, "x", "bad_row", "")])
     written.append(bad | "DeadLetters" >> WriteDeadLetters(os.path.join(staging, "rejects")))
     counts = p | "Counts" >> beam.Create([("rows_read", 5), ("rows_train", 3),
                                           ("rows_eval", 1), ("rows_test", 0)])
@@ -183,7 +183,7 @@ def test_a_file_cut_short_publishes_what_was_read_as_partial_without_success(tmp
     says "complete": false, no _SUCCESS is written and the job fails saying so."""
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "_SUCCESS").write_text("")  # an earlier complete run's
-    cut = json.dumps({"reason": "truncated_file", "source": "b.csv.gz", "line": None})
+    cut = DeadLetter("test", "b.csv.gz", None, None, "truncated_file", "")
     p, out = _finalize_pipeline(tmp_path, [("rows_read", 3), ("rows_out", 2)], [cut])
     with pytest.raises(Exception, match="cut short, corrupt or unreadable"):
         p.run().wait_until_finish()
@@ -196,7 +196,7 @@ def test_a_file_cut_short_publishes_what_was_read_as_partial_without_success(tmp
 def test_rows_all_rejected_publish_nothing_and_keep_the_dead_letters(tmp_path):
     """Every row read was rejected (preprocess: a gzip bomb's one line), so an output that
     must have rows has none: nothing is published, the dead letters wait in _FAILED_RUN/."""
-    big = json.dumps({"reason": "record_too_large", "source": "bomb.csv.gz", "line": 2})
+    big = DeadLetter("test", "bomb.csv.gz", 2, "x", "record_too_large", "")
     p, out = _finalize_pipeline(tmp_path, [("rows_read", 1)], [big], require=("rows_out",))
     with pytest.raises(Exception, match="no rows reached rows_out"):
         p.run().wait_until_finish()

@@ -89,8 +89,8 @@ def _check_totals(expected_rejected: dict, rows_read=None, rows_kept=None):
 def _file_level(rejects):
     """(file name, reason, detail) of the dead letters that stand for a whole file."""
     return rejects | "FileLevel" >> beam.FlatMap(
-        lambda r: [(os.path.basename(d["source"]), d["reason"], d["detail"])
-                   for d in [json.loads(r)] if d["reason"] in FILE_REASONS])
+        lambda r: [(os.path.basename(r.source), r.reason, r.detail)]
+        if r.reason in FILE_REASONS else [])
 
 
 def _pipeline():
@@ -206,7 +206,7 @@ def _rows_and_rejects(raw: pp.RawSplits, label: str):
     rows = [raw.split(s) | f"{label}_{s}" >> beam.FlatMap(
         lambda rb, s=s: [(s, _row_json(r)) for r in rb.to_pylist()]) for s in SPLITS]
     dead = raw.rejects | f"{label}_rejects" >> beam.Map(
-        lambda r: ("rejects", json.dumps({k: v for k, v in json.loads(r).items()
+        lambda r: ("rejects", json.dumps({k: v for k, v in r.to_dict().items()
                                           if k != "time"}, sort_keys=True)))
     return tuple(rows + [dead]) | f"{label}_all" >> beam.Flatten()
 
@@ -331,8 +331,7 @@ def test_a_labels_csv_without_a_header_and_hostile_uris(tmp_path):
         assert_that(_totals(raw), _check_totals(
             {"not_a_file": 2, "degenerate_image": 1}, rows_read=len(lines),
             rows_kept=lambda k: k == n))
-        assert_that(raw.rejects | beam.Map(lambda r: (json.loads(r)["line"],
-                                                      json.loads(r)["reason"])),
+        assert_that(raw.rejects | beam.Map(lambda r: (r.line, r.reason)),
                     lambda got: _equal(got, [(n + 1, "not_a_file"), (n + 2, "not_a_file"),
                                              (n + 3, "degenerate_image")]), label="lines")
 
@@ -346,8 +345,7 @@ def test_parse_and_split_gives_every_row_one_split_or_one_dead_letter():
         ids = out.train | beam.FlatMap(lambda rb: [v[0].decode() for v in
                                                    rb.column("id").to_pylist()])
         xs = out.train | beam.FlatMap(lambda rb: [v[0] for v in rb.column("x").to_pylist()])
-        reasons = out.rejects | beam.Map(lambda r: (json.loads(r)["line"],
-                                                    json.loads(r)["reason"]))
+        reasons = out.rejects | beam.Map(lambda r: (r.line, r.reason))
         assert_that(ids, equal_to(["a", "c"]), label="train_ids")
         assert_that(xs, equal_to([1.5, 2.5]), label="train_values")
         assert_that(reasons, equal_to([(3, "unparsable_number"), (5, "missing_value")]),

@@ -275,5 +275,5 @@ def test_stream_predict_builds_from_a_config_the_test_constructs(trained, tmp_pa
         assert isinstance(out, stream_predict.StreamPredictOutputs)
         assert_that(out.predictions | beam.Map(lambda r: r["id"]),
                     equal_to(["m0", "m1", "m2", "m3"]), label="predicted")
-        assert_that(out.dead_letters | beam.Map(lambda r: (r["id"], r["reason"])),
+        assert_that(out.dead_letters | beam.Map(lambda r: (r.get("id"), r.reason)),
                     equal_to([("bad", "invalid_json")]), label="dead_letters")

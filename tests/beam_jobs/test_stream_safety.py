@@ -126,15 +126,15 @@ def test_uris_outside_the_allowed_prefixes_are_refused_alike(tmp_path):
     msgs.append(PubsubMessage(json.dumps({"uri": f"{allowed}/ok.jpg"}).encode(), {"id": "ok"}))
     out = _parse(msgs, prefixes)
     rows = [r for r in out if isinstance(r, tuple)]
-    dead = {r.value["id"]: r.value for r in out if not isinstance(r, tuple)}
+    dead = {r.value.get("id"): r.value for r in out if not isinstance(r, tuple)}
     assert [meta.id for meta, _ in rows] == ["ok"]
     assert set(dead) == set(hostile) | {"notif"}
-    assert {(d["reason"], d["detail"]) for d in dead.values()} == {
+    assert {(d.reason, d.detail) for d in dead.values()} == {
         ("uri_not_allowed", "the uri is not under --allowed_uri_prefixes")}
     # By default (no prefixes) a stream reads no uri at all.
     out = _parse([PubsubMessage(json.dumps({"uri": f"{allowed}/ok.jpg"}).encode(), {})],
                  normalize_prefixes(""))
-    assert out[0].value["reason"] == "uri_not_allowed"
+    assert out[0].value.reason == "uri_not_allowed"
     assert uri_allowed(f"{allowed}/ok.jpg", prefixes)
 
 

@@ -75,7 +75,7 @@ def _outcome(inputs, label):
     totals = ((inputs.counts, n_rows) | f"{label}Counts" >> beam.Flatten(),
               inputs.rejects) | f"{label}Totals" >> Tallies()
     dead = inputs.rejects | f"{label}Dead" >> beam.Map(
-        lambda r: tuple(json.loads(r)[k] for k in ("source", "line", "reason", "raw")))
+        lambda r: tuple(r.get(k) for k in ("source", "line", "reason", "raw")))
     parts = [(name, pc | f"{label}List{name}" >> beam.combiners.ToList())
              for name, pc in (("rows", rows), ("rejects", dead))]
     parts.append(("totals", totals))
@@ -221,8 +221,7 @@ def test_parse_inputs_types_csv_and_json_records_and_rejects_the_rest():
                                                                         main="rows"))
         keys = out.rows | beam.FlatMap(lambda b: list(b.keys))
         xs = out.rows | beam.FlatMap(lambda b: [float(v) for v in b.column("x")])
-        reasons = out.rejects | beam.Map(lambda r: (json.loads(r)["source"],
-                                                    json.loads(r)["reason"]))
+        reasons = out.rejects | beam.Map(lambda r: (r.source, r.reason))
         assert_that(keys, equal_to(["a", "e"]), label="keys")
         assert_that(xs, equal_to([1.5, 7.0]), label="values")
         assert_that(reasons, equal_to([("in.csv", "unparsable_number"),
@@ -242,8 +241,7 @@ def test_format_predictions_keeps_keys_and_labels_and_dead_letters_model_rejecti
         rows = out.blocks | beam.FlatMap(
             lambda b: [(k, float(p), lab, b.version) for k, p, lab in
                        zip(b.keys, b.outputs["prediction"], b.labels)])
-        reasons = out.rejects | beam.Map(lambda r: (json.loads(r)["line"],
-                                                    json.loads(r)["reason"]))
+        reasons = out.rejects | beam.Map(lambda r: (r.line, r.reason))
         assert_that(rows, equal_to([("a", 10.0, 1.0, "v1"), ("c", 30.0, 3.0, "v1")]),
                     label="predictions")
         assert_that(reasons, equal_to([(3, "model_rejected")]), label="dead_letters")

@@ -104,5 +104,6 @@ def test_rows_bigquery_refuses_become_dead_letters_with_its_error():
     fn.setup()
     row = {"id": "m1", "prediction": 3.5}
     [dead] = fn.process(("p:ds.t", row, [{"reason": "invalid", "message": "no such field"}]))
+    dead = dead.to_dict()  # the DeadLetter, as its sink writes it
     assert dead["reason"] == "bigquery_insert_refused" and dead["id"] == "m1"
     assert json.loads(dead["raw"]) == row and "no such field" in dead["detail"]

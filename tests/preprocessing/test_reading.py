@@ -1,6 +1,5 @@
 """preprocessing/files/reading.py: ReadChunks (whole files record by record, or CSV byte
 blocks) under TestPipeline + assert_that, with the preprocess job's parse step after it."""
-import json
 
 import apache_beam as beam
 import pytest
@@ -46,7 +45,7 @@ def _parse(p, src, block_bytes):
     rows = ((parsed.train, parsed.eval, parsed.test) | beam.Flatten()
             | beam.Map(lambda rb: rb.num_rows) | beam.CombineGlobally(sum))
     dead = ((read_rejects, parsed.rejects) | "Dead" >> beam.Flatten()
-            | beam.Map(lambda r: (json.loads(r)["line"], json.loads(r)["reason"])))
+            | beam.Map(lambda r: (r.line, r.reason)))
     headers = chunks | beam.Map(lambda c: c.header[0]) | beam.Distinct()
     return rows, dead, headers
 

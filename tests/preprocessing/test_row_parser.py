@@ -214,10 +214,13 @@ def test_one_registry_of_reject_reasons():
     with pytest.raises(ValueError, match="unknown reject reason"):
         rejects.Reject("no_such_reason", "x")
     with pytest.raises(ValueError, match="unknown reject reason"):
-        rejects.dead_letter("job", "f.csv", 1, "raw", "no_such_reason", "x")
-    rec = json.loads(rejects.dead_letter("job", "f.csv", 3, b"a,b", "wrong_column_count", "d"))
-    assert rec == {"job": "job", "source": "f.csv", "line": 3, "raw": "a,b",
-                   "reason": "wrong_column_count", "detail": "d"}
+        rejects.dead_letter_record("job", "f.csv", 1, "raw", "no_such_reason", "x")
+    letter = rejects.dead_letter_record("job", "f.csv", 3, b"a,b", "wrong_column_count", "d",
+                                        id="m1")
+    assert (letter.reason, letter.raw, letter.get("id")) == ("wrong_column_count", "a,b", "m1")
+    assert json.loads(letter.to_json()) == {"job": "job", "source": "f.csv", "line": 3,
+                                            "raw": "a,b", "reason": "wrong_column_count",
+                                            "detail": "d", "id": "m1"}
 
 
 def test_json_nested_100000_deep_is_a_reject_not_a_crash():
