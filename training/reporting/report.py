@@ -90,28 +90,29 @@ def training_page(metrics: dict) -> str:
 
 
 def _importance(page: Page, imp: dict) -> None:
-    features = imp.get("features") or {}
-    page.heading("Feature importance (permutation, on the eval split)")
-    page.text(f"the rise in mean {imp.get('loss')} over {imp.get('rows')} eval rows when a "
-              f"column is shuffled (from {imp.get('base_loss'):.4g}); near or below 0: "
-              "not used on these rows", "note")
-    page.table(list(features.items()), ["column", "loss rise"])
-    shown = list(features)[:MAX_BARS]
-    if shown:
-        page.figure(bar_chart(shown, [features[n] for n in shown], "loss rise when shuffled",
-                              flagged=[False] * len(shown)), "feature importance")
+    _ranked(page, "Feature importance (permutation, on the eval split)",
+            f"the rise in mean {imp.get('loss')} over {imp.get('rows')} eval rows when a "
+            f"column is shuffled (from {imp.get('base_loss'):.4g}); near or below 0: not used "
+            "on these rows", imp.get("features") or {}, ("column", "loss rise"),
+            "loss rise when shuffled")
 
 
 def _forest_importance(page: Page, imp: dict) -> None:
-    features = imp.get("features") or {}
-    page.heading("The trees' own importance (YDF)")
-    page.text(f"{imp.get('kind')}: each model input's share of the loss reduction of the "
-              "exported trees' splits", "note")
-    page.table(list(features.items()), ["model input", "share"])
+    _ranked(page, "The trees' own importance (YDF)",
+            f"{imp.get('kind')}: each model input's share of the loss reduction of the "
+            "exported trees' splits", imp.get("features") or {}, ("model input", "share"),
+            "share of the split gain")
+
+
+def _ranked(page: Page, heading: str, note: str, features: dict, header, title: str) -> None:
+    """A ranked {name: figure} as a table and bars (the first MAX_BARS)."""
+    page.heading(heading)
+    page.text(note, "note")
+    page.table(list(features.items()), list(header))
     shown = list(features)[:MAX_BARS]
     if shown:
-        page.figure(bar_chart(shown, [features[n] for n in shown], "share of the split gain",
-                              flagged=[False] * len(shown)), "the trees' importance")
+        page.figure(bar_chart(shown, [features[n] for n in shown], title,
+                              flagged=[False] * len(shown)), heading)
 
 
 def plot_curves(history: dict, path: str) -> None:
