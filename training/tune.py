@@ -34,7 +34,8 @@ from typing import List, Optional
 from preprocessing import flags, quiet
 from preprocessing.flags import at_least, flag
 from preprocessing.reference.golden_score import DEFAULT_MAX_METRIC_REGRESSION
-from training.tuning.spec import SpecError, TuneSpec, load_spec
+from preprocessing.reference.slices import parse_slice_by
+from training.tuning.spec import SpecError, TuneSpec, load_spec, trainer_parser
 
 log = logging.getLogger("training.tune")
 MAX_DISPLAY_NAME = 128     # Vertex AI's limit on a job's display name
@@ -61,6 +62,11 @@ class TuneConfig:
         DEFAULT_MAX_METRIC_REGRESSION, "The gate's tolerance for the best trial replacing "
         "JOB_DIR/export's newest version: RMSE relative (0.05 = 5%% higher), accuracy absolute "
         "(0.05 = 5 points).", check=at_least(0))
+    max_slice_regression: Optional[float] = flag(
+        help="The gate also refuses the best trial when a slice of the trainer's --slice_by "
+             "columns with at least 30 golden rows is worse than the serving version's by more "
+             "than this (as --max_metric_regression). Default: off.", type=float,
+        check=at_least(0))
     verbosity: str = quiet.verbosity_flag()
     trial_timeout: Optional[float] = flag(help="Seconds a trial may run before it is stopped "
                                                "and counted as failed (default: no limit).",
@@ -89,6 +95,16 @@ class TuneConfig:
         said = flags.problem(self)
         if said:
             raise SpecError(said)
+        if self.max_slice_regression is not None and not self.trainer_slice_by:
+            raise SpecError("--max_slice_regression needs the trainer's --slice_by: the "
+                            "columns to slice the golden set by")
+
+    @property
+    def trainer_slice_by(self) -> tuple:
+        """The trainer's --slice_by columns among the trials' flags (the gate slices by them)."""
+        known, _ = trainer_parser().parse_known_args(
+            ["--data_dir", "d", "--job_dir", "j"] + [str(a) for a in self.trainer_args])
+        return parse_slice_by(known.slice_by or ())
 
     @property
     def tuning_dir(self) -> str:

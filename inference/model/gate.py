@@ -24,19 +24,21 @@ import logging
 from typing import Dict, Optional, Sequence
 
 from preprocessing.contract.schema import Schema
-from preprocessing.reference.golden import GoldenSetError, example_values
+from preprocessing.reference.golden import GoldenSetError
 from preprocessing.reference.golden_score import (  # noqa: F401 (the rule's names, used from here too)
     CALL_ROWS,
     DEFAULT_MAX_METRIC_REGRESSION,
     GoldenSet,
     Score,
     decide,
+    golden_slice_keys,
     is_worse,
+    judge,
     own_golden_set,
     read_golden,
     score,
 )
-from preprocessing.reference.slices import SliceError, Slicer, regressed
+from preprocessing.reference.slices import SliceError
 from preprocessing.reference.statistics import load_train_statistics
 
 
@@ -85,39 +87,20 @@ class Gate:
         if not len(rows):
             return Verdict(False, dict(base, event="version_refused", reason="bad_golden_set",
                                        detail="no labelled rows", golden_set=path))
-        task = candidate.schema.task
         try:
             keys = self._slice_keys(rows, current)
         except SliceError as e:
             return Verdict(False, dict(base, event="version_refused", reason="bad_slice_by",
                                        detail=str(e), golden_set=path))
-        cand, cur = score(candidate, rows, task, keys), score(current, rows, task, keys)
-        accepted, reason = decide(cand, cur, self.tolerance)
-        record = dict(base, event="version_accepted" if accepted else "version_refused",
-                      reason=reason, metric=cand.metric, candidate_metric=cand.value,
-                      current_metric=cur.value, golden_set=path, golden_rows=len(rows))
-        if cand.error:
-            record["detail"] = cand.detail
-        if accepted and keys and cand.slices and cur.slices and not cur.error:
-            worse = regressed(cand.slices, cur.slices, cand.metric, self.slice_tolerance,
-                              is_worse)
-            record.update(max_slice_regression=self.slice_tolerance,
-                          slices_compared=sum(not m["small"] for c in cand.slices.values()
-                                              for m in c.values()))
-            if worse:
-                accepted = False
-                record.update(event="version_refused", reason="slice_regression",
-                              slices_regressed=worse, detail=(
-                                  f"{worse[0]['slice']}: {cand.metric} {worse[0]['candidate']:.4g}"
-                                  f" against {worse[0]['current']:.4g} over "
-                                  f"{worse[0]['examples']} golden rows"))
-        return Verdict(accepted, record)
+        accepted, found = judge(candidate, current, rows, candidate.schema.task,
+                                self.tolerance, keys, self.slice_tolerance)
+        return Verdict(accepted, dict(base, event="version_accepted" if accepted
+                                      else "version_refused", golden_set=path, **found))
 
     def _slice_keys(self, rows: GoldenSet, current) -> Optional[Dict[str, list]]:
         """Each golden row's slice per --slice_by column (the serving version's train
         quintiles bound a number's), or None without --max_slice_regression."""
         if not self.slice_by:
             return None
-        slicer = Slicer.of(self.slice_by, current.schema, load_train_statistics(current.path))
-        return {c: slicer.keys(c, example_values(list(rows.examples), current.schema, c))
-                for c in self.slice_by}
+        return golden_slice_keys(self.slice_by, rows, current.schema,
+                                 load_train_statistics(current.path))

@@ -12,7 +12,7 @@ import csv
 import dataclasses
 import io
 import logging
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from preprocessing.parsing import row_parser
 from preprocessing.reference import golden
 from preprocessing.reference.evaluation import EvalSums
 from preprocessing.reference.golden import GoldenSetError
-from preprocessing.reference.slices import SliceSums
+from preprocessing.reference.slices import Slicer, SliceSums, regressed
 
 DEFAULT_MAX_METRIC_REGRESSION = 0.05
 CALL_ROWS = 1024  # rows per model call while scoring a golden set
@@ -136,6 +136,43 @@ def decide(candidate: Score, current: Optional[Score], tolerance: float) -> tupl
     if is_worse(candidate.metric, candidate.value, current.value, tolerance):
         return False, "metric_regression"
     return True, "within_tolerance"
+
+
+def judge(candidate, current, rows: GoldenSet, task: str, tolerance: float,
+          slice_keys: Optional[Dict[str, List[str]]] = None,
+          slice_tolerance: Optional[float] = None) -> Tuple[bool, dict]:
+    """The gate's whole rule, for every step that lets a version serve: (accepted, its
+    record). Overall by `decide`; then, with `slice_keys` (column -> each golden row's
+    slice), a version no worse overall is refused when a slice with enough golden rows is
+    worse by more than `slice_tolerance` (the overall metric can improve while one slice
+    gets worse). `candidate` / `current`: loaded versions (`.module`)."""
+    cand = score(candidate, rows, task, slice_keys)
+    cur = score(current, rows, task, slice_keys)
+    accepted, reason = decide(cand, cur, tolerance)
+    record = dict(reason=reason, metric=cand.metric, candidate_metric=cand.value,
+                  current_metric=cur.value, golden_rows=len(rows))
+    if cand.error:
+        record["detail"] = cand.detail
+    if accepted and slice_keys and cand.slices and cur.slices and not cur.error:
+        worse = regressed(cand.slices, cur.slices, cand.metric, slice_tolerance, is_worse)
+        record.update(max_slice_regression=slice_tolerance,
+                      slices_compared=sum(not m["small"] for c in cand.slices.values()
+                                          for m in c.values()))
+        if worse:
+            accepted = False
+            record.update(reason="slice_regression", slices_regressed=worse, detail=(
+                f"{worse[0]['slice']}: {cand.metric} {worse[0]['candidate']:.4g} against "
+                f"{worse[0]['current']:.4g} over {worse[0]['examples']} golden rows"))
+    return accepted, record
+
+
+def golden_slice_keys(columns: Sequence[str], rows: GoldenSet, schema: Schema,
+                      train_stats: Optional[dict]) -> Dict[str, List[str]]:
+    """Each golden row's slice per column (a number's by the serving version's train
+    quintiles, `train_stats`). Raises SliceError for a column the rows cannot be sliced by."""
+    slicer = Slicer.of(columns, schema, train_stats)
+    return {c: slicer.keys(c, golden.example_values(list(rows.examples), schema, c))
+            for c in slicer.columns}
 
 
 def is_worse(metric: str, candidate: float, current: float, tolerance: float) -> bool:

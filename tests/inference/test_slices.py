@@ -184,3 +184,31 @@ def test_slices_a_job_cannot_make_are_refused_in_one_line(trained, tmp_path, job
                 "--streaming"]
     with pytest.raises(errors.JobError, match=message):
         mod.run(args + extra)
+
+
+def test_the_tuners_gate_refuses_by_slice_with_the_same_rule(trained, shuffled_export,
+                                                              taxi_csv, tmp_path):
+    """training.tune's publish gate (training/tuning/results.py) judges its best trial by the
+    rule the prediction jobs swap versions with: on the serving version's own golden set,
+    here one whose payment-type slice favours it."""
+    import tensorflow as tf
+
+    from preprocessing.contract.schema import RAW_SCHEMA_ASSET
+    from preprocessing.reference.golden import EXPORT_GOLDEN
+    from preprocessing.reference.golden_score import read_golden
+    from training.tuning import results
+    good = trained[2]["export_dir"]
+    serving = str(tmp_path / "serving")
+    shutil.copytree(shuffled_export, serving)
+    golden_csv = str(tmp_path / "golden.csv")
+    chosen = _slice_favouring_golden_set(taxi_csv[0], golden_csv)
+    rows = read_golden(golden_csv, Schema.loads(open(os.path.join(good, RAW_SCHEMA_ASSET)).read()))
+    with tf.io.TFRecordWriter(os.path.join(serving, EXPORT_GOLDEN)) as w:
+        for example in rows.examples:
+            w.write(example)
+    overall = results.gate_check(good, serving, 0.05)
+    assert overall["accepted"] and overall["reason"] == "within_tolerance"
+    verdict = results.gate_check(good, serving, 0.05, ("payment_type",), 0.05)
+    assert not verdict["accepted"] and verdict["reason"] == "slice_regression", verdict
+    assert verdict["slices_regressed"][0]["slice"] == f"payment_type={chosen}"
+    assert verdict["candidate_metric"] < verdict["current_metric"]  # better over all rows

@@ -233,3 +233,14 @@ def test_gate_check_accepts_a_better_version_and_refuses_a_worse_one(trained_tre
     same = tune_results.gate_check(good, good, 0.0)  # no worse: accepted at zero tolerance
     assert same["accepted"] is True and same["reason"] == "within_tolerance"
     assert tune_results.gate_check(good, None, 0.05)["reason"] == "no_current_version"
+
+
+def test_the_slice_gate_takes_its_columns_from_the_trainers_slice_by(tmp_path):
+    from training import tune
+    base = ["--spec", "s.yaml", "--data_dir", "d", "--job_dir", str(tmp_path)]
+    cfg = tune.config_from_args(base + ["--max_slice_regression", "0.1", "--slice_by",
+                                        "payment_type,company", "--epochs", "1"])
+    assert cfg.trainer_slice_by == ("payment_type", "company")
+    assert "--slice_by" in cfg.trainer_args  # still the trials' flag too
+    with pytest.raises(SystemExit):  # no columns to slice by: one line, before any trial
+        tune.config_from_args(base + ["--max_slice_regression", "0.1"])

@@ -8,12 +8,14 @@ import logging
 import os
 import shutil
 import types
-from typing import Optional
+from typing import Optional, Sequence
 
 from preprocessing.contract.schema import RAW_SCHEMA_ASSET, Schema
 from preprocessing.files import saved_models
 from preprocessing.reference.golden import GoldenSetError
-from preprocessing.reference.golden_score import decide, own_golden_set, read_golden, score
+from preprocessing.reference.golden_score import golden_slice_keys, judge, own_golden_set, read_golden
+from preprocessing.reference.slices import SliceError
+from preprocessing.reference.statistics import load_train_statistics
 from training.exporting.export import next_version_dir
 from training.exporting.serving_config import SERVING_DIR, serving_base_path, write_serving_config
 from training.tuning.trials import trial_dir
@@ -130,9 +132,11 @@ def _loaded(path: str):
     return types.SimpleNamespace(path=path, module=saved_models.load(path))
 
 
-def gate_check(candidate: str, current: Optional[str], tolerance: float) -> dict:
+def gate_check(candidate: str, current: Optional[str], tolerance: float,
+               slice_by: Sequence[str] = (), slice_tolerance: Optional[float] = None) -> dict:
     """The gate's verdict on `candidate` replacing `current`, on the current version's golden
-    set (else the candidate's), as the prediction jobs decide a model swap."""
+    set (else the candidate's), by the rule the prediction jobs swap versions with
+    (golden_score.judge): overall, and with `slice_by` and `slice_tolerance` by slice."""
     with open(os.path.join(candidate, RAW_SCHEMA_ASSET)) as f:
         schema = Schema.loads(f.read())
     record = {"candidate": candidate, "current": current, "max_metric_regression": tolerance}
@@ -143,14 +147,15 @@ def gate_check(candidate: str, current: Optional[str], tolerance: float) -> dict
         return dict(record, accepted=True, reason="no_golden_set")
     try:
         rows = read_golden(golden, schema)
+        keys = golden_slice_keys(slice_by, rows, schema, load_train_statistics(current)) \
+            if slice_by and slice_tolerance is not None else None
     except GoldenSetError as e:
         return dict(record, accepted=False, reason="bad_golden_set", detail=str(e))
-    cand = score(_loaded(candidate), rows, schema.task)
-    cur = score(_loaded(current), rows, schema.task)
-    accepted, reason = decide(cand, cur, tolerance)
-    return dict(record, accepted=accepted, reason=reason, golden_set=golden,
-                golden_rows=len(rows), metric=cand.metric, candidate_metric=cand.value,
-                current_metric=cur.value, detail=cand.detail)
+    except SliceError as e:
+        return dict(record, accepted=False, reason="bad_slice_by", detail=str(e))
+    accepted, found = judge(_loaded(candidate), _loaded(current), rows, schema.task,
+                            tolerance, keys, slice_tolerance)
+    return dict(record, accepted=accepted, golden_set=golden, **found)
 
 
 PUBLISHED_FROM = os.path.join("assets.extra", "tuning_trial.json")  # in a published version
@@ -193,7 +198,8 @@ def trial_metrics(tuning_dir: str, number: int) -> dict:
         return {}
 
 
-def finish(tuning_dir: str, job_dir: str, records: list, spec, tolerance: float) -> dict:
+def finish(tuning_dir: str, job_dir: str, records: list, spec, tolerance: float,
+           slice_by: Sequence[str] = (), slice_tolerance: Optional[float] = None) -> dict:
     """best.json: the best trial (on the eval split), its test-split figure, and whether its
     export was published under JOB_DIR/export (gated). Idempotent: a study finished again
     publishes nothing twice."""
@@ -214,7 +220,8 @@ def finish(tuning_dir: str, job_dir: str, records: list, spec, tolerance: float)
     export_base = os.path.join(job_dir, "export")
     origin = {"study": os.path.realpath(tuning_dir), "trial": best["trial"]}
     already = published_before(export_base, origin)
-    verdict = gate_check(export, newest_export(export_base), tolerance) if already is None \
+    verdict = gate_check(export, newest_export(export_base), tolerance, slice_by,
+                         slice_tolerance) if already is None \
         else {"candidate": export, "accepted": True, "reason": "published_before",
               "current": already}
     out = {"trial": best["trial"], "parameters": best["parameters"],

@@ -199,7 +199,9 @@ class Study:
             return Outcome(None, stopped, records)
         try:
             best = tune_results.finish(self.cfg.tuning_dir, self.cfg.job_dir, records, spec,
-                                       self.cfg.max_metric_regression)
+                                       self.cfg.max_metric_regression,
+                                       self.cfg.trainer_slice_by,
+                                       self.cfg.max_slice_regression)
         except RuntimeError as e:
             return Outcome(None, str(e), records)
         tune_report.write_report(self.cfg.tuning_dir, records, spec, best)
