@@ -172,6 +172,10 @@ class TrainConfig:
             "by the train split's quintiles, a string by its values), on the golden set (a "
             "sample of the eval split's rows): metrics.json `eval_slices` and report.html.",
         action="append", metavar="COL[,COL...]")
+    importance_rows: int = flag(
+        5000, "Eval rows the permutation importance in metrics.json and report.html is "
+              "measured on (the first in file order); 0: none (a tuning trial saves the time).",
+        check=at_least(0))
     seed: int = flag(42)
     deterministic: Optional[bool] = flag(
         help="TensorFlow's deterministic ops: the same data, flags and seed give the same "

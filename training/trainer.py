@@ -216,12 +216,13 @@ def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, fami
     return cfg, net, trees, runs, candidates
 
 
-def _importance(model, eval_files, served, batch: int, seed: int):
+def _importance(model, eval_files, served, batch: int, seed: int, rows: int):
     """The kept model's permutation importance (training/importance.py), or None: a figure
     for the report is never worth the trained model."""
     started = time.time()
     try:
-        out = permutation_importance(model, eval_files, served, batch, seed)
+        out = permutation_importance(model, eval_files, served, batch, seed, rows) \
+            if rows else None
     except Exception as e:  # noqa: BLE001 (the export and metrics.json are the promise)
         log.warning("training: no feature importance (%s: %s)", type(e).__name__, e)
         return None
@@ -274,7 +275,7 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         test = exact_eval(model, data_lib.split_files(cfg.data_dir, "test"), served, batch)
     except FileNotFoundError:
         test = None
-    importance = _importance(model, eval_files, served, batch, cfg.seed)
+    importance = _importance(model, eval_files, served, batch, cfg.seed, cfg.importance_rows)
     export_dir = export_model(model, cfg.data_dir, served, next_version_dir(cfg.model_dir),
                               family=chosen)
     metrics = {

@@ -119,3 +119,15 @@ def test_the_report_shows_the_trees_importance_when_trees_are_exported(trained):
     top = next(iter(imp["features"]))
     assert top.startswith("trip_km"), imp  # what the fare is made of (tools/datagen.py)
     assert "The trees' own importance (YDF)" in page and f"<td>{top}</td>" in page
+
+
+def test_importance_rows_bounds_the_rows_and_0_measures_none(monkeypatch):
+    """--importance_rows N reaches the measure as its bound; 0 (a tuning trial's time)
+    skips it."""
+    from training import trainer
+    calls = []
+    monkeypatch.setattr(trainer, "permutation_importance",
+                        lambda *a: calls.append(a[-1]) or {"rows": a[-1]})
+    assert trainer._importance("model", ["eval"], "info", 256, 0, 0) is None
+    assert trainer._importance("model", ["eval"], "info", 256, 0, 7) == {"rows": 7}
+    assert calls == [7]

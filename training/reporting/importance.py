@@ -4,7 +4,8 @@ inputs are shuffled across rows. It is the same measure for the network, the tre
 blend, so the report can compare them; a column's transformed outputs (its bucket, missing
 flag, datetime parts) are shuffled together, and each derived feature and cross on its own.
 
-Read from at most MAX_ROWS eval rows (the first in file order), one shuffle per column:
+Read from at most MAX_ROWS eval rows (training.task --importance_rows; the first in file
+order), one shuffle per column:
 a figure near zero, or below it, means the model does not use that column on these rows."""
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ import numpy as np
 import tensorflow as tf
 
 from training import data as data_lib
+from training.config import TrainConfig
 from training.losses import row_losses
 
-MAX_ROWS = 5000
+MAX_ROWS = TrainConfig.importance_rows  # the flag's default, declared once there
 
 log = logging.getLogger("training")
 
