@@ -60,7 +60,7 @@ def test_preprocess_builds_from_a_config_the_test_constructs(tmp_path):
     p = _pipeline()
     outputs = preprocess.build_pipeline(p, cfg)
     assert isinstance(outputs, preprocess.PreprocessOutputs) and outputs.test is None  # 90/10
-    assert_that(outputs.dead_letters | beam.Map(lambda d: json.loads(d)["reason"]),  # JSON text
+    assert_that(outputs.dead_letters | beam.Map(lambda d: d.reason),
                 equal_to(["unparsable_number"]), label="DeadLetterReasons")
     assert_that(_agree(outputs.summary, lambda s: s["splits"]["train"], outputs.train | "Rows" >> beam.Map(
         lambda b: b[0].num_rows), "Train"), equal_to([True]), label="TrainRowsAgree")
