@@ -66,9 +66,12 @@ def run_size(rows: int, root: str, seed: int) -> dict:
     if os.path.exists(metrics):
         with open(metrics) as f:
             m = json.load(f)
+        cands = m.get("model", {}).get("candidates", {})
+        trees = cands.get("boosted_trees", {})
         out["model"] = {"family": m.get("model", {}).get("family"), "eval": m.get("eval"),
-                        "trees_rows": m.get("model", {}).get("candidates", {})
-                        .get("boosted_trees", {}).get("refit_rows")}
+                        "trees_rows": trees.get("refit_rows") or trees.get("rows"),
+                        "trees_refit": trees.get("refit_rows") is not None,
+                        "validation": {n: c.get("validation") for n, c in cands.items()}}
     shutil.rmtree(work, ignore_errors=True)
     return out
 

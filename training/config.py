@@ -103,6 +103,12 @@ class TrainConfig:
         0, "boosted_trees: YDF's training threads. 0 (default): one under 200,000 train rows "
            "(where more measured slower: benchmarks/tree_threads.py), else one per core.",
         check=(lambda v: v >= 0, ">= 0 (0: automatic)"))
+    trees_max_rows: int = flag(
+        1_000_000, "boosted_trees: train rows the trees hold at most. Past this (or past what "
+                   "half the available memory holds) they read a seeded uniform sample, and "
+                   "--model auto keeps the trees grown on it instead of growing them again on "
+                   "all rows (growth time rises faster than the rows: docs/performance.md).",
+        check=POSITIVE)
     label_key: Optional[str] = flag(
         help="Train on this transformed feature instead of the schema's raw label (TFX's "
              "<name>_xf convention): float -> regression, int -> classification.")

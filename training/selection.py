@@ -245,6 +245,21 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
     return sums, {n: np.concatenate(v) for n, v in losses.items()}, choice
 
 
+def _trees_kept(cfg: TrainConfig, info, train_files, grown: TreesRun, shape: TreesShape,
+                rounds: Optional[int]) -> TreesRun:
+    """The trees exported. Chosen on held-out rows, they are grown again on the whole train
+    split, those rows included (a tenth more rows matters on small tables), unless the
+    trees `grown` already held --trees_max_rows: a refit would read a sample of the same
+    size, and a growth on millions of rows takes most of a run (docs/performance.md)."""
+    if grown.capped and rounds is None:
+        log.info("--model auto: the trees grown on a sample of %s rows are kept (a refit "
+                 "would hold no more rows: --trees_max_rows %s)", f"{grown.rows:,}",
+                 f"{cfg.trees_max_rows:,}")
+        return grown
+    return train_trees(shape_cfg(cfg, shape), info, train_files, holdout=None,
+                       num_trees=rounds)
+
+
 def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, eval_files,
              batch: int, refit_network: Optional[Callable[..., object]] = None,
              folds: int = 1, trees_runs: Optional[Dict[TreesShape, TreesRun]] = None) -> tuple:
@@ -301,14 +316,11 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
         runs[network] = (refit_network(), net_info)
         candidates[network]["refit_rows"] = info.split_rows.get("train")
     if chosen != network:
-        # Chosen on held-out rows; the trees exported are grown on the whole train split,
-        # those rows included (seconds; a tenth more rows matters on small tables).
-        refit = train_trees(shape_cfg(cfg, shape), info, train_files,
-                            holdout=None, num_trees=rounds)
-        runs[TREES] = (refit.model, refit.info)
-        runs[BLEND] = (blend(runs[network][0], refit.model), refit.info)
-        candidates[TREES]["refit_rows"] = refit.rows
-        candidates[TREES]["ydf_importance"] = forest_importance(refit.forest)
+        kept = _trees_kept(cfg, info, train_files, trees_runs[shape], shape, rounds)
+        runs[TREES] = (kept.model, kept.info)
+        runs[BLEND] = (blend(runs[network][0], kept.model), kept.info)
+        candidates[TREES]["refit_rows"] = None if kept is trees_runs[shape] else kept.rows
+        candidates[TREES]["ydf_importance"] = forest_importance(kept.forest)
     model, served = runs[chosen]
     if chosen == network and refit_network is None:  # nothing was trained again
         return chosen, model, served, candidates[chosen]["eval"], why

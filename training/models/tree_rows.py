@@ -3,7 +3,7 @@ bounded by what the machine holds (a seeded uniform sample past that, never the 
 from __future__ import annotations
 
 import logging
-from typing import Dict, Optional, Tuple
+from typing import Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -12,8 +12,8 @@ from training.data import FeatureInfo
 
 log = logging.getLogger("training")
 
-MAX_ROWS = 5_000_000     # train rows held in memory for the trees, at most (row_limit)
-# Past the rows the machine's memory holds, the trees read a uniform sample: the rows may
+# At most `--trees_max_rows` train rows are held for the trees (row_limit). Past that, or past
+# the rows the machine's memory holds, the trees read a uniform sample: the rows may
 # use MEMORY_SHARE of the memory available when training starts, at BYTES_PER_VALUE a value:
 # YDF's training took 19.8 bytes a value more than before it (2M rows x 15 values, our
 # arrays included; 20.9 at 500k), and joining the read batches holds our arrays twice for
@@ -45,30 +45,34 @@ def available_memory() -> Optional[int]:
     return min(found) if found else None
 
 
-def row_limit(values_per_row: int, available: Optional[int]) -> Tuple[int, str]:
-    """(rows the trees may hold, why): MAX_ROWS, or fewer where MEMORY_SHARE of the
-    available memory holds fewer rows of `values_per_row` values."""
+def row_limit(values_per_row: int, available: Optional[int], cap: int) -> Tuple[int, str]:
+    """(rows the trees may hold, why): `cap` (--trees_max_rows), or fewer where MEMORY_SHARE
+    of the available memory holds fewer rows of `values_per_row` values."""
     if available is None:
-        return MAX_ROWS, f"at most {MAX_ROWS:,} rows (the available memory is unknown)"
+        return cap, f"--trees_max_rows {cap:,} (the available memory is unknown)"
     by_memory = int(MEMORY_SHARE * available / (BYTES_PER_VALUE * max(values_per_row, 1)))
-    if by_memory >= MAX_ROWS:
-        return MAX_ROWS, f"at most {MAX_ROWS:,} rows"
+    if by_memory >= cap:
+        return cap, f"--trees_max_rows {cap:,}"
     return max(by_memory, 1), (f"at most {by_memory:,} rows: {MEMORY_SHARE:.0%} of the "
                                f"{available / 2**30:.1f} GiB available at "
                                f"{BYTES_PER_VALUE} bytes a value")
 
 
+class TreeRows(NamedTuple):
+    columns: Dict[str, np.ndarray]  # feature columns
+    labels: np.ndarray              # labels as stored
+    # The bound was reached (a sample, or the first rows past a split's count): reading more
+    # rows (the refit's whole split) would hold no more of them.
+    capped: bool
+
+
 def read_columns(files, info: FeatureInfo, features, holdout: Optional[data_lib.Holdout],
-                 limit: Optional[int] = None, seed: int = 0
-                 ) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
-    """(feature columns, labels as stored) of the train records `holdout` keeps; rows whose
-    class was never seen in train (weight 0) are left out. More rows than `limit` (default:
-    row_limit's for this machine) are a uniform sample of about `limit` rows (seeded), never
-    the first rows of the files (an input sorted by date would be its oldest rows)."""
-    if limit is None:
-        limit, why = row_limit(len(features) + 1, available_memory())
-    else:
-        why = f"at most {limit:,} rows"
+                 cap: int, seed: int = 0) -> TreeRows:
+    """The train records `holdout` keeps; rows whose class was never seen in train (weight 0)
+    are left out. More rows than row_limit's (`cap`, or fewer where this machine's memory
+    holds fewer) are a uniform sample of about that many rows (seeded), never the first rows
+    of the files (an input sorted by date would be its oldest rows)."""
+    limit, why = row_limit(len(features) + 1, available_memory(), cap)
     expected = int(info.split_rows.get("train") or 0)
     if holdout is not None:
         expected = int(expected * (1 / holdout.folds if holdout.only
@@ -98,4 +102,5 @@ def read_columns(files, info: FeatureInfo, features, holdout: Optional[data_lib.
     if not rows:
         raise ValueError(f"no train rows reached the trees (from {len(files)} file(s))")
     out = {name: np.concatenate(v)[:limit] for name, v in cols.items()}
-    return out, np.concatenate(labels)[:limit] if labels else np.zeros(0)
+    return TreeRows(out, np.concatenate(labels)[:limit] if labels else np.zeros(0),
+                    capped=rate < 1.0 or rows >= limit)

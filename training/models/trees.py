@@ -134,6 +134,7 @@ class TreesRun:
     model_classes: tuple = ()  # YDF's label classes, in its output's order
     shape: TreesShape = TreesShape()
     means: tuple = ()        # CategoryMeans of the features encoded
+    capped: bool = False     # the rows reached --trees_max_rows (tree_rows.TreeRows)
 
     @property
     def trees_per_round(self) -> int:
@@ -212,12 +213,12 @@ def _per_tree_losses(forest, rows: int, regression: bool) -> np.ndarray:
 
 
 def _held_out_rows(train_files, info: FeatureInfo, features, holdout: data_lib.Holdout,
-                   train_labels: np.ndarray, regression: bool, means=()
+                   train_labels: np.ndarray, regression: bool, cap: int, means=()
                    ) -> Optional[Dict[str, np.ndarray]]:
     """The rows `holdout` leaves out, as YDF's `valid` set (labels as the train rows'; the
     features in `means` as the train rows' mean labels), or None when there is none: a
     class the train rows lack is not YDF's to score."""
-    valid, labels = read_columns(train_files, info, features, holdout.other())
+    valid, labels, _ = read_columns(train_files, info, features, holdout.other(), cap)
     for m in means:
         m.put(valid, m.values(valid.pop(m.feature)))
     valid[LABEL] = labels.astype(train_labels.dtype)
@@ -256,7 +257,8 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
                             "or a passthrough string; preprocess a table with at least one "
                             "feature column")
     started = time.time()
-    columns, labels = read_columns(train_files, info, read, holdout, seed=cfg.seed)
+    columns, labels, capped = read_columns(train_files, info, read, holdout,
+                                           cfg.trees_max_rows, seed=cfg.seed)
     regression = info.task == "regression"
     fixed = shape_cfg(cfg)
     shape = TreesShape(fixed.split_axis, fixed.category_encoding)
@@ -268,8 +270,8 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     small = len(labels) < defaults.SMALL_TRAIN_ROWS
     # The left-out fold, scored after each tree (YDF's training logs; the trees grown are
     # the same with or without it).
-    valid = _held_out_rows(train_files, info, read, holdout, columns[LABEL],
-                           regression, means) if holdout is not None and small else None
+    valid = _held_out_rows(train_files, info, read, holdout, columns[LABEL], regression,
+                           cfg.trees_max_rows, means) if holdout is not None and small else None
     stops_on_fold = valid is not None and stop_on_fold
     threads = tree_threads(cfg.tree_threads, len(labels))
     learner, how = _learner(cfg, shape.axis, features, regression, small, stops_on_fold,
@@ -297,7 +299,8 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     return TreesRun(model=model, info=served, seconds=round(seconds, 2), rows=len(labels),
                     num_trees=forest.num_trees(), features=features,
                     early_stopping=early_stopping or stops_on_fold, fold_losses=fold_losses,
-                    forest=forest, model_classes=model_classes, shape=shape, means=means)
+                    forest=forest, model_classes=model_classes, shape=shape, means=means,
+                    capped=capped)
 
 
 def _learner(cfg: TrainConfig, axis: str, features: Dict[str, str], regression: bool,
