@@ -10,7 +10,7 @@ import os
 import sys
 import threading
 import time
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -77,10 +77,20 @@ class Progress:
         return text + ")"
 
 
+class Count(NamedTuple):
+    """`n` more of `name` (rows_read, rows_predicted, rejected_<reason>): the element of a
+    job's COUNTS output, summed by Tallies into the run's summary."""
+    name: str
+    n: int
+
+
+beam.coders.registry.register_row(Count)
+
+
 class Tally:
-    """Counts rows twice: a Beam metric (live in the runner's UI), and a (name, n) element on
-    the COUNTS output that the finalize step sums in the graph (Dataflow's launcher never
-    reads metrics after a template launch)."""
+    """Counts rows twice: a Beam metric (live in the runner's UI), and a Count on the COUNTS
+    output that the finalize step sums in the graph (Dataflow's launcher never reads metrics
+    after a template launch)."""
 
     def __init__(self, job: str):
         self.job = job
@@ -91,11 +101,11 @@ class Tally:
         if metric is None:
             metric = self._metrics[name] = Metrics.counter(self.job, name)
         metric.inc(n)
-        return beam.pvalue.TaggedOutput(COUNTS, (name, n))
+        return beam.pvalue.TaggedOutput(COUNTS, Count(name, n))
 
 
 class SumTallies(beam.CombineFn):
-    """(name, n) pairs -> {name: total}, in one combine (an empty dict when there are none)."""
+    """Counts -> {name: total}, in one combine (an empty dict when there are none)."""
 
     def create_accumulator(self):
         return {}
@@ -117,12 +127,12 @@ class SumTallies(beam.CombineFn):
 
 
 class Tallies(beam.PTransform):
-    """Sums (name, n) tallies, plus one `rejected_<reason>` per dead-letter record, into one
+    """Sums Counts, plus one `rejected_<reason>` per dead-letter record, into one
     {name: total} dict."""
 
     def expand(self, inputs):
         counts, rejects = inputs
         by_reason = rejects | "RejectReasons" >> beam.Map(
-            lambda letter: ("rejected_" + letter.reason, 1))
+            lambda letter: Count("rejected_" + letter.reason, 1)).with_output_types(Count)
         return ((counts, by_reason) | "AllTallies" >> beam.Flatten()
                 | "SumTallies" >> beam.CombineGlobally(SumTallies()))
