@@ -59,17 +59,9 @@ from inference.model.shadow import CombineShadow, ShadowScoreStream
 from inference.outputs import sinks, stream_report
 from inference.outputs.stream_report import WriteStreamReport
 from inference.skew import RowPartials, SkewReport, kinds_of, load_train_statistics
-from inference.streaming import (
-    MODEL_EVENTS,
-    BundlePartials,
-    FormatResults,
-    Monitor,
-    OfPartials,
-    ParseMessages,
-    PerWindow,
-    WriteJson,
-)
+from inference.streaming import MODEL_EVENTS, FormatResults, ParseMessages, WriteJson
 from inference.window_slices import LabelledRows, SliceMetricsFn
+from inference.windows import BundlePartials, Monitor, OfPartials, PerWindow, Served
 from preprocessing.accounting.rejects import DeadLetter
 from preprocessing.contract.schema import Schema
 from preprocessing.images.checks import ImageLimits
@@ -246,8 +238,8 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig) -> StreamPredictO
     if cfg.ack_after_write:
         acknowledge(preds, written_preds, "Predictions")
         acknowledge(dead_letters, written_dead, "Rejects")
-    events = ((preds | "PredEvents" >> beam.Map(lambda r: ("prediction", r["latency_ms"])),
-               dead | "RejectEvents" >> beam.Map(lambda letter: ("reject", letter.reason)))
+    events = ((preds | "PredEvents" >> beam.Map(Served.of_prediction).with_output_types(Served),
+               dead | "RejectEvents" >> beam.Map(Served.of_reject).with_output_types(Served))
               | "Events" >> beam.Flatten())
     stats = events | "Monitor" >> Monitor(o.window_secs, o.allowed_lateness_secs)
     # Gate records (version_accepted / version_refused) go out beside the window stats.

@@ -1,6 +1,7 @@
 """The streaming job's DoFns and PTransforms: parse Pub/Sub messages (tabular JSON or
 tf.Example, image uris / bytes / Cloud Storage notifications) into rows or dead letters, turn
-RunInference results into prediction records, per-window monitoring, and windowed JSON sinks.
+RunInference results into prediction records, and windowed JSON sinks (the per-window
+monitoring records: inference/windows.py).
 `beam_jobs/stream_predict.py` composes them."""
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import base64
 import datetime
 import json
 import logging
-import math
 import time
 import uuid
 from typing import NamedTuple, Optional, Union
@@ -18,8 +18,6 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import trigger, window
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.windowed_value import WindowedValue
 
 from inference.inputs.image_sources import IMAGE_INPUT, ImageInputs
 from inference.inputs.replay import PUBLISHED_AT
@@ -200,145 +198,6 @@ def drain_model_events(ts):
             return
         yield beam.pvalue.TaggedOutput(
             MODEL_EVENTS, window.TimestampedValue(dict(record, time=time.time()), ts))
-
-
-class MonitorFn(beam.CombineFn):
-    """Counts and latency percentiles of one window's predictions and rejects."""
-
-    def create_accumulator(self):
-        return {"predictions": 0, "rejects": {}, "latencies": []}
-
-    def add_input(self, acc, event):
-        kind, value = event
-        if kind == "prediction":
-            acc["predictions"] += 1
-            acc["latencies"].append(value)
-        else:
-            acc["rejects"][value] = acc["rejects"].get(value, 0) + 1
-        return acc
-
-    def merge_accumulators(self, accs):
-        out = self.create_accumulator()
-        for a in accs:
-            out["predictions"] += a["predictions"]
-            out["latencies"].extend(a["latencies"])
-            for k, v in a["rejects"].items():
-                out["rejects"][k] = out["rejects"].get(k, 0) + v
-        return out
-
-    def extract_output(self, acc):
-        lat = sorted(acc["latencies"])
-        return {"event": "window_stats", "predictions": acc["predictions"],
-                "rejects": sum(acc["rejects"].values()),
-                "rejects_by_reason": dict(sorted(acc["rejects"].items())),
-                "latency_ms": {f"p{q}": percentile(lat, q) for q in (50, 90, 99)} |
-                {"max": lat[-1] if lat else None}}
-
-
-def percentile(sorted_values, q: float):
-    if not sorted_values:
-        return None
-    k = max(0, min(len(sorted_values) - 1, math.ceil(q / 100 * len(sorted_values)) - 1))
-    return sorted_values[k]
-
-
-class AddWindowInfo(beam.DoFn):
-    def process(self, stats, win=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
-        out = {"window_start": float(win.start), "window_end": float(win.end),
-               "pane": {0: "EARLY", 1: "ON_TIME", 2: "LATE", 3: "UNKNOWN"}.get(pane.timing,
-                                                                            str(pane.timing)),
-               "pane_index": pane.index}
-        out.update(stats)
-        yield out
-
-
-def window_trigger(allowed_lateness_secs: float):
-    """The on-time pane, and with an allowed lateness a LATE pane per late element. Without
-    one the trigger finishes at the on-time pane: no late pane could come (late data is
-    dropped), and the DirectRunner frees a window's elements only when its trigger finishes
-    (its trigger driver has no garbage collection at the end of the allowed lateness)."""
-    if allowed_lateness_secs > 0:
-        return trigger.AfterWatermark(late=trigger.AfterCount(1))
-    return trigger.AfterWatermark()
-
-
-class PerWindow(beam.PTransform):
-    """Elements -> one `combine_fn` record per fixed event-time window, with the window's
-    bounds and pane. Late data within the allowed lateness updates its window in a LATE
-    pane (accumulating)."""
-
-    def __init__(self, combine_fn: beam.CombineFn, window_secs: float,
-                 allowed_lateness_secs: float):
-        super().__init__()
-        self.combine_fn = combine_fn
-        self.window_secs = window_secs
-        self.lateness = allowed_lateness_secs
-
-    def expand(self, events):
-        return (events
-                | "Window" >> beam.WindowInto(
-                    window.FixedWindows(self.window_secs),
-                    trigger=window_trigger(self.lateness),
-                    accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
-                    allowed_lateness=self.lateness)
-                | "Stats" >> beam.CombineGlobally(self.combine_fn).without_defaults()
-                | "WindowInfo" >> beam.ParDo(AddWindowInfo()))
-
-
-class BundlePartials(beam.DoFn):
-    """Elements -> one `combine_fn` accumulator per event-time window of `window_secs` per
-    bundle. The DirectRunner's streaming GroupByKey runs its trigger machinery per element
-    (a tenth of the job's time at 1,000 msg/s); partials make that once per window per
-    bundle. On Dataflow the combiner is lifted anyway: the result is the same."""
-
-    def __init__(self, combine_fn: beam.CombineFn, window_secs: float):
-        self.combine_fn, self.window_secs = combine_fn, window_secs
-
-    def start_bundle(self):
-        self._groups = {}
-
-    def process(self, element, ts=beam.DoFn.TimestampParam):
-        key = math.floor(float(ts) / self.window_secs)
-        first, acc = self._groups.get(key) or (ts, self.combine_fn.create_accumulator())
-        self._groups[key] = (first, self.combine_fn.add_input(acc, element))
-
-    def finish_bundle(self):
-        groups, self._groups = self._groups, {}
-        for ts, acc in groups.values():
-            yield WindowedValue(acc, ts, [GlobalWindow()])
-
-
-class OfPartials(beam.CombineFn):
-    """`combine_fn` over partial accumulators (BundlePartials') instead of elements."""
-
-    def __init__(self, combine_fn: beam.CombineFn):
-        self.combine_fn = combine_fn
-
-    def create_accumulator(self):
-        return self.combine_fn.create_accumulator()
-
-    def add_input(self, acc, partial):
-        return self.combine_fn.merge_accumulators([acc, partial])
-
-    def merge_accumulators(self, accs):
-        return self.combine_fn.merge_accumulators(accs)
-
-    def extract_output(self, acc):
-        return self.combine_fn.extract_output(acc)
-
-
-class Monitor(beam.PTransform):
-    """Per fixed event-time window: counts and latency percentiles."""
-
-    def __init__(self, window_secs: float, allowed_lateness_secs: float):
-        super().__init__()
-        self.window_secs, self.lateness = window_secs, allowed_lateness_secs
-
-    def expand(self, events):
-        return (events
-                | "Partials" >> beam.ParDo(BundlePartials(MonitorFn(), self.window_secs))
-                | "PerWindow" >> PerWindow(OfPartials(MonitorFn()), self.window_secs,
-                                           self.lateness))
 
 
 class WriteJson(beam.PTransform):

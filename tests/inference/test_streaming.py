@@ -1,4 +1,4 @@
-"""inference/streaming.py's per-window triggers, run through Beam's own trigger driver (the one
+"""inference/windows.py's per-window triggers, run through Beam's own trigger driver (the one
 the DirectRunner's streaming GroupByKey uses): the panes a window fires, and whether the
 window's elements are freed once no pane can follow."""
 from apache_beam.transforms import trigger as tr
@@ -7,7 +7,7 @@ from apache_beam.transforms.window import FixedWindows, GlobalWindow, WindowFn
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import PaneInfoTiming, WindowedValue
 
-from inference.streaming import window_trigger
+from inference.windows import window_trigger
 
 
 def fire(lateness: float, batches):
