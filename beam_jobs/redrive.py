@@ -40,6 +40,7 @@ from inference.model import model_handler as mh
 from inference.model import versions
 from inference.outputs import sinks
 from inference.outputs.batch_report import redrive_report
+from inference.outputs.predictions import Prediction
 from inference.redrive_steps import (  # noqa: F401 (LETTER_MAX_BYTES: the bound, for readers)
     LETTER_MAX_BYTES,
     CarriedKeys,
@@ -67,7 +68,7 @@ RedriveOptions = common_options.options_class(RedriveArgs, "RedriveOptions", __n
 
 class RedriveOutputs(NamedTuple):
     """What build_pipeline returns."""
-    predictions: beam.PCollection    # the redriven rows' prediction records, merged by key
+    predictions: beam.PCollection    # the redriven rows' Predictions, merged by key
     dead_letters: beam.PCollection   # the letters that remain, every reason
     summary: beam.PCollection        # one: the published summary (Finalize)
 
@@ -209,8 +210,8 @@ def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig) -> RedriveOutputs:
     formatted = (parsed.batches | "RunInference" >> RunInference(handler)
                  | "Format" >> beam.ParDo(FormatPredictions(JOB, cfg.label)).with_outputs(
                      "rejects", counting.COUNTS, main="predictions"))
-    new = (formatted.predictions | "Records" >> beam.FlatMap(lambda b: b.records())
-           | "KeyNew" >> beam.Map(lambda r: (r["key"], r)))
+    new = (formatted.predictions | "Records" >> beam.FlatMap(lambda b: b.predictions())
+           | "KeyNew" >> beam.Map(lambda r: (r.key, r)))
     # Published keys from the format the run wrote (JSON lines, else CSV: same rows).
     fmt = "jsonl" if cfg.prediction_files else "csv"
     published = (p | "Published" >> beam.Create(list(cfg.prediction_files or cfg.csv_files))
@@ -233,12 +234,13 @@ def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig) -> RedriveOutputs:
                    | "CopyKept" >> beam.ParDo(CopyFile(cfg.staging)))
     prefix = FileSystems.join(cfg.staging, "predictions-redrive-" +
                               cfg.staging.rstrip("/").rsplit("-", 2)[-2])
-    written.append(merged.records | "ToJson" >> beam.Map(json.dumps)
+    records = merged.records | "ToDicts" >> beam.Map(Prediction.to_dict)
+    written.append(records | "ToJson" >> beam.Map(json.dumps)
                    | "WriteJsonl" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl"))
     if cfg.csv_files:
         columns = sinks.prediction_columns(cfg.schema.task, "key", cfg.passthrough,
                                            bool(cfg.label))
-        written.append(merged.records | "ToCsv" >> beam.Map(sinks.csv_line, columns)
+        written.append(records | "ToCsv" >> beam.Map(sinks.csv_line, columns)
                        | "WriteCsv" >> beam.io.WriteToText(
                            prefix, file_name_suffix=".csv",
                            header=sinks.csv_line(dict(zip(columns, columns)), columns)))

@@ -57,11 +57,19 @@ from inference.model import versions
 from inference.model.serving_model import choose_version, gate_line
 from inference.model.shadow import CombineShadow, ShadowScoreStream
 from inference.outputs import sinks, stream_report
+from inference.outputs.predictions import Prediction
 from inference.outputs.stream_report import WriteStreamReport
 from inference.skew import RowPartials, SkewReport, kinds_of, load_train_statistics
 from inference.streaming import MODEL_EVENTS, FormatResults, ParseMessages, WriteJson
 from inference.window_slices import LabelledRows, SliceMetricsFn
-from inference.windows import BundlePartials, Monitor, OfPartials, PerWindow, Served
+from inference.windows import (
+    BundlePartials,
+    Monitor,
+    MonitoringRecord,
+    OfPartials,
+    PerWindow,
+    Served,
+)
 from preprocessing.accounting.rejects import DeadLetter
 from preprocessing.contract.schema import Schema
 from preprocessing.images.checks import ImageLimits
@@ -222,12 +230,13 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig) -> StreamPredictO
     preds = formatted.predictions
     publish = (lambda topic: local_acks.PublishMessages(topic, o.max_outage_secs)) \
         if cfg.ack_after_write else None
-    written_preds = preds | "WritePredictions" >> WriteJson(
+    pred_dicts = preds | "PredictionDicts" >> beam.Map(Prediction.to_dict)
+    written_preds = pred_dicts | "WritePredictions" >> WriteJson(
         o.output_topic, o.output_dir, "predictions", o.window_secs, publish)
     if o.output_table:
         columns = sinks.prediction_columns(cfg.schema.task, "id",
                                            extra=("latency_ms", "event_time"))
-        refused = (preds | "WriteBigQuery" >> sinks.WriteBigQuery(o.output_table, columns)
+        refused = (pred_dicts | "WriteBigQuery" >> sinks.WriteBigQuery(o.output_table, columns)
                    | "InsertFailures" >> beam.ParDo(sinks.InsertFailures(JOB)))
         dead_letters = (dead, refused) | "WithRefused" >> beam.Flatten()
     else:
@@ -246,8 +255,9 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig) -> StreamPredictO
     records = [stats, formatted[MODEL_EVENTS]]
     records += window_records(cfg, parsed.rows, results)
     monitoring = tuple(records) | "WithModelEvents" >> beam.Flatten()
-    _ = monitoring | "WriteMonitoring" >> WriteJson(o.monitoring_topic, cfg.monitoring_dir,
-                                                     "monitoring", o.window_secs, publish)
+    _ = (monitoring | "MonitoringDicts" >> beam.Map(MonitoringRecord.to_dict)
+         | "WriteMonitoring" >> WriteJson(o.monitoring_topic, cfg.monitoring_dir,
+                                          "monitoring", o.window_secs, publish))
     report_dir = o.output_dir or cfg.monitoring_dir
     if report_dir:
         _ = monitoring | "Report" >> WriteStreamReport(

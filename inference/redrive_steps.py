@@ -77,7 +77,7 @@ class SourceChunks(beam.DoFn):
 
 
 class MergeByKey(beam.DoFn):
-    """(key, {"old": [...], "new": [records]}) -> the new record to write, or a
+    """(key, {"old": [...], "new": [Predictions]}) -> the new Prediction to write, or a
     `duplicate_key` dead letter for a key already predicted, or redriven twice."""
 
     def __init__(self, job: str, source: str):
@@ -90,7 +90,7 @@ class MergeByKey(beam.DoFn):
         taken = bool(list(parts["old"]))
         for rec in parts["new"]:
             if taken:
-                yield self.dead(self.source, None, json.dumps(rec), "duplicate_key",
+                yield self.dead(self.source, None, json.dumps(rec.to_dict()), "duplicate_key",
                                 f"key {key!r} already has a prediction")
                 continue
             taken = True

@@ -23,6 +23,8 @@ from inference.inputs.image_sources import IMAGE_INPUT, ImageInputs
 from inference.inputs.replay import PUBLISHED_AT
 from inference.inputs.rows import ServingParser
 from inference.model.serving_model import GATE_EVENTS
+from inference.outputs.predictions import Prediction
+from inference.windows import MonitoringRecord
 from preprocessing.accounting import rejects
 from preprocessing.contract.values import parse_json
 from preprocessing.files import filesys
@@ -160,8 +162,8 @@ def message_extras(mid, published: float, ts, message_id=None) -> dict:
 
 
 class FormatResults(beam.DoFn):
-    """(MessageMeta, PredictionResult) -> prediction record, or a dead letter for a row the
-    model rejected; and, tagged MODEL_EVENTS, the gate's records of model versions accepted
+    """(MessageMeta, PredictionResult) -> a Prediction (keyed "id"), or a dead letter for a
+    row the model rejected; and, tagged MODEL_EVENTS, the gate's records of model versions accepted
     or refused in this process since the last element (for the monitoring output)."""
 
     def __init__(self, job: str, source: str = "pubsub"):
@@ -178,26 +180,28 @@ class FormatResults(beam.DoFn):
                                **message_extras(meta.id, meta.published, ts, meta.message_id))
             return
         self.predicted.inc()
-        rec = {"id": meta.id, "message_id": meta.message_id or meta.id}
-        rec.update(result.inference)
-        rec["model_version"] = result.model_id
-        rec["latency_ms"] = round((time.time() - meta.published) * 1000, 2)
-        rec["event_time"] = ts
-        yield window.TimestampedValue(rec, ts)
+        yield window.TimestampedValue(Prediction(
+            meta.id, result.inference, result.model_id, key_field="id", extras={
+                "message_id": meta.message_id or meta.id,
+                "latency_ms": round((time.time() - meta.published) * 1000, 2),
+                "event_time": ts}), ts)
 
 
 MODEL_EVENTS = "model_events"
 
 
 def drain_model_events(ts):
-    """The process's pending gate records (serving_model.GATE_EVENTS), each once."""
+    """The process's pending gate records (serving_model.GATE_EVENTS), each once, as
+    MonitoringRecords."""
     while GATE_EVENTS:
         try:
             record = GATE_EVENTS.popleft()
         except IndexError:  # another thread drained it first
             return
-        yield beam.pvalue.TaggedOutput(
-            MODEL_EVENTS, window.TimestampedValue(dict(record, time=time.time()), ts))
+        figures = {k: v for k, v in record.items() if k != "event"}
+        figures["time"] = time.time()
+        yield beam.pvalue.TaggedOutput(MODEL_EVENTS, window.TimestampedValue(
+            MonitoringRecord(record["event"], figures), ts))
 
 
 class WriteJson(beam.PTransform):

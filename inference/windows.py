@@ -3,8 +3,9 @@
 per-window record uses (PerWindow's triggers, partials combined per bundle)."""
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import NamedTuple, Optional
+from typing import Any, Mapping, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.transforms import trigger, window
@@ -19,8 +20,8 @@ class Served(NamedTuple):
     reject_reason: Optional[str] = None
 
     @classmethod
-    def of_prediction(cls, record) -> "Served":
-        return cls(latency_ms=record["latency_ms"])
+    def of_prediction(cls, prediction) -> "Served":
+        return cls(latency_ms=prediction.extras["latency_ms"])
 
     @classmethod
     def of_reject(cls, letter) -> "Served":
@@ -70,14 +71,47 @@ def percentile(sorted_values, q: float):
     return sorted_values[k]
 
 
+WINDOW_FIELDS = ("window_start", "window_end", "pane", "pane_index")
+
+
+@dataclasses.dataclass(frozen=True)
+class MonitoringRecord:
+    """One record of the streaming job's monitoring output. `event` names its kind:
+    window_stats, shadow_comparison, skew, slice_metrics (one per event-time window and pane,
+    `window` set) or version_accepted / version_refused (the gate's, `window` None);
+    `figures` are the kind's own fields. Serialised only at the sinks (to_dict: the JSON
+    object the monitoring topic and files carry, the window's fields first)."""
+    event: str
+    figures: Mapping[str, Any]
+    window: Optional[Tuple[float, float, str, int]] = None  # WINDOW_FIELDS' values
+
+    def to_dict(self) -> dict:
+        out = dict(zip(WINDOW_FIELDS, self.window)) if self.window else {}
+        out["event"] = self.event
+        out.update(self.figures)
+        return out
+
+    @classmethod
+    def of_dict(cls, record: Mapping[str, Any]) -> "MonitoringRecord":
+        """to_dict's inverse (a record as the monitoring files hold it)."""
+        figures = {k: v for k, v in record.items() if k != "event" and k not in WINDOW_FIELDS}
+        window = tuple(record[k] for k in WINDOW_FIELDS) \
+            if all(k in record for k in WINDOW_FIELDS) else None
+        return cls(record["event"], figures, window)
+
+
 class AddWindowInfo(beam.DoFn):
+    """A combine's figures ({"event": kind, ...}) -> a MonitoringRecord of its window and
+    pane."""
+
     def process(self, stats, win=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
-        out = {"window_start": float(win.start), "window_end": float(win.end),
-               "pane": {0: "EARLY", 1: "ON_TIME", 2: "LATE", 3: "UNKNOWN"}.get(pane.timing,
-                                                                            str(pane.timing)),
-               "pane_index": pane.index}
-        out.update(stats)
-        yield out
+        figures = dict(stats)
+        event = figures.pop("event")
+        yield MonitoringRecord(event, figures, (
+            float(win.start), float(win.end),
+            {0: "EARLY", 1: "ON_TIME", 2: "LATE", 3: "UNKNOWN"}.get(pane.timing,
+                                                                   str(pane.timing)),
+            pane.index))
 
 
 def window_trigger(allowed_lateness_secs: float):
@@ -110,7 +144,8 @@ class PerWindow(beam.PTransform):
                     accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
                     allowed_lateness=self.lateness)
                 | "Stats" >> beam.CombineGlobally(self.combine_fn).without_defaults()
-                | "WindowInfo" >> beam.ParDo(AddWindowInfo()))
+                | "WindowInfo" >> beam.ParDo(AddWindowInfo()).with_output_types(
+                    MonitoringRecord))
 
 
 class BundlePartials(beam.DoFn):

@@ -5,7 +5,9 @@ elements, e.g. to estimate their size.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+from typing import Any, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -15,6 +17,31 @@ _ENCODE = json.JSONEncoder().encode
 # Fields the writer emits itself: a passthrough column with one of these names overrides it.
 _OUTPUT_FIELDS = frozenset(("key", "prediction", "class", "class_id", "probabilities",
                             "model_version", "label"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    """One row's prediction as every job writes it: the row's key (under `key_field`: "key"
+    in batch jobs, "id" for a streamed message), the model's outputs ({prediction}, or
+    {class, class_id, probabilities}), the version that scored it, then what the row
+    carries (batch: passthrough columns, the label; streaming: message id, latency, event
+    time). Serialised only at the sinks (to_dict: the JSON object written)."""
+    key: Any
+    outputs: Mapping[str, Any]
+    model_version: Any
+    extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    key_field: str = "key"
+
+    def to_dict(self) -> dict:
+        out = {self.key_field: self.key}
+        out.update(self.outputs)
+        out["model_version"] = self.model_version
+        out.update(self.extras)
+        return out
+
+    def get(self, field: str, default=None):
+        """A field of to_dict's object (a sink's attribute, the message to acknowledge)."""
+        return self.to_dict().get(field, default)
 
 
 class PredictionBlock:
@@ -79,19 +106,21 @@ class PredictionBlock:
     def key_list(self) -> list:
         return self.keys.to_pylist() if isinstance(self.keys, pa.Array) else self.keys
 
-    def records(self) -> list:
+    def predictions(self) -> list:
+        """One Prediction per scored row."""
         out = []
         extras = self.extras or [{}] * len(self.keys)
         labels = self.labels
         for i, (key, pred) in enumerate(zip(self.key_list(), output_records(self.outputs))):
-            rec = {"key": key}
-            rec.update(pred)
-            rec["model_version"] = self.version
-            rec.update(extras[i])
+            carried = dict(extras[i])
             if labels is not None:
-                rec["label"] = labels[i]
-            out.append(rec)
+                carried["label"] = labels[i]
+            out.append(Prediction(key, pred, self.version, carried))
         return out
+
+    def records(self) -> list:
+        """predictions() as the dicts the sinks write."""
+        return [p.to_dict() for p in self.predictions()]
 
     def json_bytes(self) -> bytes:
         """json_lines() as UTF-8 (what the text sink writes): Arrow's text as it is."""

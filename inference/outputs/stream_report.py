@@ -205,7 +205,7 @@ class RewriteReport(beam.DoFn):
 
 
 class WriteStreamReport(beam.PTransform):
-    """Monitoring records -> `path` (report.html), rewritten as windows close."""
+    """MonitoringRecords -> `path` (report.html), rewritten as windows close."""
 
     def __init__(self, path: str, source: str, window_secs: float):
         super().__init__()
@@ -214,6 +214,6 @@ class WriteStreamReport(beam.PTransform):
     def expand(self, records):
         return (records
                 | "Global" >> beam.WindowInto(window.GlobalWindows())
-                | "OneKey" >> beam.Map(lambda r: ("report", r))
+                | "OneKey" >> beam.Map(lambda r: ("report", r.to_dict()))
                 | "Rewrite" >> beam.ParDo(RewriteReport(self.path, self.source,
                                                         self.window_secs)))

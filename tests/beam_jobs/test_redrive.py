@@ -262,6 +262,7 @@ def test_kept_files_are_copied_into_a_staging_folder_no_sink_has_made_yet(tmp_pa
 def config_redrive(trained, tmp_path_factory):
     """A redrive built from a config made here: 40 rows, three dead letters, two fixed."""
     import apache_beam as beam
+    from apache_beam.testing.util import assert_that, equal_to
 
     from beam_jobs.shared.args import RedriveArgs
     from inference.model import versions
@@ -281,7 +282,14 @@ def config_redrive(trained, tmp_path_factory):
         headers={k: tuple(v) for k, v in json.load(open(os.path.join(
             out, "sources.json")))["csv_headers"].items()})
     p = beam.Pipeline(runner="beam_jobs.shared.local_runner.LocalRunner")
-    assert isinstance(redrive.build_pipeline(p, cfg), redrive.RedriveOutputs)
+    outputs = redrive.build_pipeline(p, cfg)
+    assert isinstance(outputs, redrive.RedriveOutputs)
+    # Typed records in flight (serialised at the sinks): Predictions keyed "key", DeadLetters.
+    assert_that(outputs.predictions | "Kinds" >> beam.Map(
+        lambda r: (type(r).__name__, r.key_field)) | beam.Distinct(),
+        equal_to([("Prediction", "key")]), label="predictions")
+    assert_that(outputs.dead_letters | "LetterKinds" >> beam.Map(lambda r: type(r).__name__),
+                equal_to(["DeadLetter"]), label="dead_letters")
     result = p.run()
     result.wait_until_finish()
     return out, previous, result

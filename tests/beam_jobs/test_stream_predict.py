@@ -273,7 +273,15 @@ def test_stream_predict_builds_from_a_config_the_test_constructs(trained, tmp_pa
     with beam.Pipeline(options=options) as p:
         out = stream_predict.build_pipeline(p, cfg)
         assert isinstance(out, stream_predict.StreamPredictOutputs)
-        assert_that(out.predictions | beam.Map(lambda r: r["id"]),
-                    equal_to(["m0", "m1", "m2", "m3"]), label="predicted")
+        # Typed records in flight: Predictions keyed by message id, DeadLetters,
+        # MonitoringRecords (serialised only at the sinks).
+        assert_that(out.predictions | beam.Map(lambda r: (type(r).__name__, r.key_field,
+                                                          r.key, r.extras["message_id"])),
+                    equal_to([("Prediction", "id", f"m{i}", f"m{i}") for i in range(4)]),
+                    label="predicted")
+        def one_window_of_stats(records):  # the 5 messages lie in one 60 s window
+            assert [(type(r).__name__, r.event, r.figures["predictions"], r.figures["rejects"])
+                    for r in records] == [("MonitoringRecord", "window_stats", 4, 1)], records
+        assert_that(out.monitoring, one_window_of_stats, label="monitoring")
         assert_that(out.dead_letters | beam.Map(lambda r: (r.get("id"), r.reason)),
                     equal_to([("bad", "invalid_json")]), label="dead_letters")

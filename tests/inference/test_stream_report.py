@@ -13,6 +13,7 @@ from apache_beam.transforms.window import TimestampedValue
 
 from inference.outputs import stream_report
 from inference.outputs.stream_report import WriteStreamReport, keep_newest
+from inference.windows import MonitoringRecord
 from preprocessing.reference.evaluation import figure_text
 from tests.helpers import CHROMIUM_MISSING, chromium_path, render_page
 
@@ -25,6 +26,12 @@ def stats(start, n, rejects=None, pane=0, p50=3.0, p99=9.0):
             "pane": "LATE" if pane else "ON_TIME", "pane_index": pane, "predictions": n,
             "rejects": sum(rejects.values()), "rejects_by_reason": rejects,
             "latency_ms": {"p50": p50, "p90": p99, "p99": p99, "max": p99}}
+
+
+def records(*timestamped):
+    """The monitoring records the pipeline carries (MonitoringRecord), of the dicts the
+    monitoring files hold."""
+    return [TimestampedValue(MonitoringRecord.of_dict(r), ts) for r, ts in timestamped]
 
 
 def test_a_late_pane_replaces_its_window_and_the_kept_records_are_bounded():
@@ -54,19 +61,17 @@ def written(tmp_path_factory):
     options = PipelineOptions([])
     options.view_as(StandardOptions).streaming = True
     skew = {"event": "skew", "window_start": float(T0 + 10), "window_end": T0 + 20.0,
-            "pane_index": 0, "rows": 40, "flagged": ["trip_miles"], "features": {}}
+            "pane": "ON_TIME", "pane_index": 0, "rows": 40, "flagged": ["trip_miles"], "features": {}}
     swap = {"event": "version_accepted", "candidate_version": "200", "current_version": "100",
             "reason": "not_worse", "time": T0 + 15}
     stream = (EventStream()
-              .add_elements([TimestampedValue(stats(T0, 50, {"invalid_json": 2}), T0 + 9.999)])
+              .add_elements(records((stats(T0, 50, {"invalid_json": 2}), T0 + 9.999)))
               .advance_watermark_to(T0 + 10)
-              .add_elements([TimestampedValue(stats(T0 + 10, 70, {"bad_example": 3},
-                                                    p50=4.25, p99=17.5), T0 + 19.999),
-                             TimestampedValue(skew, T0 + 19.999),
-                             TimestampedValue(swap, T0 + 15)])
+              .add_elements(records((stats(T0 + 10, 70, {"bad_example": 3}, p50=4.25,
+                                           p99=17.5), T0 + 19.999),
+                                    (skew, T0 + 19.999), (swap, T0 + 15)))
               .advance_watermark_to(T0 + 25)
-              .add_elements([TimestampedValue(stats(T0, 51, {"invalid_json": 2}, pane=1),
-                                              T0 + 9.999)])
+              .add_elements(records((stats(T0, 51, {"invalid_json": 2}, pane=1), T0 + 9.999)))
               .advance_watermark_to_infinity())
     stream_report.write_atomically = counting
     try:
@@ -110,7 +115,7 @@ def _one_window(path):
     options = PipelineOptions([])
     options.view_as(StandardOptions).streaming = True
     stream = (EventStream()
-              .add_elements([TimestampedValue(stats(T0, 7), T0 + 9.999)])
+              .add_elements(records((stats(T0, 7), T0 + 9.999)))
               .advance_watermark_to_infinity())
     with beam.Pipeline(options=options) as p:
         _ = p | stream | WriteStreamReport(path, "projects/p/subscriptions/in", 10)
@@ -129,3 +134,20 @@ def test_a_report_that_cannot_be_written_is_a_warning_and_the_pipeline_goes_on(
     gone = tmp_path / "gone" / "deeper" / "report.html"  # a folder removed under a running job
     _one_window(str(gone))
     assert ">7<" in gone.read_text(encoding="utf-8")
+
+
+def test_a_monitoring_record_is_written_as_the_files_hold_it():
+    """MonitoringRecord.to_dict is what the monitoring topic and files carry: the window's
+    fields first, then the kind and its figures; of_dict reads it back."""
+    window = stats(T0, 5, {"invalid_json": 1})
+    record = MonitoringRecord.of_dict(window)
+    assert record.event == "window_stats" and record.window == (float(T0), T0 + 10.0,
+                                                                "ON_TIME", 0)
+    assert "window_start" not in record.figures and record.figures["predictions"] == 5
+    assert list(record.to_dict()) == ["window_start", "window_end", "pane", "pane_index",
+                                      "event", "predictions", "rejects", "rejects_by_reason",
+                                      "latency_ms"]
+    assert record.to_dict() == window
+    swap = {"event": "version_refused", "reason": "worse", "time": T0}
+    assert MonitoringRecord.of_dict(swap).window is None
+    assert MonitoringRecord.of_dict(swap).to_dict() == swap
