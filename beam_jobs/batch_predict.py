@@ -34,7 +34,7 @@ import dataclasses
 import datetime
 import json
 import logging
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -102,9 +102,10 @@ def _date(text: Optional[str]) -> str:
 
 
 
-def parse_args(options: PipelineOptions) -> BatchPredictArgs:
+def parse_args(argv: Union[Sequence[str], PipelineOptions]) -> BatchPredictArgs:
     """The job's typed arguments, checked without any I/O ({date} resolved in input/output,
     --rows_per_chunk defaulted). Bad arguments fail here, before a model or file is read."""
+    options = common_options.as_options(argv)
     o = common_options.typed_args(JOB, BatchPredictArgs, options)
     for name in REQUIRED_OPTIONS:
         if not getattr(o, name):

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from typing import Any, Callable, NamedTuple, Optional, Tuple
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -68,9 +68,10 @@ REQUIRED_OPTIONS = ("input", "output")
 
 
 
-def parse_args(options: PipelineOptions) -> PreprocessArgs:
+def parse_args(argv: Union[Sequence[str], PipelineOptions]) -> PreprocessArgs:
     """The job's typed arguments, checked without any I/O (output without a trailing slash).
     Bad arguments fail here, before any file is listed or read."""
+    options = common_options.as_options(argv)
     o = common_options.typed_args(JOB, PreprocessArgs, options)
     for name in REQUIRED_OPTIONS:
         if not getattr(o, name):

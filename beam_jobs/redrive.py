@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -94,8 +94,9 @@ class RedriveConfig:
     rows_per_chunk: int = 1024
 
 
-def parse_args(options: PipelineOptions) -> RedriveArgs:
+def parse_args(argv: Union[Sequence[str], PipelineOptions]) -> RedriveArgs:
     """The job's typed arguments, checked without any I/O."""
+    options = common_options.as_options(argv)
     o = common_options.typed_args(JOB, RedriveArgs, options)
     if not o.output:
         raise errors.JobError(JOB, "--output is required")

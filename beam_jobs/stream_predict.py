@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Sequence, Union
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -86,9 +86,10 @@ REQUIRED_OPTIONS = ("model_dir",)
 
 
 
-def parse_args(options: PipelineOptions) -> StreamPredictArgs:
+def parse_args(argv: Union[Sequence[str], PipelineOptions]) -> StreamPredictArgs:
     """The job's typed arguments, checked without any I/O: bad arguments fail here, before a
     model or file is read."""
+    options = common_options.as_options(argv)
     o = common_options.typed_args(JOB, StreamPredictArgs, options)
     if not o.model_dir:
         raise errors.JobError(JOB, "--model_dir is required")

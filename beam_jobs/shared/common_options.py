@@ -6,7 +6,7 @@ import argparse
 import difflib
 import logging
 import sys
-from typing import Optional
+from typing import Optional, Sequence, Union
 
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions
 
@@ -144,6 +144,11 @@ def resolve_shadow(job: str, o, schema) -> Optional[str]:
         raise JobError(job, f"the shadow model is a {shadow.task} model, the serving one a "
                             f"{schema.task} model")
     return path
+
+
+def as_options(argv: Union[Sequence[str], PipelineOptions]) -> PipelineOptions:
+    """A job's command line as PipelineOptions (what parse_args reads; options as they are)."""
+    return argv if isinstance(argv, PipelineOptions) else PipelineOptions(list(argv))
 
 
 def typed_args(job: str, cls: type, options: PipelineOptions):

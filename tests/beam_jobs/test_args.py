@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_jobs import batch_predict, preprocess, stream_predict
+from beam_jobs import batch_predict, preprocess, redrive, stream_predict
 from beam_jobs.shared import common_options, local_runner
 from beam_jobs.shared.args import JOB_ARGS, BatchPredictArgs, PreprocessArgs
 
@@ -106,6 +106,28 @@ def test_arguments_are_a_typed_frozen_dataclass():
     with pytest.raises(SystemExit, match="no SavedModel"):
         batch_predict.launch(PipelineOptions(
             ["--model_dir", NOWHERE, "--input", "x", "--output", "y"]))
+
+
+@pytest.mark.parametrize("job, argv, bad", [
+    (preprocess, ["--input", "in.csv", "--output", "out/", "--label_column", "y"],
+     ["--split", "0.5,0.6"]),
+    (batch_predict, ["--model_dir", NOWHERE, "--input", "x", "--output", "y",
+                     "--max_batch_size", "64"], ["--min_batch_size", "0"]),
+    (stream_predict, ["--streaming", "--model_dir", NOWHERE, "--input_topic",
+                      "projects/p/topics/in", "--output_dir", "out"], ["--window_secs", "0"]),
+    (redrive, ["--output", "out/", "--model_dir", NOWHERE], ["--slice_by", "a"]),
+])
+def test_every_job_parses_its_command_line_as_it_parses_its_options(job, argv, bad):
+    """One protocol: parse_args(argv) -> the job's args dataclass, the same as from the
+    PipelineOptions Beam makes of those words; a bad word fails the same way too."""
+    args = job.parse_args(argv)
+    assert args == job.parse_args(PipelineOptions(argv))
+    assert type(args) is JOB_ARGS[job.JOB]
+    with pytest.raises(SystemExit) as from_argv:
+        job.parse_args(argv + bad)
+    with pytest.raises(SystemExit) as from_options:
+        job.parse_args(PipelineOptions(argv + bad))
+    assert str(from_argv.value) == str(from_options.value) and bad[0] in str(from_argv.value)
 
 
 def test_local_runs_name_a_runner_that_downloads_nothing():
