@@ -75,8 +75,8 @@ class RedriveOutputs(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class RedriveConfig:
-    """Everything build_pipeline reads (launch() makes it; a test can build its own)."""
-    args: RedriveArgs
+    """Everything build_pipeline reads, as derived values and no flag bag (launch() makes
+    it; a test can build its own)."""
     output: str
     rejects: str                        # the published dead letters
     fixed: Optional[str]                # --rejects: fixed ones that replace them
@@ -138,7 +138,7 @@ def launch(options: PipelineOptions) -> RedriveConfig:
         [FileSystems.join(output, "predictions-*")])[0].metadata_list]
     cli.check_writable(JOB, output)
     return RedriveConfig(
-        args=o, output=output, rejects=rejects_glob, fixed=o.rejects, model_dir=model_dir,
+        output=output, rejects=rejects_glob, fixed=o.rejects, model_dir=model_dir,
         model_path=model_path,
         schema=schema,
         staging=publish.new_staging(output), key=previous.get("key", schema.key),

@@ -264,7 +264,6 @@ def config_redrive(trained, tmp_path_factory):
     import apache_beam as beam
     from apache_beam.testing.util import assert_that, equal_to
 
-    from beam_jobs.shared.args import RedriveArgs
     from inference.model import versions
     _, out, _ = _small_run(trained, tmp_path_factory.mktemp("config"))
     _fix(out, 2)  # of the three dead letters, two fixed, one left as it was
@@ -272,7 +271,7 @@ def config_redrive(trained, tmp_path_factory):
     model_path = versions.resolve_model_dir(trained[2]["export_dir"])
     preds = sorted(glob.glob(os.path.join(out, "predictions-*")))
     cfg = redrive.RedriveConfig(
-        args=RedriveArgs(output=out), output=out,
+        output=out,
         rejects=os.path.join(out, "rejects", "*.jsonl"), fixed=None,
         model_dir=trained[2]["export_dir"], model_path=model_path,
         schema=versions.load_raw_schema(model_path), staging=os.path.join(out, "_staging-0-t"),
