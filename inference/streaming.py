@@ -198,10 +198,8 @@ def drain_model_events(ts):
             record = GATE_EVENTS.popleft()
         except IndexError:  # another thread drained it first
             return
-        figures = {k: v for k, v in record.items() if k != "event"}
-        figures["time"] = time.time()
         yield beam.pvalue.TaggedOutput(MODEL_EVENTS, window.TimestampedValue(
-            MonitoringRecord(record["event"], figures), ts))
+            MonitoringRecord.of_dict(dict(record, time=time.time())), ts))
 
 
 class WriteJson(beam.PTransform):
