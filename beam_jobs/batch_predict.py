@@ -34,13 +34,21 @@ import dataclasses
 import datetime
 import json
 import logging
-from typing import NamedTuple, Optional, Sequence, Tuple, Union
+from typing import NamedTuple, Optional, Sequence, Union
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
+from beam_jobs.batch_predict_config import (
+    BatchPredictConfig,
+    Images,
+    Model,
+    Reports,
+    Sink,
+    Source,
+)
 from beam_jobs.shared import cli, common_options, errors, publish
 from beam_jobs.shared.args import BatchPredictArgs
 from beam_jobs.shared.finalize import Finalize, OutputSpec
@@ -63,12 +71,11 @@ from inference.outputs.predictions import PredictionBlock
 from inference.skew import SkewOfBatches, load_train_statistics, train_label_range
 from preprocessing.accounting import counting
 from preprocessing.accounting.rejects import WriteDeadLetters
-from preprocessing.contract.schema import Schema
 from preprocessing.files import filesys
 from preprocessing.images.checks import ImageLimits
 from preprocessing.images.sources import LIST_EXTENSIONS
 from preprocessing.reference.evaluation import metrics_table
-from preprocessing.reference.slices import Slicer, slice_table
+from preprocessing.reference.slices import slice_table
 
 JOB = "batch_predict"  # the metrics namespace of this job's steps
 
@@ -129,39 +136,10 @@ class BatchPredictOutputs(NamedTuple):
     summary: beam.PCollection        # one: the published run's summary (Finalize)
 
 
-@dataclasses.dataclass(frozen=True)
-class BatchPredictConfig:
-    """Everything `build_pipeline` reads, as plain values: `launch()` makes one from the
-    command line (with I/O); a test can construct one directly."""
-    args: BatchPredictArgs
-    schema: Schema                      # the model's raw schema
-    model_path: str                     # the export version used
-    version: str
-    patterns: Tuple[str, ...]           # --input
-    staging: str                        # this run's staging folder under args.output
-    key: Optional[str] = None           # the key column (default: the schema's)
-    passthrough: Tuple[str, ...] = ()
-    label: Optional[str] = None         # --evaluate_label
-    input_bytes: Optional[int] = None   # for progress ETAs
-    image: Optional[str] = None         # an image model: its image column
-    list_files: Tuple[str, ...] = ()    # images: .csv / .jsonl lists of images
-    image_patterns: Tuple[str, ...] = ()  # images: globs of image files
-    gate_record: Optional[dict] = None  # the model gate's check of the newest version
-    shadow_path: Optional[str] = None   # --shadow_model_dir's version
-    train_statistics: Optional[dict] = None  # the export's, for the skew report
-    label_range: Optional[Tuple[float, float]] = None  # regression: the train labels' range
-    slicer: Optional[Slicer] = None     # --slice_by with --evaluate_label: metrics by slice
-
-    @property
-    def output(self) -> str:
-        return self.args.output
-
-
-def launch(options: PipelineOptions) -> BatchPredictConfig:
+def launch(o: BatchPredictArgs, options: PipelineOptions) -> BatchPredictConfig:
     """The launch step: the checked arguments plus what only I/O can tell (the model version
     and its raw schema, the input files, an output that can be written) -> the job's config;
     fails fast with one line naming the problem."""
-    o = parse_args(options)
     model_path, gate_record, schema, train_stats = _model(o)
     common_options.check_golden_set(JOB, o, schema, train_stats)
     shadow_path = common_options.resolve_shadow(JOB, o, schema)
@@ -180,23 +158,31 @@ def launch(options: PipelineOptions) -> BatchPredictConfig:
     if not files:
         raise errors.JobError(JOB, f"no files match --input {o.input}")
     image = next((c.name for c in schema.columns if c.transform == "image"), None)
-    list_files, image_patterns = _image_inputs(files, patterns, per_pattern, passthrough) \
-        if image else ((), ())
+    images = _image_inputs(o, image, files, patterns, per_pattern, passthrough) \
+        if image else None
     cli.check_output_apart(JOB, patterns, o.output)
     cli.check_writable(JOB, o.output)
     version = versions.model_version(model_path)
     logging.info("Using model version %s (%s); run date %s", version, model_path, o.run_date)
     publish.warn_if_shared(JOB, o.output, o.stale_staging_hours)
     return BatchPredictConfig(
-        args=o, schema=schema, model_path=model_path, version=version, patterns=patterns,
-        staging=publish.new_staging(o.output), key=o.key_column or schema.key,
-        passthrough=passthrough, label=label, input_bytes=filesys.total_size(patterns),
-        image=image, list_files=list_files, image_patterns=image_patterns,
-        gate_record=gate_record, shadow_path=shadow_path,
-        train_statistics=common_options.train_statistics(o, model_path, train_stats, schema,
-                                                         passthrough),
-        label_range=train_label_range(train_stats, label)
-        if label and schema.task == "regression" else None, slicer=slicer)
+        schema=schema,
+        source=Source(o.input, patterns, o.rows_per_chunk, o.input_format,
+                      key=o.key_column or schema.key, passthrough=passthrough,
+                      block_bytes=filesys.megabytes(o.csv_block_mb),
+                      max_record_bytes=o.max_record_bytes, max_record_lines=o.max_record_lines,
+                      total_bytes=filesys.total_size(patterns), images=images),
+        model=Model(o.model_dir, model_path, version, o.max_batch_size,
+                    threads=o.model_threads or None, gate_record=gate_record,
+                    shadow_path=shadow_path),
+        sink=Sink(o.output, publish.new_staging(o.output), o.run_date, o.output_format,
+                  o.output_table, allow_empty=o.allow_empty_output == "on",
+                  stale_staging_hours=o.stale_staging_hours),
+        reports=Reports(
+            label, train_label_range(train_stats, label)
+            if label and schema.task == "regression" else None, slicer,
+            common_options.train_statistics(o, model_path, train_stats, schema, passthrough),
+            o.skew_threshold))
 
 
 def _model(o: BatchPredictArgs) -> tuple:
@@ -214,80 +200,90 @@ def _model(o: BatchPredictArgs) -> tuple:
                                     f"{str(e).splitlines()[0][:300]}")
 
 
-def _image_inputs(files, patterns, per_pattern, passthrough) -> tuple:
+def _image_inputs(o: BatchPredictArgs, column: str, files, patterns, per_pattern,
+                  passthrough) -> Images:
     """An image model: --input names image files (a glob, a folder of class folders) and/or
-    list files (.csv with a `uri` column, .jsonl objects with a uri or base64 bytes):
-    (list files, patterns re-matched in the pipeline). A glob of images may be huge: its
-    paths are not embedded in the job graph."""
+    list files (.csv with a `uri` column, .jsonl objects with a uri or base64 bytes). A glob
+    of images may be huge: its paths are not embedded in the job graph."""
     if passthrough:
         raise errors.JobError(JOB, "--passthrough_columns applies to tabular models only")
     list_files = tuple(f for f in files if f.lower().endswith(LIST_EXTENSIONS))
     image_patterns = tuple(p for p, found in zip(patterns, per_pattern)
                            if any(not f.lower().endswith(LIST_EXTENSIONS) for f in found))
-    return list_files, image_patterns
+    return Images(column, list_files, image_patterns, o.key_column, ImageLimits.of(o))
 
 
 def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig) -> BatchPredictOutputs:
     """Adds the batch-prediction graph to `p` (pure wiring: tests build it from a config they
-    construct): everything is written under cfg.staging, and the Finalize step publishes it
-    to --output."""
-    o, staging = cfg.args, cfg.staging
+    construct): everything is written under the sink's staging folder, and the Finalize step
+    publishes it to its output."""
+    src, model, sink, label = cfg.source, cfg.model, cfg.sink, cfg.reports.label
     written = []
-    if cfg.image:
+    if src.images:
         batches, read_rejects, parse_rejects, read_counts = p | "Images" >> ReadImageInputs(
-            JOB, cfg.list_files, cfg.image_patterns, o.rows_per_chunk, o.input_format, o.key_column,
-            cfg.label, o.max_batch_size, ImageLimits.of(o))
+            JOB, src.images.list_files, src.images.patterns, src.rows_per_chunk,
+            src.input_format, src.images.key_column, label, model.max_batch_size,
+            src.images.limits)
         read_rejects = (read_rejects, parse_rejects) | "ImageRejects" >> beam.Flatten()
         tallies = [read_counts]
     else:
         inputs = p | "Read" >> ReadInputs(
-            JOB, cfg.schema, cfg.patterns, cfg.key, cfg.passthrough, o.rows_per_chunk,
-            o.input_format, block_bytes=int(o.csv_block_mb * (1 << 20)) or None,
-            total_bytes=cfg.input_bytes, record_bounds=(o.max_record_bytes, o.max_record_lines))
+            JOB, cfg.schema, src.patterns, src.key, src.passthrough, src.rows_per_chunk,
+            src.input_format, block_bytes=src.block_bytes, total_bytes=src.total_bytes,
+            record_bounds=(src.max_record_bytes, src.max_record_lines))
         batches, read_rejects = inputs.batches, inputs.rejects
         tallies = [inputs.counts]
-        written.append(inputs.chunks | "Sources" >> RecordSources(staging))
-    # Each element is already a chunk of rows (see RowBatch), scored --max_batch_size at a time.
-    handler = mh.SavedModelHandler(cfg.model_path, rows_per_call=o.max_batch_size,
-                                   intra_op_threads=o.model_threads or None)
+        written.append(inputs.chunks | "Sources" >> RecordSources(sink.staging))
+    # Each element is already a chunk of rows (see RowBatch), scored max_batch_size at a time.
+    handler = mh.SavedModelHandler(model.path, rows_per_call=model.max_batch_size,
+                                   intra_op_threads=model.threads)
     results = batches | "RunInference" >> RunInference(handler)
     formatted = results | "Format" >> beam.ParDo(
-        FormatPredictions(JOB, cfg.label, cfg.slicer)).with_outputs(
+        FormatPredictions(JOB, label, cfg.reports.slicer)).with_outputs(
             "rejects", counting.COUNTS, main="predictions")
     tallies.append(formatted[counting.COUNTS])
     dead = (read_rejects, formatted.rejects) | "AllRejects" >> beam.Flatten()
-    written.append(dead | "DeadLetters" >> WriteDeadLetters(FileSystems.join(staging, "rejects")))
+    written.append(dead | "DeadLetters" >> WriteDeadLetters(
+        FileSystems.join(sink.staging, "rejects")))
     preds = formatted.predictions  # PredictionBlocks, one per batch
-    prefix = FileSystems.join(staging, "predictions")
-    if o.output_format in ("jsonl", "both"):
+    columns = sinks.prediction_columns(cfg.schema.task, "key", src.passthrough, bool(label))
+    written += _sinks(sink, preds, columns)
+    written += _reports(cfg, batches, results, preds)
+    info = {"job": JOB, "run_date": sink.run_date, "input": src.input, "output": sink.output,
+            "model_dir": model.model_dir, "model_path": model.path,
+            "model_version": model.version, "key": src.key,
+            "passthrough": list(src.passthrough), "label": label, "task": cfg.schema.task,
+            "output_formats": OUTPUT_FORMATS[sink.output_format],
+            "prediction_columns": columns}  # what a redrive reproduces
+    if model.gate_record:  # version_accepted, or version_refused with both metrics
+        info["model_gate"] = model.gate_record
+    all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
+    summary = (all_tallies, dead) | "Finalize" >> Finalize(
+        dataclasses.replace(OUTPUTS, require=() if sink.allow_empty else OUTPUTS.require),
+        sink.staging, sink.output, written, info,
+        stale_staging_hours=sink.stale_staging_hours)
+    return BatchPredictOutputs(preds, dead, summary)
+
+
+def _sinks(sink: Sink, preds, columns) -> list:
+    """The predictions written: JSON lines and/or CSV under staging, a BigQuery table."""
+    written = []
+    prefix = FileSystems.join(sink.staging, "predictions")
+    if sink.output_format in ("jsonl", "both"):
         # One text element per batch (lines joined): the sink adds the final newline.
         written.append(preds | "ToJson" >> beam.Map(PredictionBlock.json_bytes)
                        | "WriteJsonl" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl"))
-    columns = sinks.prediction_columns(cfg.schema.task, "key", cfg.passthrough, bool(cfg.label))
-    if o.output_format in ("csv", "both"):
+    if sink.output_format in ("csv", "both"):
+        header = sinks.csv_line(dict(zip(columns, columns)), columns)
         written.append(preds | "ToCsv" >> beam.Map(
                 lambda block: "\n".join(sinks.csv_line(r, columns) for r in block.records()))
-             | "WriteCsv" >> beam.io.WriteToText(prefix, file_name_suffix=".csv",
-                                                 header=sinks.csv_line(dict(zip(columns, columns)), columns)))
-    if o.output_table:
+            | "WriteCsv" >> beam.io.WriteToText(prefix, file_name_suffix=".csv", header=header))
+    if sink.output_table:
         # Its output (the finished load jobs) is a Finalize input: _SUCCESS waits for the loads.
         written.append(preds | "Unbatch" >> beam.FlatMap(PredictionBlock.records)
-                       | "WriteBigQuery" >> sinks.WriteBigQuery(o.output_table, columns,
-                                                                o.run_date))
-    written += _reports(cfg, batches, results, preds)
-    info = {"job": JOB, "run_date": o.run_date, "input": o.input, "output": cfg.output,
-            "model_dir": o.model_dir, "model_path": cfg.model_path,
-            "model_version": cfg.version, "key": cfg.key, "passthrough": list(cfg.passthrough),
-            "label": cfg.label, "task": cfg.schema.task, "output_formats": OUTPUT_FORMATS[
-                o.output_format], "prediction_columns": columns}  # what a redrive reproduces
-    if cfg.gate_record:  # version_accepted, or version_refused with both metrics
-        info["model_gate"] = cfg.gate_record
-    all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
-    summary = (all_tallies, dead) | "Finalize" >> Finalize(
-        dataclasses.replace(OUTPUTS, require=() if o.allow_empty_output == "on"
-                            else OUTPUTS.require),
-        staging, cfg.output, written, info, stale_staging_hours=o.stale_staging_hours)
-    return BatchPredictOutputs(preds, dead, summary)
+                       | "WriteBigQuery" >> sinks.WriteBigQuery(sink.output_table, columns,
+                                                                sink.run_date))
+    return written
 
 
 def _metrics_json(metrics: dict, label: str, version: str) -> str:
@@ -307,23 +303,23 @@ def _metrics_json(metrics: dict, label: str, version: str) -> str:
 def _reports(cfg: BatchPredictConfig, batches, results, preds) -> list:
     """The small JSON reports Finalize attaches to the summary: metrics.json (labels),
     skew.json (train/serve skew of the rows served), shadow.json (the shadow model)."""
-    o, staging, written = cfg.args, cfg.staging, []
-    if cfg.label:
+    r, model, staging, written = cfg.reports, cfg.model, cfg.sink.staging, []
+    if r.label:
         written.append(preds | "Metrics" >> beam.CombineGlobally(
-                           EvalMetrics(cfg.schema.task, cfg.label_range,
-                                                       slices=cfg.slicer is not None))
-             | "MetricsJson" >> beam.Map(_metrics_json, cfg.label, cfg.version)
+                           EvalMetrics(cfg.schema.task, r.label_range,
+                                       slices=r.slicer is not None))
+             | "MetricsJson" >> beam.Map(_metrics_json, r.label, model.version)
              | "WriteMetrics" >> beam.io.WriteToText(FileSystems.join(staging, "metrics"),
                                                      file_name_suffix=".json",
                                                      shard_name_template=""))
-    if cfg.train_statistics:  # train/serve skew of the rows served, one report per run
-        report = batches | "Skew" >> SkewOfBatches(cfg.train_statistics, o.skew_threshold)
+    if r.train_statistics:  # train/serve skew of the rows served, one report per run
+        report = batches | "Skew" >> SkewOfBatches(r.train_statistics, r.skew_threshold)
         written.append(filesys.write_json_file(report, staging, "skew"))
-    if cfg.shadow_path:  # the shadow model's comparison, one per run
+    if model.shadow_path:  # the shadow model's comparison, one per run
         compared = (results | "Shadow" >> beam.ParDo(ShadowScore(
-            cfg.shadow_path, cfg.schema.task, cfg.label, o.max_batch_size))
+            model.shadow_path, cfg.schema.task, r.label, model.max_batch_size))
             | "ShadowCompare" >> beam.CombineGlobally(CombineShadow(
-                cfg.schema.task, cfg.version, versions.model_version(cfg.shadow_path))))
+                cfg.schema.task, model.version, versions.model_version(model.shadow_path))))
         written.append(filesys.write_json_file(compared, staging, "shadow"))
     return written
 
@@ -347,15 +343,16 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
     """Runs the job; returns the run summary (None when only a template was built)."""
     options = common_options.job_options(argv, JOB, BatchPredictArgs, __doc__)
     options.view_as(SetupOptions).save_main_session = save_main_session
-    cfg = launch(options)
+    cfg = launch(parse_args(options), options)
     template = getattr(options.view_as(GoogleCloudOptions), "template_location", None)
     p = test_pipeline or beam.Pipeline(options=options)
     build_pipeline(p, cfg)
     # Everything the job promises happens inside the pipeline (Finalize): here only wait.
-    summary = cli.run_and_read_summary(p, template, cfg.output, cleanup=(cfg.staging,))
+    output = cfg.sink.output
+    summary = cli.run_and_read_summary(p, template, output, cleanup=(cfg.sink.staging,))
     if summary is not None:
         # (The counts were printed by the pipeline's Finalize step.)
-        print(f"{JOB}: model version {cfg.version}; outputs in {cfg.output}/")
+        print(f"{JOB}: model version {cfg.model.version}; outputs in {output}/")
         if "metrics" in summary:
             metrics = dict(summary["metrics"])
             by_slice = metrics.pop("slices", None)
@@ -364,7 +361,7 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
             print(f"{JOB}: metrics\n{metrics_table(metrics)}")
             if by_slice:
                 print(f"{JOB}: metrics by slice\n{slice_table(by_slice)}")
-        for rec in _sample(cfg.output):
+        for rec in _sample(output):
             print(f"  {json.dumps(rec)}")
 
     return summary

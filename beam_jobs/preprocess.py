@@ -31,20 +31,26 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, NamedTuple, Optional, Sequence, Union
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
 from beam_jobs import preprocess_steps as pp
+from beam_jobs.preprocess_config import (
+    ImageSplits,
+    PreprocessConfig,
+    PreprocessSink,
+    PreprocessSource,
+)
 from beam_jobs.preprocess_inputs import JOB, InputsFound
 from beam_jobs.shared import cli, common_options, errors, local_runner, publish
 from beam_jobs.shared.args import PreprocessArgs
 from beam_jobs.shared.finalize import Finalize, OutputSpec
 from preprocessing.accounting import counting
 from preprocessing.accounting.rejects import WriteDeadLetters
-from preprocessing.contract.schema import RAW_SCHEMA_FILE, Schema
+from preprocessing.contract.schema import RAW_SCHEMA_FILE
 from preprocessing.contract.split import SPLITS, parse_fractions
 from preprocessing.files import filesys
 from preprocessing.images.checks import ImageLimits
@@ -97,36 +103,8 @@ class PreprocessOutputs(NamedTuple):
     summary: beam.PCollection        # one: the published run's summary (Finalize)
 
 
-@dataclasses.dataclass(frozen=True)
-class PreprocessConfig:
-    """Everything `build_pipeline` reads, as plain values: `launch()` makes one from the
-    command line (with I/O); a test can construct one directly."""
-    args: PreprocessArgs
-    schema: Schema
-    preprocessing_fn: Callable
-    patterns: Tuple[str, ...]           # inputs (CSV) or the image source's pattern
-    staging: str                        # this run's staging folder under args.output
-    tft_temp_dir: str
-    stage_locally: bool = False         # write the transform locally, then copy (gs:// output)
-    input_bytes: Optional[int] = None   # for progress ETAs
-    columns_report: Optional[list] = None  # what schema inference decided, per column
-    image_mode: Optional[str] = None    # images: "labels_csv" or "folders"
-    classes: Tuple[str, ...] = ()       # images: --classes
-    labels_header: Optional[tuple] = None
-    runner: str = "LocalRunner"         # named in the summary
-
-    @property
-    def output(self) -> str:
-        return self.args.output
-
-    @property
-    def fractions(self) -> Tuple[float, ...]:
-        return tuple(parse_fractions(self.args.split))
-
-
-def launch(options: PipelineOptions) -> PreprocessConfig:
+def launch(o: PreprocessArgs, options: PipelineOptions) -> PreprocessConfig:
     """The launch step (all of the job's I/O checks, one-line errors) -> the job's config."""
-    o = parse_args(options)
     found = InputsFound(o)
     local = local_runner.is_local_runner(options)
     # tf.transform's scratch: a folder of this run's own, removed whatever the outcome.
@@ -138,45 +116,49 @@ def launch(options: PipelineOptions) -> PreprocessConfig:
     else:
         tft_temp = filesys.local_tmp_dir("tft_tmp_")
     publish.warn_if_shared(JOB, found.output, o.stale_staging_hours)
+    images = ImageSplits(found.image_mode == "labels_csv", found.classes, found.labels_header,
+                         ImageLimits.of(o)) if o.format == "images" else None
     return PreprocessConfig(
-        args=o, schema=found.schema, preprocessing_fn=found.preprocessing_fn,
-        patterns=tuple(found.patterns), staging=publish.new_staging(found.output),
-        tft_temp_dir=tft_temp, stage_locally=local and filesys.is_remote_path(found.output),
-        input_bytes=found.input_bytes, columns_report=found.columns_report,
-        image_mode=found.image_mode, classes=found.classes, labels_header=found.labels_header,
-        runner=local_runner.runner_name(options))
+        found.schema, found.preprocessing_fn, tft_temp,
+        PreprocessSource(o.input, tuple(found.patterns), tuple(parse_fractions(o.split)),
+                         o.delimiter, o.rows_per_batch, filesys.megabytes(o.csv_block_mb),
+                         o.max_record_bytes, o.max_record_lines, found.input_bytes, images),
+        PreprocessSink(found.output, publish.new_staging(found.output), o.num_shards,
+                       o.gzip_level, o.golden_rows,
+                       local and filesys.is_remote_path(found.output), o.stale_staging_hours),
+        found.columns_report, local_runner.runner_name(options))
 
 
 def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig) -> PreprocessOutputs:
     """Adds the preprocess graph to `p` (pure wiring: tests build it from a config they
-    construct): everything is written under cfg.staging, and the Finalize step publishes it
-    to --output."""
+    construct): everything is written under the sink's staging folder, and the Finalize step
+    publishes it to its output."""
     import tensorflow_transform.beam as tft_beam
 
-    schema, o, staging = cfg.schema, cfg.args, cfg.staging
-    if o.format == "images":
-        labels_csv = cfg.image_mode == "labels_csv"
+    schema, src, sink, staging = cfg.schema, cfg.source, cfg.sink, cfg.sink.staging
+    if src.images:
+        labels_csv = src.images.labels_csv
         parsed = p | "ReadImages" >> pp.ReadImageSplits(
-            schema, cfg.fractions, ImageLimits.of(o), cfg.classes,
-            list_files=cfg.patterns if labels_csv else (),
-            image_patterns=() if labels_csv else cfg.patterns, header=cfg.labels_header)
+            schema, src.fractions, src.images.limits, src.images.classes,
+            list_files=src.patterns if labels_csv else (),
+            image_patterns=() if labels_csv else src.patterns, header=src.images.labels_header)
     else:
         parsed = p | "ReadCsv" >> pp.ReadCsvSplits(
-            schema, cfg.patterns, cfg.fractions, o.delimiter, o.rows_per_batch,
-            block_bytes=int(o.csv_block_mb * (1 << 20)), total_bytes=cfg.input_bytes,
-            record_bounds=(o.max_record_bytes, o.max_record_lines))
+            schema, src.patterns, src.fractions, src.delimiter, src.rows_per_batch,
+            block_bytes=src.block_bytes, total_bytes=src.total_bytes,
+            record_bounds=(src.max_record_bytes, src.max_record_lines))
     dead = parsed.rejects
     written = [dead | "DeadLetters" >> WriteDeadLetters(
         FileSystems.join(staging, "rejects"))]
     written.append(p | "RawSchema" >> pp.WriteRawSchema(schema, staging))
-    written += pp.write_references(parsed, schema, staging, cfg.fractions, o.golden_rows)
+    written += pp.write_references(parsed, schema, staging, src.fractions, sink.golden_rows)
     tallies, transformed = [parsed.counts], dict.fromkeys(SPLITS)
 
     tac = record_batches.tensor_adapter_config(schema)
     with tft_beam.Context(temp_dir=cfg.tft_temp_dir):
         transform_fn = ((parsed.train, tac)
                         | "Analyze" >> tft_beam.AnalyzeDataset(cfg.preprocessing_fn))
-        for split, fraction in zip(SPLITS, cfg.fractions):
+        for split, fraction in zip(SPLITS, src.fractions):
             if fraction <= 0:
                 continue
             data, metadata = (((parsed.split(split), tac), transform_fn)
@@ -189,18 +171,19 @@ def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig) -> PreprocessOutputs
             tallies.append(counted[counting.COUNTS])
             transformed[split] = counted.batches
             written.append((counted.batches, metadata)
-                           | f"Write_{split}" >> pp.WriteSplit(staging, split, o.num_shards,
-                                                                o.gzip_level))
+                           | f"Write_{split}" >> pp.WriteSplit(staging, split, sink.num_shards,
+                                                                sink.gzip_level))
         written.append(transform_fn
-                       | "WriteTransform" >> pp.WriteTransformOutput(staging, cfg.stage_locally))
-    info = {"job": JOB, "runner": cfg.runner, "input": o.input,
-            "output": cfg.output, "split_fractions": list(cfg.fractions), "key": schema.key,
+                       | "WriteTransform" >> pp.WriteTransformOutput(staging, sink.stage_locally))
+    info = {"job": JOB, "runner": cfg.runner, "input": src.input,
+            "output": sink.output, "split_fractions": list(src.fractions), "key": schema.key,
             "label": schema.label, "task": schema.task}
     if cfg.columns_report:
         info["inferred_columns"] = cfg.columns_report
     all_tallies = tuple(tallies) | "AllTallies" >> beam.Flatten()
     summary = (all_tallies, dead) | "Finalize" >> Finalize(
-        OUTPUTS, staging, cfg.output, written, info, stale_staging_hours=o.stale_staging_hours,
+        OUTPUTS, staging, sink.output, written, info,
+        stale_staging_hours=sink.stale_staging_hours,
         scratch=(cfg.tft_temp_dir,))
     return PreprocessOutputs(transformed["train"], transformed["eval"], transformed["test"],
                              dead, summary)
@@ -210,13 +193,13 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
     """Runs the job; returns the run summary (None when only a template was built)."""
     options = common_options.job_options(argv, JOB, PreprocessArgs, __doc__)
     options.view_as(SetupOptions).save_main_session = save_main_session
-    cfg = launch(options)
+    cfg = launch(parse_args(options), options)
     template = getattr(options.view_as(GoogleCloudOptions), "template_location", None)
     p = test_pipeline or beam.Pipeline(options=options)
     build_pipeline(p, cfg)
     # Everything the job promises happens inside the pipeline (Finalize): here only wait.
-    return cli.run_and_read_summary(p, template, cfg.output,
-                                    cleanup=(cfg.staging, cfg.tft_temp_dir))
+    return cli.run_and_read_summary(p, template, cfg.sink.output,
+                                    cleanup=(cfg.sink.staging, cfg.tft_temp_dir))
 
 
 if __name__ == "__main__":

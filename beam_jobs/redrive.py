@@ -106,9 +106,8 @@ def parse_args(argv: Union[Sequence[str], PipelineOptions]) -> RedriveArgs:
     return dataclasses.replace(o, output=o.output.rstrip("/"))
 
 
-def launch(options: PipelineOptions) -> RedriveConfig:
+def launch(o: RedriveArgs, options: PipelineOptions) -> RedriveConfig:
     """The launch step (all of the job's I/O checks, one-line errors) -> the job's config."""
-    o = parse_args(options)
     output = o.output
     summary_path = FileSystems.join(output, "summary.json")
     if not FileSystems.exists(FileSystems.join(output, publish.SUCCESS)) or \
@@ -266,7 +265,7 @@ def run(argv=None, save_main_session=True, test_pipeline=None) -> Optional[dict]
     # --help: the docstring names --output and --model_dir; the other shared flags do not apply.
     options = common_options.job_options(argv, JOB, RedriveArgs, __doc__, shared_help=False)
     options.view_as(SetupOptions).save_main_session = save_main_session
-    cfg = launch(options)
+    cfg = launch(parse_args(options), options)
     logging.info("Redriving %s with model version %s", cfg.rejects,
                  versions.model_version(cfg.model_path))
     p = test_pipeline or beam.Pipeline(options=options)

@@ -39,9 +39,8 @@ serialized tf.Example); a line without "data"/"data_b64" is itself the features 
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
-from typing import NamedTuple, Optional, Sequence, Union
+from typing import NamedTuple, Sequence, Union
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -50,8 +49,16 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, 
 
 from beam_jobs.shared import cli, common_options, errors, local_acks, local_runner
 from beam_jobs.shared.args import StreamPredictArgs
+from beam_jobs.stream_predict_config import (
+    Monitoring,
+    StreamModel,
+    StreamPredictConfig,
+    StreamSinks,
+    StreamSource,
+    UriImages,
+)
 from inference.inputs.image_sources import normalize_prefixes
-from inference.inputs.replay import Pace, load_replay, replay_stream
+from inference.inputs.replay import Replay, load_replay
 from inference.model import model_handler as mh
 from inference.model import versions
 from inference.model.serving_model import choose_version, gate_line
@@ -71,9 +78,7 @@ from inference.windows import (
     Served,
 )
 from preprocessing.accounting.rejects import DeadLetter
-from preprocessing.contract.schema import Schema
 from preprocessing.images.checks import ImageLimits
-from preprocessing.reference.slices import Slicer
 
 JOB = "stream_predict"  # the metrics namespace of this job's steps
 
@@ -127,33 +132,9 @@ class StreamPredictOutputs(NamedTuple):
     monitoring: beam.PCollection     # the per-window records and model-version events
 
 
-@dataclasses.dataclass(frozen=True)
-class StreamPredictConfig:
-    """Everything `build_pipeline` reads, as plain values: `launch()` makes one from the
-    command line (with I/O); a test can construct one directly."""
-    args: StreamPredictArgs
-    schema: Schema                        # the model's raw schema
-    model_path: str                       # the export version served first
-    image_kw: Optional[dict] = None       # an image model: ImageInputs' keyword arguments
-    dead_letter_dir: Optional[str] = None
-    monitoring_dir: Optional[str] = None
-    events: Optional[tuple] = None        # --replay's events
-    source: Optional[beam.PTransform] = None  # PubsubMessages from elsewhere (tests)
-    shadow_path: Optional[str] = None     # --shadow_model_dir's version
-    train_statistics: Optional[dict] = None  # the export's, for the skew report
-    # On Dataflow, Pub/Sub redeliveries and republished messages with the same
-    # --id_attribute value are dropped (id_label); the DirectRunner has no id_label.
-    pubsub_id_label: Optional[str] = None
-    # The local runner's Pub/Sub read holds each message until its sinks have written its
-    # record (beam_jobs/shared/local_acks.py); Dataflow acknowledges after its own commit.
-    ack_after_write: bool = False
-    slicer: Optional[Slicer] = None       # --slice_by: metrics by slice of labelled messages
-
-
-def launch(options: PipelineOptions) -> StreamPredictConfig:
+def launch(o: StreamPredictArgs, options: PipelineOptions) -> StreamPredictConfig:
     """The launch step: the checked arguments plus what only I/O can tell (the model and its
     raw schema, the replay file, writable output folders); fails fast with one line."""
-    o = parse_args(options)
     try:  # the version the gate lets serve (as batch prediction chooses it)
         model_path, record = choose_version(o.model_dir, common_options.gate_settings(o))
         schema = versions.load_raw_schema(model_path)
@@ -169,100 +150,111 @@ def launch(options: PipelineOptions) -> StreamPredictConfig:
     # Per window over the messages that carry the label, and in the gate.
     slicer = common_options.check_slice_by(JOB, o, schema, train_stats, by_label=schema.label)
     shadow_path = common_options.resolve_shadow(JOB, o, schema)
-    image_kw = None
-    if any(c.transform == "image" for c in schema.columns):
-        image_kw = dict(limits=ImageLimits.of(o),
-                        allowed_prefixes=normalize_prefixes(o.allowed_uri_prefixes),
-                        read_timeout_secs=o.uri_read_timeout_secs)
     if o.max_batch_duration_secs is not None:
         logging.warning("%s: --max_batch_duration_secs is ignored: batches never span "
                         "bundles", JOB)
-    dead_letter_dir = o.dead_letter_dir or (
-        FileSystems.join(o.output_dir, "rejects") if o.output_dir else None)
-    monitoring_dir = o.monitoring_dir or (
-        FileSystems.join(o.output_dir, "monitoring") if o.output_dir else None)
-    try:
-        events = tuple(load_replay(o.replay)) if o.replay else None
-    except ValueError as e:
-        raise errors.JobError(JOB, str(e))
-    for d in (o.output_dir, dead_letter_dir, monitoring_dir):
+    sinks_ = StreamSinks(
+        o.output_topic, o.output_dir, o.output_table, o.dead_letter_topic,
+        o.dead_letter_dir or (FileSystems.join(o.output_dir, "rejects") if o.output_dir
+                              else None),
+        o.monitoring_topic,
+        o.monitoring_dir or (FileSystems.join(o.output_dir, "monitoring") if o.output_dir
+                             else None),
+        o.max_outage_secs)
+    for d in (sinks_.output_dir, sinks_.dead_letter_dir, sinks_.monitoring_dir):
         if d:
             cli.check_writable(JOB, d)
+    images = UriImages(ImageLimits.of(o), normalize_prefixes(o.allowed_uri_prefixes),
+                       o.uri_read_timeout_secs) \
+        if any(c.transform == "image" for c in schema.columns) else None
     local = local_runner.is_local_runner(options)
-    return StreamPredictConfig(o, schema, model_path, image_kw, dead_letter_dir,
-                               monitoring_dir, events, shadow_path=shadow_path,
-                               train_statistics=common_options.train_statistics(
-                                   o, model_path, train_stats, schema),
-                               pubsub_id_label=None if local else o.id_attribute,
-                               ack_after_write=local and not o.replay, slicer=slicer)
+    return StreamPredictConfig(
+        schema,
+        StreamSource(_reader(o, local), o.replay or o.input_subscription or o.input_topic,
+                     o.id_attribute, o.max_message_bytes, images,
+                     ack_after_write=local and not o.replay),
+        StreamModel(model_path, o.model_dir, o.min_batch_size, o.max_batch_size,
+                    o.model_refresh_secs, common_options.gate_settings(o), shadow_path),
+        sinks_,
+        Monitoring(o.window_secs, o.allowed_lateness_secs,
+                   common_options.train_statistics(o, model_path, train_stats, schema),
+                   o.skew_threshold, slicer))
+
+
+def _reader(o: StreamPredictArgs, local: bool) -> beam.PTransform:
+    """The PubsubMessages source: the --replay file (its events read now), or Pub/Sub. On
+    Dataflow, redeliveries and republished messages with the same --id_attribute value are
+    dropped (id_label); the DirectRunner has no id_label."""
+    if o.replay:
+        try:
+            return Replay(load_replay(o.replay), o.replay_rate)
+        except ValueError as e:
+            raise errors.JobError(JOB, str(e))
+    try:
+        return beam.io.ReadFromPubSub(
+            topic=o.input_topic, subscription=o.input_subscription, with_attributes=True,
+            timestamp_attribute=o.timestamp_attribute,
+            id_label=None if local else o.id_attribute)
+    except ValueError as e:  # a malformed topic or subscription path
+        raise errors.JobError(JOB, f"{str(e).splitlines()[0]}")
 
 
 def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig) -> StreamPredictOutputs:
-    """Adds the streaming graph to `p`: PubsubMessages from cfg.source (tests give a
-    TestStream), the --replay file, or Pub/Sub."""
-    o = cfg.args
-    if cfg.source is not None:
-        source = p | "Source" >> cfg.source
-    else:
-        if cfg.events is not None:
-            source = (p | "Replay" >> replay_stream(cfg.events, o.replay_rate)
-                      | "Pace" >> beam.ParDo(Pace(o.replay_rate)))
-        else:
-            source = p | "ReadPubSub" >> beam.io.ReadFromPubSub(
-                topic=o.input_topic, subscription=o.input_subscription, with_attributes=True,
-                timestamp_attribute=o.timestamp_attribute, id_label=cfg.pubsub_id_label)
-    origin = o.replay or o.input_subscription or o.input_topic  # dead letters name it
+    """Adds the streaming graph to `p`: PubsubMessages from cfg.source.reader (Pub/Sub, the
+    --replay file, or a test's TestStream), predicted, their records written."""
+    src, model, out, mon = cfg.source, cfg.model, cfg.sinks, cfg.monitoring
+    source = p | "Source" >> src.reader
     parsed = source | "Parse" >> beam.ParDo(
-        ParseMessages(JOB, cfg.schema, o.id_attribute, cfg.image_kw, origin,
-                      o.max_message_bytes)).with_outputs(
+        ParseMessages(JOB, cfg.schema, src.id_attribute,
+                      src.images.handler_kwargs() if src.images else None, src.origin,
+                      src.max_message_bytes)).with_outputs(
             "rejects", main="rows")
     # Batches are made within a bundle (no max_batch_duration_secs): Beam's stateful
     # cross-bundle batching flushes what it holds by a timer at the end of the global window,
     # after the watermark has passed those rows, so every window downstream dropped them.
     handler = mh.SavedModelHandler(
-        cfg.model_path, min_batch_size=o.min_batch_size, max_batch_size=o.max_batch_size,
-        watch_base=o.model_dir, refresh_secs=o.model_refresh_secs,
-        gate=common_options.gate_settings(o))
+        model.path, min_batch_size=model.min_batch_size, max_batch_size=model.max_batch_size,
+        watch_base=model.model_dir, refresh_secs=model.refresh_secs, gate=model.gate)
     # Rows are (MessageMeta, values): the metadata rides through as the key.
     results = parsed.rows | "RunInference" >> RunInference(KeyedModelHandler(handler))
-    formatted = results | "Format" >> beam.ParDo(FormatResults(JOB, origin)).with_outputs(
+    formatted = results | "Format" >> beam.ParDo(FormatResults(JOB, src.origin)).with_outputs(
         "rejects", MODEL_EVENTS, main="predictions")
     dead = (parsed.rejects, formatted.rejects) | "AllRejects" >> beam.Flatten()
     preds = formatted.predictions
-    publish = (lambda topic: local_acks.PublishMessages(topic, o.max_outage_secs)) \
-        if cfg.ack_after_write else None
+    publish = (lambda topic: local_acks.PublishMessages(topic, out.max_outage_secs)) \
+        if src.ack_after_write else None
     pred_dicts = preds | "PredictionDicts" >> beam.Map(Prediction.to_dict)
     written_preds = pred_dicts | "WritePredictions" >> WriteJson(
-        o.output_topic, o.output_dir, "predictions", o.window_secs, publish)
-    if o.output_table:
+        out.output_topic, out.output_dir, "predictions", mon.window_secs, publish)
+    if out.output_table:
         columns = sinks.prediction_columns(cfg.schema.task, "id",
                                            extra=("latency_ms", "event_time"))
-        refused = (pred_dicts | "WriteBigQuery" >> sinks.WriteBigQuery(o.output_table, columns)
+        refused = (pred_dicts | "WriteBigQuery" >> sinks.WriteBigQuery(out.output_table, columns)
                    | "InsertFailures" >> beam.ParDo(sinks.InsertFailures(JOB)))
         dead_letters = (dead, refused) | "WithRefused" >> beam.Flatten()
     else:
         dead_letters = dead
     written_dead = (dead_letters | "RejectRecords" >> beam.Map(DeadLetter.to_dict)
-                    | "WriteRejects" >> WriteJson(o.dead_letter_topic, cfg.dead_letter_dir,
-                                                  "rejects", o.window_secs, publish))
-    if cfg.ack_after_write:
+                    | "WriteRejects" >> WriteJson(out.dead_letter_topic, out.dead_letter_dir,
+                                                  "rejects", mon.window_secs, publish))
+    if src.ack_after_write:
         acknowledge(preds, written_preds, "Predictions")
         acknowledge(dead_letters, written_dead, "Rejects")
     events = ((preds | "PredEvents" >> beam.Map(Served.of_prediction).with_output_types(Served),
                dead | "RejectEvents" >> beam.Map(Served.of_reject).with_output_types(Served))
               | "Events" >> beam.Flatten())
-    stats = events | "Monitor" >> Monitor(o.window_secs, o.allowed_lateness_secs)
+    stats = events | "Monitor" >> Monitor(mon.window_secs, mon.allowed_lateness_secs)
     # Gate records (version_accepted / version_refused) go out beside the window stats.
     records = [stats, formatted[MODEL_EVENTS]]
     records += window_records(cfg, parsed.rows, results)
     monitoring = tuple(records) | "WithModelEvents" >> beam.Flatten()
     _ = (monitoring | "MonitoringDicts" >> beam.Map(MonitoringRecord.to_dict)
-         | "WriteMonitoring" >> WriteJson(o.monitoring_topic, cfg.monitoring_dir,
-                                          "monitoring", o.window_secs, publish))
-    report_dir = o.output_dir or cfg.monitoring_dir
+         | "WriteMonitoring" >> WriteJson(out.monitoring_topic, out.monitoring_dir,
+                                          "monitoring", mon.window_secs, publish))
+    report_dir = out.output_dir or out.monitoring_dir
     if report_dir:
         _ = monitoring | "Report" >> WriteStreamReport(
-            FileSystems.join(report_dir, stream_report.REPORT), origin, o.window_secs)
+            FileSystems.join(report_dir, stream_report.REPORT), src.origin, mon.window_secs)
     return StreamPredictOutputs(preds, dead_letters, monitoring)
 
 
@@ -270,28 +262,29 @@ def window_records(cfg: StreamPredictConfig, rows, results) -> list:
     """The optional monitoring records per window, beside the window stats: the shadow's
     comparison, the train/serve skew of the rows, the labelled messages' metrics by slice
     (PCollections; labels as in a flat graph, so an update keeps its state)."""
-    o, records = cfg.args, []
-    if cfg.shadow_path:  # the shadow's comparison per window, beside the window stats
+    mon, shadow, schema, records = cfg.monitoring, cfg.model.shadow_path, cfg.schema, []
+    if shadow:  # the shadow's comparison per window, beside the window stats
         records.append(results
                        | "Shadow" >> beam.ParDo(ShadowScoreStream(
-                           cfg.shadow_path, cfg.schema.task, o.window_secs, cfg.schema.label))
+                           shadow, schema.task, mon.window_secs, schema.label))
                        | "ShadowCompare" >> PerWindow(
-                           CombineShadow(cfg.schema.task,
-                                         shadow_version=versions.model_version(cfg.shadow_path)),
-                           o.window_secs, o.allowed_lateness_secs))
-    if cfg.train_statistics:  # train/serve skew of each window's rows
+                           CombineShadow(schema.task,
+                                         shadow_version=versions.model_version(shadow)),
+                           mon.window_secs, mon.allowed_lateness_secs))
+    if mon.train_statistics:  # train/serve skew of each window's rows
         records.append(rows
                        | "SkewPartials" >> beam.ParDo(RowPartials(
-                           kinds_of(cfg.train_statistics), o.window_secs))
-                       | "Skew" >> PerWindow(SkewReport(cfg.train_statistics, o.skew_threshold),
-                                             o.window_secs, o.allowed_lateness_secs))
-    if cfg.slicer is not None:  # labelled messages: metrics by slice per window
-        fn = SliceMetricsFn(cfg.schema.task, cfg.schema.label, cfg.slicer)
+                           kinds_of(mon.train_statistics), mon.window_secs))
+                       | "Skew" >> PerWindow(SkewReport(mon.train_statistics,
+                                                        mon.skew_threshold),
+                                             mon.window_secs, mon.allowed_lateness_secs))
+    if mon.slicer is not None:  # labelled messages: metrics by slice per window
+        fn = SliceMetricsFn(schema.task, schema.label, mon.slicer)
         records.append(results
-                       | "LabelledRows" >> beam.ParDo(LabelledRows(cfg.schema.label))
-                       | "SlicePartials" >> beam.ParDo(BundlePartials(fn, o.window_secs))
-                       | "SliceMetrics" >> PerWindow(OfPartials(fn), o.window_secs,
-                                                     o.allowed_lateness_secs))
+                       | "LabelledRows" >> beam.ParDo(LabelledRows(schema.label))
+                       | "SlicePartials" >> beam.ParDo(BundlePartials(fn, mon.window_secs))
+                       | "SliceMetrics" >> PerWindow(OfPartials(fn), mon.window_secs,
+                                                     mon.allowed_lateness_secs))
     return records
 
 
@@ -311,10 +304,10 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
     options = common_options.job_options(argv, JOB, StreamPredictArgs, __doc__,
                                   local_runner=local_runner.STREAMING_RUNNER)
     options.view_as(SetupOptions).save_main_session = save_main_session
-    cfg = launch(options)
+    cfg = launch(parse_args(options), options)
     logging.info("Serving model version %s from %s (refresh every %ss)",
-                 versions.model_version(cfg.model_path), cfg.args.model_dir,
-                 cfg.args.model_refresh_secs)
+                 versions.model_version(cfg.model.path), cfg.model.model_dir,
+                 cfg.model.refresh_secs)
     p = test_pipeline or beam.Pipeline(options=options)
     build_pipeline(p, cfg)
     try:
@@ -326,7 +319,7 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
                 options.view_as(StandardOptions), "no_wait_until_finish", False):
             result.wait_until_finish()
     except BaseException:
-        if cfg.ack_after_write:  # what it held, not written, goes back to Pub/Sub now
+        if cfg.source.ack_after_write:  # what it held, not written, goes back to Pub/Sub now
             local_acks.LEDGER.release()
         raise
     return result

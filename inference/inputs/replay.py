@@ -136,3 +136,16 @@ class Pace(beam.DoFn):
         attrs = dict(msg.attributes or {})
         attrs[PUBLISHED_AT] = repr(t0 + seq / self.rate)
         yield PubsubMessage(msg.data, attrs, message_id=msg.message_id)
+
+
+class Replay(beam.PTransform):
+    """PBegin -> the replay file's PubsubMessages, released at `rate` per second of real time
+    (the streaming job's --replay source)."""
+
+    def __init__(self, events, rate: float):
+        super().__init__()
+        self.events, self.rate = tuple(events), rate
+
+    def expand(self, pbegin):
+        return (pbegin | "Stream" >> replay_stream(self.events, self.rate)
+                | "Pace" >> beam.ParDo(Pace(self.rate)))

@@ -62,6 +62,11 @@ def match_files(patterns: Sequence[str]) -> List[str]:
     return sorted({f for files in match_by_pattern(patterns) for f in files})
 
 
+def megabytes(mb: float) -> int:
+    """A size flag given in MB (fractions allowed), in bytes."""
+    return int(mb * (1 << 20))
+
+
 def total_size(patterns: Sequence[str]) -> Optional[int]:
     """Bytes in the files the patterns match (for progress ETAs), one listing per pattern
     (not one request per file); None when sizes cannot be read."""

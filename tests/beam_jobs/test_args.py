@@ -104,8 +104,8 @@ def test_arguments_are_a_typed_frozen_dataclass():
         args.output = "elsewhere"
     # The launch step is where I/O happens: the same arguments fail there, on the model.
     with pytest.raises(SystemExit, match="no SavedModel"):
-        batch_predict.launch(PipelineOptions(
-            ["--model_dir", NOWHERE, "--input", "x", "--output", "y"]))
+        argv = ["--model_dir", NOWHERE, "--input", "x", "--output", "y"]
+        batch_predict.launch(batch_predict.parse_args(argv), PipelineOptions(argv))
 
 
 @pytest.mark.parametrize("job, argv, bad", [

@@ -346,11 +346,13 @@ def test_launch_reads_the_train_labels_range_for_a_regression_evaluation(trained
     from apache_beam.options.pipeline_options import PipelineOptions
     export = trained[2]["export_dir"]
     args = ["--model_dir", export, "--input", taxi_csv[0], "--output", str(tmp_path / "o")]
-    cfg = batch_predict.launch(PipelineOptions(args + ["--evaluate_label", "fare_amount"]))
+    def launch(argv):
+        return batch_predict.launch(batch_predict.parse_args(argv), PipelineOptions(argv))
+    cfg = launch(args + ["--evaluate_label", "fare_amount"])
     with open(taxi_csv[0], newline="") as f:
         fares = [float(r["fare_amount"]) for r in csv.DictReader(f)
                  if (r.get("fare_amount") or "").replace(".", "", 1).isdigit()]
-    low, high = cfg.label_range
+    low, high = cfg.reports.label_range
     assert min(fares) <= low < high <= max(fares)  # the train split's, within the file's
-    assert "fare_amount" not in cfg.train_statistics["features"]  # not a served feature
-    assert batch_predict.launch(PipelineOptions(args)).label_range is None
+    assert "fare_amount" not in cfg.reports.train_statistics["features"]  # not a served feature
+    assert launch(args).reports.label_range is None

@@ -11,7 +11,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_jobs import preprocess
-from beam_jobs.shared.args import BatchPredictArgs, PreprocessArgs
+from beam_jobs.preprocess_config import PreprocessSink, PreprocessSource
 from beam_jobs.shared.local_runner import LocalRunner
 from preprocessing.contract.schema import ColumnSpec, Schema
 from preprocessing.features.transform import make_preprocessing_fn
@@ -52,11 +52,11 @@ def test_preprocess_builds_from_a_config_the_test_constructs(tmp_path):
     src.write_text("id,x,y\n" + "".join(f"r{i},{i * 0.5},{i % 7}\n" for i in range(200))
                    + "bad,oops,1\n")
     out = str(tmp_path / "out")
-    args = PreprocessArgs(input=str(src), output=out)  # every other flag at its default
-    cfg = preprocess.PreprocessConfig(
-        args=args, schema=SCHEMA, preprocessing_fn=make_preprocessing_fn(SCHEMA),
-        patterns=(str(src),), staging=os.path.join(out, "_staging-0-test"),
-        tft_temp_dir=str(tmp_path / "tft"))
+    cfg = preprocess.PreprocessConfig(  # every value not given is its flag's default
+        schema=SCHEMA, preprocessing_fn=make_preprocessing_fn(SCHEMA),
+        tft_temp_dir=str(tmp_path / "tft"),
+        source=PreprocessSource(str(src), (str(src),)),
+        sink=PreprocessSink(out, os.path.join(out, "_staging-0-test")))
     p = _pipeline()
     outputs = preprocess.build_pipeline(p, cfg)
     assert isinstance(outputs, preprocess.PreprocessOutputs) and outputs.test is None  # 90/10
@@ -73,22 +73,22 @@ def test_preprocess_builds_from_a_config_the_test_constructs(tmp_path):
     assert sum(summary["splits"].values()) == 200
     assert summary["rejected"]["by_reason"] == {"unparsable_number": 1}
     assert os.path.exists(os.path.join(out, "_SUCCESS"))
-    assert not os.path.exists(cfg.staging)
+    assert not os.path.exists(cfg.sink.staging)
 
 
 def test_batch_predict_builds_from_a_config_the_test_constructs(trained, taxi_csv, tmp_path):
     from beam_jobs import batch_predict
+    from beam_jobs.batch_predict_config import Model, Sink, Source
     from inference.model import versions
     _, _, metrics = trained
     model_path = versions.resolve_model_dir(metrics["export_dir"])
     schema = versions.load_raw_schema(model_path)
     out = str(tmp_path / "pred")
-    args = BatchPredictArgs(input=taxi_csv[0], output=out, model_dir=model_path,
-                              rows_per_chunk=500)
-    cfg = batch_predict.BatchPredictConfig(
-        args=args, schema=schema, model_path=model_path,
-        version=versions.model_version(model_path), patterns=(taxi_csv[0],),
-        staging=os.path.join(out, "_staging-0-test"), key=schema.key)
+    cfg = batch_predict.BatchPredictConfig(  # every value not given is its flag's default
+        schema=schema,
+        source=Source(taxi_csv[0], (taxi_csv[0],), rows_per_chunk=500, key=schema.key),
+        model=Model(model_path, model_path, versions.model_version(model_path)),
+        sink=Sink(out, os.path.join(out, "_staging-0-test"), "2026-11-29"))
     p = _pipeline()
     outputs = batch_predict.build_pipeline(p, cfg)
     assert isinstance(outputs, batch_predict.BatchPredictOutputs)

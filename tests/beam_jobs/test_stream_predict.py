@@ -42,7 +42,7 @@ def _cfg(tmp_path, model_dir, *extra):
             "--output_dir", str(tmp_path / "out"), "--min_batch_size", "1",
             "--max_batch_size", "4", *extra]
     options = PipelineOptions(args)
-    return stream_predict.launch(options), options
+    return stream_predict.launch(stream_predict.parse_args(options), options), options
 
 
 class _Source(beam.PTransform):
@@ -63,7 +63,9 @@ class _Source(beam.PTransform):
 def _run(cfg, options, stream, control=None):
     options.view_as(StandardOptions).streaming = True
     with beam.Pipeline(options=options) as p:
-        stream_predict.build_pipeline(p, dataclasses.replace(cfg, source=_Source(stream, control)))
+        reader = _Source(stream, control)
+        stream_predict.build_pipeline(p, dataclasses.replace(
+            cfg, source=dataclasses.replace(cfg.source, reader=reader)))
 
 
 def _outputs(tmp_path):
@@ -254,21 +256,21 @@ def test_stream_predict_builds_from_a_config_the_test_constructs(trained, tmp_pa
     messages in, predictions and dead letters checked with assert_that."""
     from apache_beam.testing.util import assert_that, equal_to
 
-    from beam_jobs.shared.args import StreamPredictArgs
+    from beam_jobs.stream_predict_config import StreamModel, StreamSinks, StreamSource
     from inference.model import versions as model_versions
     model_path = model_versions.resolve_model_dir(trained[2]["export_dir"])
-    args = StreamPredictArgs(model_dir=model_path, input_topic="projects/p/topics/in",
-                             output_dir=str(tmp_path / "out"), min_batch_size=1,
-                             max_batch_size=4, model_gate="off", skew_report="off",
-                             model_refresh_secs=-1)
     stream = (EventStream()
               .add_elements([TimestampedValue(msg(f"m{i}"), i) for i in range(4)]
                             + [TimestampedValue(msg("bad", b"{oops"), 5)])
               .advance_watermark_to_infinity())
-    cfg = stream_predict.StreamPredictConfig(
-        args=args, schema=model_versions.load_raw_schema(model_path), model_path=model_path,
-        dead_letter_dir=str(tmp_path / "rejects"), monitoring_dir=str(tmp_path / "mon"),
-        source=_Source(stream))
+    cfg = stream_predict.StreamPredictConfig(  # no gate, no skew report, no refresh
+        schema=model_versions.load_raw_schema(model_path),
+        source=StreamSource(_Source(stream), "projects/p/topics/in"),
+        model=StreamModel(model_path, model_path, min_batch_size=1, max_batch_size=4,
+                          refresh_secs=-1),
+        sinks=StreamSinks(output_dir=str(tmp_path / "out"),
+                          dead_letter_dir=str(tmp_path / "rejects"),
+                          monitoring_dir=str(tmp_path / "mon")))
     options = PipelineOptions(["--streaming"])
     with beam.Pipeline(options=options) as p:
         out = stream_predict.build_pipeline(p, cfg)
