@@ -67,10 +67,11 @@ from inference.model.serving_model import choose_version
 from inference.model.shadow import CombineShadow, ShadowScore
 from inference.outputs import sinks
 from inference.outputs.batch_report import batch_report
-from inference.outputs.predictions import PredictionBlock
+from inference.outputs.predictions import Prediction, PredictionBlock
 from inference.skew import SkewOfBatches, load_train_statistics, train_label_range
 from preprocessing.accounting import counting
 from preprocessing.accounting.rejects import WriteDeadLetters
+from preprocessing.accounting.tagged import typed_outputs
 from preprocessing.files import filesys
 from preprocessing.images.checks import ImageLimits
 from preprocessing.images.sources import LIST_EXTENSIONS
@@ -238,9 +239,9 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig) -> BatchPredictOut
     handler = mh.SavedModelHandler(model.path, rows_per_call=model.max_batch_size,
                                    intra_op_threads=model.threads)
     results = batches | "RunInference" >> RunInference(handler)
-    formatted = results | "Format" >> beam.ParDo(
-        FormatPredictions(JOB, label, cfg.reports.slicer)).with_outputs(
-            "rejects", counting.COUNTS, main="predictions")
+    formatted = results | "Format" >> typed_outputs(
+        beam.ParDo(FormatPredictions(JOB, label, cfg.reports.slicer)), PredictionBlock,
+        "rejects", counting.COUNTS, main="predictions")
     tallies.append(formatted[counting.COUNTS])
     dead = (read_rejects, formatted.rejects) | "AllRejects" >> beam.Flatten()
     written.append(dead | "DeadLetters" >> WriteDeadLetters(
@@ -272,15 +273,18 @@ def _sinks(sink: Sink, preds, columns) -> list:
     if sink.output_format in ("jsonl", "both"):
         # One text element per batch (lines joined): the sink adds the final newline.
         written.append(preds | "ToJson" >> beam.Map(PredictionBlock.json_bytes)
+                       .with_output_types(bytes)
                        | "WriteJsonl" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl"))
     if sink.output_format in ("csv", "both"):
         header = sinks.csv_line(dict(zip(columns, columns)), columns)
         written.append(preds | "ToCsv" >> beam.Map(
                 lambda block: "\n".join(sinks.csv_line(r, columns) for r in block.records()))
+                .with_output_types(str)
             | "WriteCsv" >> beam.io.WriteToText(prefix, file_name_suffix=".csv", header=header))
     if sink.output_table:
         # Its output (the finished load jobs) is a Finalize input: _SUCCESS waits for the loads.
-        written.append(preds | "Unbatch" >> beam.FlatMap(PredictionBlock.records)
+        written.append(preds | "Unbatch" >> beam.FlatMap(PredictionBlock.predictions)
+                       .with_output_types(Prediction)
                        | "WriteBigQuery" >> sinks.WriteBigQuery(sink.output_table, columns,
                                                                 sink.run_date))
     return written
@@ -309,6 +313,7 @@ def _reports(cfg: BatchPredictConfig, batches, results, preds) -> list:
                            EvalMetrics(cfg.schema.task, r.label_range,
                                        slices=r.slicer is not None))
              | "MetricsJson" >> beam.Map(_metrics_json, r.label, model.version)
+             .with_output_types(str)
              | "WriteMetrics" >> beam.io.WriteToText(FileSystems.join(staging, "metrics"),
                                                      file_name_suffix=".json",
                                                      shard_name_template=""))

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from typing import Any, NamedTuple, Optional, Sequence, Union
+from typing import NamedTuple, Optional, Sequence, Union
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -50,6 +50,7 @@ from beam_jobs.shared.args import PreprocessArgs
 from beam_jobs.shared.finalize import Finalize, OutputSpec
 from preprocessing.accounting import counting
 from preprocessing.accounting.rejects import WriteDeadLetters
+from preprocessing.accounting.tagged import typed_outputs
 from preprocessing.contract.schema import RAW_SCHEMA_FILE
 from preprocessing.contract.split import SPLITS, parse_fractions
 from preprocessing.files import filesys
@@ -164,10 +165,9 @@ def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig) -> PreprocessOutputs
             data, metadata = (((parsed.split(split), tac), transform_fn)
                               | f"Transform_{split}" >> tft_beam.TransformDataset(
                                   output_record_batches=True))
-            counted = data | f"Count_{split}" >> beam.ParDo(
-                pp.CountTransformed(split)).with_output_types(
-                pp.TRANSFORMED, **{counting.COUNTS: Any}).with_outputs(
-                counting.COUNTS, main="batches")
+            counted = data | f"Count_{split}" >> typed_outputs(
+                beam.ParDo(pp.CountTransformed(split)), pp.TRANSFORMED, counting.COUNTS,
+                main="batches")
             tallies.append(counted[counting.COUNTS])
             transformed[split] = counted.batches
             written.append((counted.batches, metadata)

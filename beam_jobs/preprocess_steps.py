@@ -17,6 +17,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from preprocessing.accounting import counting, rejects
 from preprocessing.accounting.rejects import Reject
+from preprocessing.accounting.tagged import typed_outputs
 from preprocessing.contract.schema import RAW_SCHEMA_FILE, Schema
 from preprocessing.contract.split import SPLITS, boundaries, split_index, split_indices
 from preprocessing.files import csv_blocks, filesys, reading
@@ -45,7 +46,7 @@ class RawSplits(NamedTuple):
 
 # The splits' RecordBatches travel under record_batches.RecordBatchCoder, not pickled. The
 # other tags are declared too: Beam warns of a tag requested but not typed.
-SPLIT_TYPES = {**{name: pa.RecordBatch for name in SPLITS}, "rejects": Any, counting.COUNTS: Any}
+SPLIT_TYPES = {name: pa.RecordBatch for name in SPLITS}  # each split's raw rows
 # tf.transform's output with output_record_batches=True: (batch, passthrough columns).
 TRANSFORMED = Tuple[pa.RecordBatch, Dict[str, pa.Array]]
 
@@ -79,9 +80,9 @@ class ReadCsvSplits(beam.PTransform):
             JOB, self.patterns, self.rows_per_batch, block_bytes=self.block_bytes or None,
             total_bytes=self.total_bytes, max_bytes=self.record_bounds[0],
             max_lines=self.record_bounds[1])
-        parsed = chunks | "ParseAndSplit" >> beam.ParDo(
-            ParseAndSplit(self.schema, self.fractions, self.delimiter, self.record_bounds)
-        ).with_output_types(Any, **SPLIT_TYPES).with_outputs("rejects", counting.COUNTS, *SPLITS)
+        parsed = chunks | "ParseAndSplit" >> typed_outputs(beam.ParDo(
+            ParseAndSplit(self.schema, self.fractions, self.delimiter, self.record_bounds)),
+            Any, "rejects", counting.COUNTS, *SPLITS, **SPLIT_TYPES)
         counts = (counts, parsed[counting.COUNTS]) | "ReadCounts" >> beam.Flatten()
         return _raw_splits(parsed, read_rejects, counts)
 
@@ -106,9 +107,9 @@ class ReadImageSplits(beam.PTransform):
         parsed = (items
                   | "Redistribute" >> beam.Reshuffle()
                   | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=64)
-                  | "ProcessImages" >> beam.ParDo(ProcessImages(
-                      self.schema, self.fractions, self.classes, self.limits))
-                  .with_output_types(Any, **SPLIT_TYPES).with_outputs("rejects", *SPLITS))
+                  | "ProcessImages" >> typed_outputs(beam.ParDo(ProcessImages(
+                      self.schema, self.fractions, self.classes, self.limits)),
+                      Any, "rejects", *SPLITS, **SPLIT_TYPES))
         return _raw_splits(parsed, read_rejects, counts)
 
 
@@ -262,20 +263,23 @@ class WriteTransformOutput(beam.PTransform):
         return transform_fn, [transform_fn[0]]
 
     def expand(self, transform_fn):
+        """-> the transform's output folder (str), once written."""
         import tensorflow_transform.beam as tft_beam
-        if not self.stage_locally:
-            return transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(self.output)
-        staging = filesys.local_tmp_dir("tft_stage_")
         output = self.output
+        if not self.stage_locally:
+            return (transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(output)
+                    | "Written" >> beam.Map(lambda _: output).with_output_types(str))
+        staging = filesys.local_tmp_dir("tft_stage_")
 
-        def publish(_):
+        def publish(_) -> str:
             for name in ("transform_fn", "transformed_metadata"):
                 filesys.copy_local_tree(os.path.join(staging, name), FileSystems.join(output, name))
             shutil.rmtree(staging, ignore_errors=True)
+            return output
 
         return (transform_fn
                 | "WriteTransformFnLocally" >> tft_beam.WriteTransformFn(staging)
-                | "PublishTransformFn" >> beam.Map(publish))
+                | "PublishTransformFn" >> beam.Map(publish).with_output_types(str))
 
 
 class WriteSplit(beam.PTransform):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from typing import Dict, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -40,7 +40,7 @@ from inference.model import model_handler as mh
 from inference.model import versions
 from inference.outputs import sinks
 from inference.outputs.batch_report import redrive_report
-from inference.outputs.predictions import Prediction
+from inference.outputs.predictions import Prediction, PredictionBlock
 from inference.redrive_steps import (  # noqa: F401 (LETTER_MAX_BYTES: the bound, for readers)
     LETTER_MAX_BYTES,
     CarriedKeys,
@@ -53,8 +53,10 @@ from inference.redrive_steps import (  # noqa: F401 (LETTER_MAX_BYTES: the bound
     letter_place,
 )
 from preprocessing.accounting import counting, rejects
+from preprocessing.accounting.tagged import typed_outputs
 from preprocessing.contract.schema import Schema
 from preprocessing.files import filesys
+from preprocessing.files.reading import Chunk
 
 JOB = "redrive"  # the metrics namespace of this job's steps
 
@@ -178,19 +180,19 @@ def read_letters(p, cfg: RedriveConfig):
     from --rejects where there is one (so none is lost). Returns (letters, the reads'
     results with their `rejects` and counts, further counts)."""
     reads = [p | f"{name}Pattern" >> beam.Create([pattern])
-             | f"Read{name}" >> beam.ParDo(ReadLetterLines(JOB)).with_outputs(
-                 "rejects", counting.COUNTS, main="lines")
+             | f"Read{name}" >> typed_outputs(beam.ParDo(ReadLetterLines(JOB)), str, "rejects",
+                                              counting.COUNTS, main="lines")
              for name, pattern in (("Letters", cfg.rejects), ("Fixed", cfg.fixed)) if pattern]
     published = reads[0].lines
     if not cfg.fixed:
         return published, reads, ()
     chosen = ({"published": published | "PlacePublished" >> beam.Map(
-                  lambda x: (letter_place(x), x)),
+                  lambda x: (letter_place(x), x)).with_output_types(Tuple[Any, str]),
                "fixed": reads[1].lines | "PlaceFixed" >> beam.Map(
-                   lambda x: (letter_place(x), x))}
+                   lambda x: (letter_place(x), x)).with_output_types(Tuple[Any, str])}
               | "ByPlace" >> beam.CoGroupByKey()
-              | "FixedFirst" >> beam.ParDo(FixedFirst(JOB)).with_outputs(counting.COUNTS,
-                                                                    main="letters"))
+              | "FixedFirst" >> typed_outputs(beam.ParDo(FixedFirst(JOB)), str,
+                                              counting.COUNTS, main="letters"))
     return chosen.letters, reads, (chosen[counting.COUNTS],)
 
 
@@ -198,30 +200,39 @@ def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig) -> RedriveOutputs:
     """Pure wiring: dead letters -> parse -> score -> merge by key; the published
     predictions are copied into staging beside the new ones, and Finalize publishes."""
     lines, reads, letter_counts = read_letters(p, cfg)
-    letters = lines | "Split" >> beam.ParDo(SplitLetters(JOB)).with_outputs(
-        "kept", "rejects", counting.COUNTS, main="replay")
+    # Replay: (source, (line, raw)) pairs, grouped by source.
+    letters = lines | "Split" >> typed_outputs(
+        beam.ParDo(SplitLetters(JOB)), Tuple[str, Tuple[Any, str]], "kept", "rejects",
+        counting.COUNTS, main="replay", kept=rejects.DeadLetter)
     chunks = (letters.replay | "BySource" >> beam.GroupByKey()
-              | "Chunks" >> beam.ParDo(SourceChunks(JOB, cfg.rows_per_chunk, cfg.headers)).with_outputs(
+              | "Chunks" >> typed_outputs(
+                  beam.ParDo(SourceChunks(JOB, cfg.rows_per_chunk, cfg.headers)), Chunk,
                   "rejects", main="chunks"))
-    parsed = chunks.chunks | "Parse" >> beam.ParDo(
-        ParseInputs(JOB, cfg.schema, cfg.key, cfg.passthrough)).with_outputs(
+    parsed = chunks.chunks | "Parse" >> typed_outputs(
+        beam.ParDo(ParseInputs(JOB, cfg.schema, cfg.key, cfg.passthrough)), mh.RowBatch,
         "rejects", counting.COUNTS, main="batches")
     handler = mh.SavedModelHandler(cfg.model_path, rows_per_call=cfg.rows_per_chunk)
     formatted = (parsed.batches | "RunInference" >> RunInference(handler)
-                 | "Format" >> beam.ParDo(FormatPredictions(JOB, cfg.label)).with_outputs(
+                 | "Format" >> typed_outputs(
+                     beam.ParDo(FormatPredictions(JOB, cfg.label)), PredictionBlock,
                      "rejects", counting.COUNTS, main="predictions"))
-    new = (formatted.predictions | "Records" >> beam.FlatMap(lambda b: b.predictions())
-           | "KeyNew" >> beam.Map(lambda r: (r.key, r)))
+    new = (formatted.predictions
+           | "Records" >> beam.FlatMap(PredictionBlock.predictions).with_output_types(
+               Prediction)
+           | "KeyNew" >> beam.Map(lambda r: (r.key, r)).with_output_types(
+               Tuple[Any, Prediction]))
     # Published keys from the format the run wrote (JSON lines, else CSV: same rows).
     fmt = "jsonl" if cfg.prediction_files else "csv"
     published = (p | "Published" >> beam.Create(list(cfg.prediction_files or cfg.csv_files))
                  | "ReadPublished" >> beam.io.ReadAllFromText(
                      skip_header_lines=1 if fmt == "csv" else 0)
-                 | "KeysPublished" >> beam.ParDo(CarriedKeys(JOB, fmt)).with_outputs(
-                     counting.COUNTS, main="keys"))
+                 | "KeysPublished" >> typed_outputs(
+                     beam.ParDo(CarriedKeys(JOB, fmt)), Tuple[Any, None], counting.COUNTS,
+                     main="keys"))
     merged = ({"old": published.keys, "new": new} | "ByKey" >> beam.CoGroupByKey()
-              | "Merge" >> beam.ParDo(MergeByKey(JOB, cfg.rejects)).with_outputs(
-                  "rejects", counting.COUNTS, main="records"))
+              | "Merge" >> typed_outputs(
+                  beam.ParDo(MergeByKey(JOB, cfg.rejects)), Prediction, "rejects",
+                  counting.COUNTS, main="records"))
     dead = ((letters.kept, letters.rejects, chunks.rejects, parsed.rejects,
              formatted.rejects, merged.rejects) + tuple(r.rejects for r in reads)
             | "AllRejects" >> beam.Flatten())
@@ -231,16 +242,18 @@ def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig) -> RedriveOutputs:
     if cfg.headers:  # the run's record of its CSV headers stays with the output
         kept.append(FileSystems.join(cfg.output, SOURCES_FILE))
     written.append(p | "KeptFiles" >> beam.Create(kept)
-                   | "CopyKept" >> beam.ParDo(CopyFile(cfg.staging)))
+                   | "CopyKept" >> beam.ParDo(CopyFile(cfg.staging)).with_output_types(str))
     prefix = FileSystems.join(cfg.staging, "predictions-redrive-" +
                               cfg.staging.rstrip("/").rsplit("-", 2)[-2])
-    records = merged.records | "ToDicts" >> beam.Map(Prediction.to_dict)
-    written.append(records | "ToJson" >> beam.Map(json.dumps)
+    records = merged.records  # Predictions, serialised by the sinks
+    written.append(records | "ToJson" >> beam.Map(lambda r: json.dumps(r.to_dict()))
+                   .with_output_types(str)
                    | "WriteJsonl" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl"))
     if cfg.csv_files:
         columns = sinks.prediction_columns(cfg.schema.task, "key", cfg.passthrough,
                                            bool(cfg.label))
-        written.append(records | "ToCsv" >> beam.Map(sinks.csv_line, columns)
+        written.append(records | "ToCsv" >> beam.Map(
+                           lambda r: sinks.csv_line(r.to_dict(), columns)).with_output_types(str)
                        | "WriteCsv" >> beam.io.WriteToText(
                            prefix, file_name_suffix=".csv",
                            header=sinks.csv_line(dict(zip(columns, columns)), columns)))

@@ -40,7 +40,7 @@ serialized tf.Example); a line without "data"/"data_b64" is itself the features 
 from __future__ import annotations
 
 import logging
-from typing import NamedTuple, Sequence, Union
+from typing import Any, NamedTuple, Sequence, Tuple, Union
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -67,7 +67,14 @@ from inference.outputs import sinks, stream_report
 from inference.outputs.predictions import Prediction
 from inference.outputs.stream_report import WriteStreamReport
 from inference.skew import RowPartials, SkewReport, kinds_of, load_train_statistics
-from inference.streaming import MODEL_EVENTS, FormatResults, ParseMessages, WriteJson
+from inference.streaming import (
+    MODEL_EVENTS,
+    FormatResults,
+    MessageMeta,
+    ParseMessages,
+    WriteJson,
+    WrittenIds,
+)
 from inference.window_slices import LabelledRows, SliceMetricsFn
 from inference.windows import (
     BundlePartials,
@@ -77,7 +84,7 @@ from inference.windows import (
     PerWindow,
     Served,
 )
-from preprocessing.accounting.rejects import DeadLetter
+from preprocessing.accounting.tagged import typed_outputs
 from preprocessing.images.checks import ImageLimits
 
 JOB = "stream_predict"  # the metrics namespace of this job's steps
@@ -171,8 +178,8 @@ def launch(o: StreamPredictArgs, options: PipelineOptions) -> StreamPredictConfi
     return StreamPredictConfig(
         schema,
         StreamSource(_reader(o, local), o.replay or o.input_subscription or o.input_topic,
-                     o.id_attribute, o.max_message_bytes, images,
-                     ack_after_write=local and not o.replay),
+                     "Replay" if o.replay else "ReadPubSub", o.id_attribute,
+                     o.max_message_bytes, images, ack_after_write=local and not o.replay),
         StreamModel(model_path, o.model_dir, o.min_batch_size, o.max_batch_size,
                     o.model_refresh_secs, common_options.gate_settings(o), shadow_path),
         sinks_,
@@ -195,48 +202,48 @@ def _reader(o: StreamPredictArgs, local: bool) -> beam.PTransform:
             topic=o.input_topic, subscription=o.input_subscription, with_attributes=True,
             timestamp_attribute=o.timestamp_attribute,
             id_label=None if local else o.id_attribute)
-    except ValueError as e:  # a malformed topic or subscription path
-        raise errors.JobError(JOB, f"{str(e).splitlines()[0]}")
+    except ValueError as e:  # a malformed topic or subscription path, or project name
+        flag = "--input_topic" if o.input_topic else "--input_subscription"
+        raise errors.JobError(JOB, f"{flag}: {str(e).splitlines()[0]}")
 
 
 def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig) -> StreamPredictOutputs:
     """Adds the streaming graph to `p`: PubsubMessages from cfg.source.reader (Pub/Sub, the
     --replay file, or a test's TestStream), predicted, their records written."""
     src, model, out, mon = cfg.source, cfg.model, cfg.sinks, cfg.monitoring
-    source = p | "Source" >> src.reader
-    parsed = source | "Parse" >> beam.ParDo(
+    source = p | src.step >> src.reader
+    # Rows are (MessageMeta, values): the metadata rides through as the key.
+    parsed = source | "Parse" >> typed_outputs(beam.ParDo(
         ParseMessages(JOB, cfg.schema, src.id_attribute,
                       src.images.handler_kwargs() if src.images else None, src.origin,
-                      src.max_message_bytes)).with_outputs(
-            "rejects", main="rows")
+                      src.max_message_bytes)), Tuple[MessageMeta, Any], "rejects",
+        main="rows")
     # Batches are made within a bundle (no max_batch_duration_secs): Beam's stateful
     # cross-bundle batching flushes what it holds by a timer at the end of the global window,
     # after the watermark has passed those rows, so every window downstream dropped them.
     handler = mh.SavedModelHandler(
         model.path, min_batch_size=model.min_batch_size, max_batch_size=model.max_batch_size,
         watch_base=model.model_dir, refresh_secs=model.refresh_secs, gate=model.gate)
-    # Rows are (MessageMeta, values): the metadata rides through as the key.
     results = parsed.rows | "RunInference" >> RunInference(KeyedModelHandler(handler))
-    formatted = results | "Format" >> beam.ParDo(FormatResults(JOB, src.origin)).with_outputs(
-        "rejects", MODEL_EVENTS, main="predictions")
+    formatted = results | "Format" >> typed_outputs(
+        beam.ParDo(FormatResults(JOB, src.origin)), Prediction, "rejects", MODEL_EVENTS,
+        main="predictions", **{MODEL_EVENTS: MonitoringRecord})
     dead = (parsed.rejects, formatted.rejects) | "AllRejects" >> beam.Flatten()
     preds = formatted.predictions
     publish = (lambda topic: local_acks.PublishMessages(topic, out.max_outage_secs)) \
         if src.ack_after_write else None
-    pred_dicts = preds | "PredictionDicts" >> beam.Map(Prediction.to_dict)
-    written_preds = pred_dicts | "WritePredictions" >> WriteJson(
+    written_preds = preds | "WritePredictions" >> WriteJson(
         out.output_topic, out.output_dir, "predictions", mon.window_secs, publish)
     if out.output_table:
         columns = sinks.prediction_columns(cfg.schema.task, "id",
                                            extra=("latency_ms", "event_time"))
-        refused = (pred_dicts | "WriteBigQuery" >> sinks.WriteBigQuery(out.output_table, columns)
+        refused = (preds | "WriteBigQuery" >> sinks.WriteBigQuery(out.output_table, columns)
                    | "InsertFailures" >> beam.ParDo(sinks.InsertFailures(JOB)))
         dead_letters = (dead, refused) | "WithRefused" >> beam.Flatten()
     else:
         dead_letters = dead
-    written_dead = (dead_letters | "RejectRecords" >> beam.Map(DeadLetter.to_dict)
-                    | "WriteRejects" >> WriteJson(out.dead_letter_topic, out.dead_letter_dir,
-                                                  "rejects", mon.window_secs, publish))
+    written_dead = dead_letters | "WriteRejects" >> WriteJson(
+        out.dead_letter_topic, out.dead_letter_dir, "rejects", mon.window_secs, publish)
     if src.ack_after_write:
         acknowledge(preds, written_preds, "Predictions")
         acknowledge(dead_letters, written_dead, "Rejects")
@@ -248,9 +255,8 @@ def build_pipeline(p: beam.Pipeline, cfg: StreamPredictConfig) -> StreamPredictO
     records = [stats, formatted[MODEL_EVENTS]]
     records += window_records(cfg, parsed.rows, results)
     monitoring = tuple(records) | "WithModelEvents" >> beam.Flatten()
-    _ = (monitoring | "MonitoringDicts" >> beam.Map(MonitoringRecord.to_dict)
-         | "WriteMonitoring" >> WriteJson(out.monitoring_topic, out.monitoring_dir,
-                                          "monitoring", mon.window_secs, publish))
+    _ = monitoring | "WriteMonitoring" >> WriteJson(
+        out.monitoring_topic, out.monitoring_dir, "monitoring", mon.window_secs, publish)
     report_dir = out.output_dir or out.monitoring_dir
     if report_dir:
         _ = monitoring | "Report" >> WriteStreamReport(
@@ -293,7 +299,8 @@ def acknowledge(records, written: tuple, name: str) -> None:
     message ids a sink wrote) has reported it; with no such sink (a BigQuery table alone),
     once its record is made."""
     if not written:
-        written = (records | f"Handed{name}" >> beam.Map(lambda r: [r.get("message_id")]),)
+        written = (records | f"Handed{name}" >> beam.Map(
+            lambda r: [r.get("message_id")]).with_output_types(WrittenIds),)
     for i, ids in enumerate(written):
         _ = ids | f"Ack{name}{i}" >> beam.ParDo(local_acks.Acknowledge(len(written)))
 

@@ -34,6 +34,7 @@ class StreamSource:
     file paced in real time, or a test's TestStream)."""
     reader: beam.PTransform
     origin: str                           # the subscription, topic or file dead letters name
+    step: str = "Source"                  # the reader's step name (kept across updates)
     id_attribute: str = A.id_attribute
     max_message_bytes: int = A.max_message_bytes
     images: Optional[UriImages] = None    # an image model

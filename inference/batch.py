@@ -17,6 +17,7 @@ from inference.inputs.rows import ServingParser
 from inference.model import model_handler as mh
 from inference.outputs.predictions import PredictionBlock
 from preprocessing.accounting import counting, rejects
+from preprocessing.accounting.tagged import typed_outputs
 from preprocessing.contract.schema import Schema
 from preprocessing.contract.values import parse_json
 from preprocessing.files import csv_blocks, filesys, reading
@@ -82,9 +83,9 @@ class ReadInputs(beam.PTransform):
             self.job, self.patterns, self.rows_per_chunk, self.input_format,
             block_bytes=self.block_bytes or None, total_bytes=self.total_bytes,
             max_bytes=self.record_bounds[0], max_lines=self.record_bounds[1])
-        parsed = chunks | "Parse" >> beam.ParDo(
-            ParseInputs(self.job, self.schema, self.key, self.passthrough, self.record_bounds)
-        ).with_outputs("rejects", counting.COUNTS, main="batches")
+        parsed = chunks | "Parse" >> typed_outputs(beam.ParDo(
+            ParseInputs(self.job, self.schema, self.key, self.passthrough, self.record_bounds)),
+            mh.RowBatch, "rejects", counting.COUNTS, main="batches")
         dead = (read_rejects, parsed.rejects) | "ReadRejects" >> beam.Flatten()
         counts = (read_counts, parsed[counting.COUNTS]) | "ReadCounts" >> beam.Flatten()
         return ParsedInputs(parsed.batches, dead, counts, chunks)

@@ -11,7 +11,7 @@ import json
 import logging
 import time
 import uuid
-from typing import NamedTuple, Optional, Union
+from typing import List, NamedTuple, Optional, Union
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -203,10 +203,12 @@ def drain_model_events(ts):
 
 
 class WriteJson(beam.PTransform):
-    """Records -> a Pub/Sub topic (JSON, with id, message_id and model_version attributes)
-    and/or windowed JSON-lines files. Returns the PCollections of lists of `message_id`s each
-    sink has written: the files' always, the topic's when `publish` (topic -> a DoFn that
-    publishes PubsubMessages and outputs such lists) replaces Beam's WriteToPubSub."""
+    """Records (Predictions, DeadLetters, MonitoringRecords: anything with `to_dict` and
+    `get`, serialised here) -> a Pub/Sub topic (JSON, with id, message_id and model_version
+    attributes) and/or windowed JSON-lines files. Returns the PCollections of lists of
+    `message_id`s each sink has written: the files' always, the topic's when `publish`
+    (topic -> a DoFn that publishes PubsubMessages and outputs such lists) replaces Beam's
+    WriteToPubSub."""
 
     def __init__(self, topic: Optional[str], directory: Optional[str], prefix: str,
                  window_secs: float, publish=None):
@@ -218,9 +220,11 @@ class WriteJson(beam.PTransform):
     def expand(self, records):
         written = []
         if self.topic:
-            messages = records | "ToMessage" >> beam.Map(to_message)
+            messages = records | "ToMessage" >> beam.Map(to_message).with_output_types(
+                PubsubMessage)
             if self.publish is not None:
-                written.append(messages | "Publish" >> beam.ParDo(self.publish(self.topic)))
+                written.append(messages | "Publish" >> beam.ParDo(
+                    self.publish(self.topic)).with_output_types(WrittenIds))
             else:
                 _ = messages | "Publish" >> beam.io.WriteToPubSub(self.topic,
                                                                   with_attributes=True)
@@ -235,16 +239,21 @@ class WriteJson(beam.PTransform):
                     allowed_lateness=NEVER_DROP_SECS)
                 | "OneFile" >> beam.Map(lambda rec: (None, rec))
                 | "PerPane" >> beam.GroupByKey()
-                | "Files" >> beam.ParDo(WritePaneFile(self.directory, self.prefix)))
+                | "Files" >> beam.ParDo(WritePaneFile(self.directory, self.prefix))
+                .with_output_types(WrittenIds))
         return tuple(written)
 
 
+WrittenIds = List[Optional[str]]  # the `message_id`s a sink wrote (for acknowledgement)
+
+
 def to_message(rec) -> PubsubMessage:
-    attrs = {"id": str(rec.get("id", ""))}
+    record = rec.to_dict()
+    attrs = {"id": str(record.get("id", ""))}
     for name in ("message_id", "model_version"):
-        if rec.get(name):
-            attrs[name] = str(rec[name])
-    return PubsubMessage(_json(rec).encode(), attrs)
+        if record.get(name):
+            attrs[name] = str(record[name])
+    return PubsubMessage(_json(record).encode(), attrs)
 
 
 class WritePaneFile(beam.DoFn):
@@ -258,8 +267,9 @@ class WritePaneFile(beam.DoFn):
     def process(self, keyed, win=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
         lines, ids = [], []
         for rec in keyed[1]:
-            lines.append(_json(rec))
-            ids.append(rec.get("message_id"))
+            record = rec.to_dict()
+            lines.append(_json(record))
+            ids.append(record.get("message_id"))
         name = pane_file_name(self.prefix, win, pane.index)
         final = FileSystems.join(self.directory, name)
         temp = FileSystems.join(self.directory, f".{name}.{uuid.uuid4().hex}.tmp")

@@ -11,6 +11,7 @@ from inference.inputs.image_sources import IMAGE_INPUT, ImageInputs
 from inference.model import model_handler as mh
 from preprocessing.accounting import rejects
 from preprocessing.accounting.rejects import Reject
+from preprocessing.accounting.tagged import typed_outputs
 from preprocessing.images.checks import ImageLimits
 from preprocessing.images.sources import ReadImageItems
 
@@ -73,6 +74,7 @@ class ReadImageInputs(beam.PTransform):
                   | "Spread" >> beam.Reshuffle()
                   | "Batch" >> beam.BatchElements(min_batch_size=1,
                                                   max_batch_size=self.max_batch_size)
-                  | "Load" >> beam.ParDo(LoadImages(self.job, self.label_column, self.limits)).with_outputs(
-                      "rejects", main="batches"))
+                  | "Load" >> typed_outputs(
+                      beam.ParDo(LoadImages(self.job, self.label_column, self.limits)),
+                      mh.RowBatch, "rejects", main="batches"))
         return loaded.batches, read, loaded.rejects, counts

@@ -66,7 +66,7 @@ class WaitForLoadJobs(beam.DoFn):
 
 
 class WriteBigQuery(beam.PTransform):
-    """Prediction records -> BigQuery. Batch (`run_date` given): file loads into the date's
+    """Predictions -> BigQuery. Batch (`run_date` given): file loads into the date's
     day partition `table$YYYYMMDD`, truncated, so a re-run of a date replaces it, and the
     output (one line per finished load job) is complete only once the loads are done.
     `partitioned=False` truncates the whole table instead (for stores without partition
@@ -87,8 +87,9 @@ class WriteBigQuery(beam.PTransform):
         columns, fields = self.columns, bigquery_fields(self.columns)
         strings = [f["name"] for f in fields if f["type"] == "STRING"]
 
-        def to_row(rec):
-            row = {k: rec.get(k) for k in columns}
+        def to_row(rec) -> dict:  # the dict Beam's BigQuery sink takes
+            record = rec.to_dict()
+            row = {k: record.get(k) for k in columns}
             for c in strings:
                 row[c] = None if row[c] is None else str(row[c])
             return row

@@ -182,6 +182,6 @@ class WriteDeadLetters(beam.PTransform):
         self.directory = directory
 
     def expand(self, pcoll):
-        return (pcoll | "ToJson" >> beam.Map(DeadLetter.to_json)
+        return (pcoll | "ToJson" >> beam.Map(DeadLetter.to_json).with_output_types(str)
                 | "WriteRejects" >> beam.io.WriteToText(
                     FileSystems.join(self.directory, "rejects"), file_name_suffix=".jsonl"))

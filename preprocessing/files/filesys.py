@@ -189,7 +189,7 @@ def write_json_file(records, folder: str, name: str):
     """A PCollection of one dict -> `folder/name.json` (strict JSON, one file): the small
     reports a job stages for Finalize to attach to its summary."""
     return (records
-            | f"{name}Json" >> beam.Map(dumps_json)
+            | f"{name}Json" >> beam.Map(dumps_json).with_output_types(str)
             | f"Write{name}" >> beam.io.WriteToText(FileSystems.join(folder, name),
                                                    file_name_suffix=".json",
                                                    shard_name_template=""))

@@ -12,6 +12,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from preprocessing.accounting.counting import COUNTS, Progress, Tally
 from preprocessing.accounting.rejects import DeadLetters
+from preprocessing.accounting.tagged import typed_outputs
 from preprocessing.files import filesys
 from preprocessing.files.csv_blocks import (
     CUT_ERRORS,
@@ -305,10 +306,10 @@ class ReadChunks(beam.PTransform):
             | "Patterns" >> beam.Create(self.patterns)
             | "Match" >> fileio.MatchAll()
             | "Open" >> fileio.ReadMatches()
-            | "ReadChunks" >> beam.ParDo(ReadFileChunks(self.job, self.chunk_rows, self.fmt,
-                                                        self.block_bytes, self.total_bytes,
-                                                        self.header, *self.bounds))
-            .with_outputs("rejects", COUNTS, main="chunks")
+            | "ReadChunks" >> typed_outputs(
+                beam.ParDo(ReadFileChunks(self.job, self.chunk_rows, self.fmt, self.block_bytes,
+                                          self.total_bytes, self.header, *self.bounds)),
+                Chunk, "rejects", COUNTS, main="chunks")
         )
         # Files are read whole; redistribute their chunks so parsing runs in parallel.
         chunks = read.chunks | "Redistribute" >> beam.Reshuffle()

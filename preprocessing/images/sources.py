@@ -11,7 +11,8 @@ import apache_beam as beam
 from apache_beam.io import fileio
 
 from preprocessing.accounting import counting
-from preprocessing.accounting.rejects import DeadLetters, Reject
+from preprocessing.accounting.rejects import DeadLetter, DeadLetters, Reject
+from preprocessing.accounting.tagged import typed_outputs
 from preprocessing.contract.values import parse_json
 from preprocessing.files import reading
 from preprocessing.parsing import row_parser
@@ -127,21 +128,22 @@ class ReadImageItems(beam.PTransform):
             chunks, read_rejects, counts = pbegin | "ReadLists" >> reading.ReadChunks(
                 self.job, self.list_files, self.rows_per_chunk, self.input_format,
                 header=self.header)
-            listed = chunks | "ListItems" >> beam.ParDo(ListedImages(
-                self.job, self.key_column, self.label_column)).with_outputs("rejects",
-                                                                            main="items")
+            listed = chunks | "ListItems" >> typed_outputs(beam.ParDo(ListedImages(
+                self.job, self.key_column, self.label_column)), ImageItem, "rejects",
+                main="items")
             sources.append(listed.items)
             dead += [read_rejects, listed.rejects]
             tallies.append(counts)
         if self.image_patterns:
             files = (pbegin | "ImagePatterns" >> beam.Create(self.image_patterns)
                      | "MatchImages" >> fileio.MatchAll()
-                     | "FileItems" >> beam.ParDo(ImageFiles(self.job, self.skip_lists))
-                     .with_outputs(counting.COUNTS, main="items"))
+                     | "FileItems" >> typed_outputs(
+                         beam.ParDo(ImageFiles(self.job, self.skip_lists)), ImageItem,
+                         counting.COUNTS, main="items"))
             sources.append(files.items)
             tallies.append(files[counting.COUNTS])
         items = tuple(sources) | "AllItems" >> beam.Flatten()
         rejects = ((tuple(dead) | "ListRejects" >> beam.Flatten()) if dead else
-                   (pbegin | "NoListRejects" >> beam.Create([])))
+                   (pbegin | "NoListRejects" >> beam.Create([]).with_output_types(DeadLetter)))
         counts = tuple(tallies) | "ReadTallies" >> beam.Flatten()
         return items, rejects, counts

@@ -131,6 +131,7 @@ class SampleGolden(beam.PTransform):
         return (batches
                 | "Pick" >> beam.FlatMap(
                     lambda rb: record_batch_examples(rb, schema, spread(rb.num_rows, k)))
+                .with_output_types(bytes)  # serialised raw tf.Examples
                 | "Sample" >> beam.combiners.Sample.FixedSizeGlobally(k)
                 | "Rows" >> beam.FlatMap(sorted)
                 | "Write" >> beam.io.WriteToTFRecord(

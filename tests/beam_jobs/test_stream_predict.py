@@ -38,7 +38,7 @@ def versions(trained, tmp_path_factory):
 
 
 def _cfg(tmp_path, model_dir, *extra):
-    args = ["--streaming", "--model_dir", str(model_dir), "--input_topic", "projects/p/topics/in",
+    args = ["--streaming", "--model_dir", str(model_dir), "--input_topic", "projects/test-project/topics/in",
             "--output_dir", str(tmp_path / "out"), "--min_batch_size", "1",
             "--max_batch_size", "4", *extra]
     options = PipelineOptions(args)
@@ -251,6 +251,14 @@ def test_streaming_flag_is_required(versions, tmp_path):
                             "--output_dir", str(tmp_path)])
 
 
+def test_a_malformed_topic_is_one_line_at_launch(versions, tmp_path):
+    """The Pub/Sub read is made at launch: a topic that is not projects/P/topics/T fails
+    there, in one line, before a pipeline is built."""
+    with pytest.raises(SystemExit, match="projects/<project>/topics/<topic>"):
+        stream_predict.run(["--streaming", "--model_dir", str(versions / "100"),
+                            "--input_topic", "in", "--output_dir", str(tmp_path)])
+
+
 def test_stream_predict_builds_from_a_config_the_test_constructs(trained, tmp_path):
     """build_pipeline reads nothing but its config (no launch, no options): TestStream
     messages in, predictions and dead letters checked with assert_that."""
@@ -265,7 +273,7 @@ def test_stream_predict_builds_from_a_config_the_test_constructs(trained, tmp_pa
               .advance_watermark_to_infinity())
     cfg = stream_predict.StreamPredictConfig(  # no gate, no skew report, no refresh
         schema=model_versions.load_raw_schema(model_path),
-        source=StreamSource(_Source(stream), "projects/p/topics/in"),
+        source=StreamSource(_Source(stream), "projects/test-project/topics/in"),
         model=StreamModel(model_path, model_path, min_batch_size=1, max_batch_size=4,
                           refresh_secs=-1),
         sinks=StreamSinks(output_dir=str(tmp_path / "out"),

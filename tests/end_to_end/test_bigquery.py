@@ -62,9 +62,13 @@ def _same(got: list, want: list, key: str) -> None:
 
 
 def _load(records, table, columns, run_date):
+    """The published records, as the Predictions the job hands its BigQuery sink."""
+    from inference.outputs.predictions import Prediction
+    predictions = [Prediction(r["key"], {}, r["model_version"], extras={
+        k: v for k, v in r.items() if k not in ("key", "model_version")}) for r in records]
     opts = PipelineOptions(["--temp_location", "gs://test-bucket/bq-tmp", "--project", PROJECT])
     with beam.Pipeline(options=opts) as p:
-        _ = (p | beam.Create(records)
+        _ = (p | beam.Create(predictions)
              | sinks.WriteBigQuery(table, columns, run_date, partitioned=False))
 
 
