@@ -8,7 +8,7 @@ import typing
 import apache_beam as beam
 import pytest
 from apache_beam.pipeline import PipelineVisitor
-from apache_beam.testing.test_stream import TestStream
+from apache_beam.testing.test_stream import TestStream as EventStream
 from apache_beam.typehints import typehints
 
 OURS = ("preprocessing", "inference", "beam_jobs", "training")
@@ -182,7 +182,7 @@ def test_stream_predict_records_are_typed(export, tmp_path):
                                       "projects/test-project/topics/in", "--output_dir", "o"])
     p = beam.Pipeline()
     stream_predict.build_pipeline(p, stream_predict.StreamPredictConfig(
-        schema, StreamSource(TestStream(), "projects/test-project/topics/in"),
+        schema, StreamSource(EventStream(), "projects/test-project/topics/in"),
         StreamModel(export, export, shadow_path=export),
         StreamSinks(output_dir=str(tmp_path / "o"), dead_letter_dir=str(tmp_path / "d"),
                     monitoring_dir=str(tmp_path / "m")),

@@ -14,7 +14,7 @@ import time
 import apache_beam as beam
 import pytest
 
-from beam_jobs.shared import finalize, local_runner, publish
+from beam_jobs.shared import finalize, local_runner, publish, publish_lock
 from preprocessing import TAXI_SPEC
 from preprocessing.accounting.rejects import DeadLetter, WriteDeadLetters
 from tests.helpers import ROOT, read_jsonl  # noqa: E402
@@ -289,7 +289,7 @@ def test_a_held_lock_is_renewed_so_it_is_not_taken_over(tmp_path):
         first = json.loads((out / publish.LOCK).read_text())["renewed"]
         time.sleep(0.5)
         assert json.loads((out / publish.LOCK).read_text())["renewed"] > first
-        assert not publish._holder_gone(json.loads((out / publish.LOCK).read_text()), 0.4)
+        assert not publish_lock._holder_gone(json.loads((out / publish.LOCK).read_text()), 0.4)
 
 
 @pytest.mark.slow
