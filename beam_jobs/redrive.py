@@ -32,6 +32,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
+from beam_jobs.redrive_config import RedriveConfig
 from beam_jobs.shared import cli, common_options, errors, publish
 from beam_jobs.shared.args import RedriveArgs
 from beam_jobs.shared.finalize import Finalize, OutputSpec
@@ -73,27 +74,6 @@ class RedriveOutputs(NamedTuple):
     predictions: beam.PCollection    # the redriven rows' Predictions, merged by key
     dead_letters: beam.PCollection   # the letters that remain, every reason
     summary: beam.PCollection        # one: the published summary (Finalize)
-
-
-@dataclasses.dataclass(frozen=True)
-class RedriveConfig:
-    """Everything build_pipeline reads, as derived values and no flag bag (launch() makes
-    it; a test can build its own)."""
-    output: str
-    rejects: str                        # the published dead letters
-    fixed: Optional[str]                # --rejects: fixed ones that replace them
-    model_dir: str
-    model_path: str
-    schema: Schema
-    staging: str
-    key: Optional[str]
-    passthrough: Tuple[str, ...]
-    label: Optional[str]
-    prediction_files: Tuple[str, ...]   # the published predictions-*.jsonl
-    csv_files: Tuple[str, ...]          # and .csv, when the run wrote them
-    previous: dict                      # the published summary
-    headers: Dict[str, Tuple[str, ...]] = dataclasses.field(default_factory=dict)  # per CSV source
-    rows_per_chunk: int = 1024
 
 
 def parse_args(argv: Union[Sequence[str], PipelineOptions]) -> RedriveArgs:
@@ -146,7 +126,7 @@ def launch(o: RedriveArgs, options: PipelineOptions) -> RedriveConfig:
         passthrough=tuple(previous.get("passthrough", ())), label=previous.get("label"),
         prediction_files=tuple(sorted(f for f in files if f.endswith(".jsonl"))),
         csv_files=tuple(sorted(f for f in files if f.endswith(".csv"))), previous=previous,
-        headers=_recorded_headers(output))
+        headers=_recorded_headers(output), rows_per_chunk=o.max_batch_size)
 
 
 def _check_same_shape(previous: dict, schema: Schema) -> None:
