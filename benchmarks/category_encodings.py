@@ -14,6 +14,7 @@ Options, for the string columns of over MANY_VALUES values (the others stay cate
 
     PYTHONPATH=/tmp/bench_deps python benchmarks/category_encodings.py \\
         --tables dd,insure,gapminder --seeds 0,1,2
+    ... --tables dd --options categories,random --drop ctryname   # a column's worth to each
 
 Needs the packages of benchmarks/tabular_quality.py's docstring. Prints each option's test
 RMSE over the baseline's, or accuracy minus the baseline's, per table and seed.
@@ -35,9 +36,9 @@ OPTIONS = ("categories", "random", "one_hot", "min_vocab_10", "dropped", "counts
            "target+categories")
 
 
-def _split(name: str, seed: int):
+def _split(name: str, seed: int, drop=()):
     loader, label, task, leaks = _named(name)
-    df = loader().drop(columns=list(leaks) + ["rownames"], errors="ignore")
+    df = loader().drop(columns=list(leaks) + list(drop) + ["rownames"], errors="ignore")
     test = np.random.default_rng(seed).random(len(df)) < 0.2
     train, tested = df[~test], df[test]
     return train[train[label].notna()].copy(), tested[tested[label].notna()].copy(), label, task
@@ -112,13 +113,15 @@ def main(argv=None) -> None:
     ap.add_argument("--tables", default="dd,insure,gapminder,midwest,texas")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--options", default=",".join(OPTIONS))
+    ap.add_argument("--drop", default="", help="columns left out for every option and the "
+                    "baseline alike (what a column is worth to each learner)")
     a = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     options = a.options.split(",")
     print(f"{'table':<11} seed  {'baseline':>9}  " + " ".join(f"{o:>17}" for o in options))
     for table in a.tables.split(","):
         for seed in (int(s) for s in a.seeds.split(",")):
-            train, test, label, task = _split(table, seed)
+            train, test, label, task = _split(table, seed, [c for c in a.drop.split(",") if c])
             base = baseline(train, test, label, task)
             many = [c for c in _strings(train, label) if train[c].nunique() > MANY_VALUES]
             cells = []
