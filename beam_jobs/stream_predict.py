@@ -142,8 +142,9 @@ class StreamPredictOutputs(NamedTuple):
 def launch(o: StreamPredictArgs, options: PipelineOptions) -> StreamPredictConfig:
     """The launch step: the checked arguments plus what only I/O can tell (the model and its
     raw schema, the replay file, writable output folders); fails fast with one line."""
+    gate = common_options.gate_settings(o)
     try:  # the version the gate lets serve (as batch prediction chooses it)
-        model_path, record = choose_version(o.model_dir, common_options.gate_settings(o))
+        model_path, record = choose_version(o.model_dir, gate)
         schema = versions.load_raw_schema(model_path)
         train_stats = load_train_statistics(model_path)  # the golden set's check, skew
     except Exception as e:
@@ -181,7 +182,7 @@ def launch(o: StreamPredictArgs, options: PipelineOptions) -> StreamPredictConfi
                      "Replay" if o.replay else "ReadPubSub", o.id_attribute,
                      o.max_message_bytes, images, ack_after_write=local and not o.replay),
         StreamModel(model_path, o.model_dir, o.min_batch_size, o.max_batch_size,
-                    o.model_refresh_secs, common_options.gate_settings(o), shadow_path),
+                    o.model_refresh_secs, gate, shadow_path),
         sinks_,
         Monitoring(o.window_secs, o.allowed_lateness_secs,
                    common_options.train_statistics(o, model_path, train_stats, schema),

@@ -203,8 +203,8 @@ def drain_model_events(ts):
 
 
 class WriteJson(beam.PTransform):
-    """Records (Predictions, DeadLetters, MonitoringRecords: anything with `to_dict` and
-    `get`, serialised here) -> a Pub/Sub topic (JSON, with id, message_id and model_version
+    """Records (Predictions, DeadLetters, MonitoringRecords: anything with `to_dict`,
+    serialised here) -> a Pub/Sub topic (JSON, with id, message_id and model_version
     attributes) and/or windowed JSON-lines files. Returns the PCollections of lists of
     `message_id`s each sink has written: the files' always, the topic's when `publish`
     (topic -> a DoFn that publishes PubsubMessages and outputs such lists) replaces Beam's

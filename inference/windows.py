@@ -91,10 +91,6 @@ class MonitoringRecord:
         out.update(self.figures)
         return out
 
-    def get(self, field: str, default=None):
-        """A field of to_dict's object (the sinks' message attributes)."""
-        return self.to_dict().get(field, default)
-
     @classmethod
     def of_dict(cls, record: Mapping[str, Any]) -> "MonitoringRecord":
         """to_dict's inverse (a record as the monitoring files hold it)."""

@@ -17,6 +17,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import window
 
+REJECTS = "rejects"  # the tagged output carrying a step's DeadLetters
+
 REASONS = {
     # CSV / JSON / tf.Example records
     "bad_encoding": "a line that is not UTF-8",
@@ -167,7 +169,7 @@ class DeadLetters:
         value = dead_letter_record(self.job, source, line, raw, reason, detail, **extra)
         if timestamp is not None:
             value = window.TimestampedValue(value, timestamp)
-        return beam.pvalue.TaggedOutput("rejects", value)
+        return beam.pvalue.TaggedOutput(REJECTS, value)
 
     def of(self, source: str, line, raw, e: Reject, **kw) -> beam.pvalue.TaggedOutput:
         """The dead letter of a raised Reject."""

@@ -6,9 +6,8 @@ from __future__ import annotations
 import apache_beam as beam
 
 from preprocessing.accounting.counting import COUNTS, Count
-from preprocessing.accounting.rejects import DeadLetter
+from preprocessing.accounting.rejects import REJECTS, DeadLetter
 
-REJECTS = "rejects"
 SHARED = {REJECTS: DeadLetter, COUNTS: Count}
 
 

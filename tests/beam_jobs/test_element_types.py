@@ -129,8 +129,8 @@ def test_batch_predict_image_records_are_typed(export, tmp_path):
     import dataclasses
 
     from beam_jobs import batch_predict
-    from beam_jobs.batch_predict_config import Images, Model, Reports, Sink, Source
-    cfg = _batch_config(export, tmp_path, Source, Model, Sink, Reports)
+    from beam_jobs.batch_predict_config import Images
+    cfg = _batch_config(export, tmp_path)
     p = beam.Pipeline()
     batch_predict.build_pipeline(p, dataclasses.replace(cfg, source=dataclasses.replace(
         cfg.source, images=Images("image", ("list.csv",), ("images/*/*.jpg",)))))
@@ -139,15 +139,15 @@ def test_batch_predict_image_records_are_typed(export, tmp_path):
 
 def test_batch_predict_records_are_typed(export, tmp_path):
     from beam_jobs import batch_predict
-    from beam_jobs.batch_predict_config import Model, Reports, Sink, Source
     p = beam.Pipeline()
-    batch_predict.build_pipeline(p, _batch_config(export, tmp_path, Source, Model, Sink,
-                                                  Reports))
+    batch_predict.build_pipeline(p, _batch_config(export, tmp_path))
     assert untyped(p) == []
 
 
-def _batch_config(export, tmp_path, Source, Model, Sink, Reports):
+def _batch_config(export, tmp_path):
+    """Every optional branch on: labels, slices, skew, a shadow, both file formats."""
     from beam_jobs import batch_predict
+    from beam_jobs.batch_predict_config import Model, Reports, Sink, Source
     from beam_jobs.shared import common_options
     from inference.model import versions
     from inference.skew import load_train_statistics
