@@ -209,9 +209,10 @@ def _named(name):
     return _rdata(*item.split(".", 1)), label, task, ()
 
 
-def run_table(name, work, seed=0, table=None, split=None) -> dict:
+def run_table(name, work, seed=0, table=None, split=None, train_flags=()) -> dict:
     """One table's line; `table` (loader, label, task, leaks) for one outside the lists;
-    `split` a preprocess --split other than its default."""
+    `split` a preprocess --split other than its default; `train_flags` more flags of
+    training.task (a setting's worth against the defaults)."""
     loader, label, task, leaks = table or _named(name)
     df = loader().drop(columns=list(leaks))
     rng = np.random.default_rng(seed)
@@ -226,7 +227,7 @@ def run_table(name, work, seed=0, table=None, split=None) -> dict:
                                                   f"{d}/prep", "--label_column", label]
                          + (["--split", split] if split else [])),
         "train": time_job("training.task", ["--data_dir", f"{d}/prep", "--job_dir", f"{d}/job",
-                                            "--verbose", "0"]),
+                                            "--verbose", "0", *train_flags]),
         "predict": time_job("beam_jobs.batch_predict", [
             "--model_dir", f"{d}/job/export", "--input", f"{d}/test.csv", "--output",
             f"{d}/pred", "--evaluate_label", label])}
@@ -295,6 +296,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--split", default=None,
                     help="preprocess --split (default: preprocess's own, 0.9,0.1)")
+    ap.add_argument("--train_flags", default="",
+                    help="more training.task flags, space-separated (default: none)")
     a = ap.parse_args(argv)
     work = a.work_dir or tempfile.mkdtemp(prefix="tabular_quality_")
     print(f"{'table':<11} {'rows':>6} {'metric':<8} {'ours':>9} {'baseline':>9} {'vs':>9} "
@@ -305,7 +308,8 @@ def main(argv=None):
         a.tables, a.tables.split(","))
     for name in names:
         try:
-            results.append(run_table(name, work, a.seed, split=a.split))
+            results.append(run_table(name, work, a.seed, split=a.split,
+                                     train_flags=a.train_flags.split()))
         except Exception as e:  # a job that failed is a result too: say which and go on
             print(f"{name:<11} FAILED: {type(e).__name__}: {str(e)[:300]}", flush=True)
             continue

@@ -19,7 +19,7 @@ TUNING_METRICS = ("rmse", "mae", "accuracy")  # metrics.json's eval figures a st
 BACKBONES = ("small_cnn", "mobilenet_v2", "resnet50", "efficientnet_b0")
 GROWING_STRATEGIES = ("BEST_FIRST_GLOBAL", "LOCAL")    # YDF's names
 SPLIT_AXES = ("auto", "SPARSE_OBLIQUE", "AXIS_ALIGNED")   # auto: see training/models/trees.py
-CATEGORICAL_ALGORITHMS = ("CART", "RANDOM")
+CATEGORICAL_ALGORITHMS = ("auto", "CART", "RANDOM")   # auto: see training/models/trees.py
 CATEGORY_ENCODINGS = ("auto", "categories", "target")   # auto: see training/models/trees.py
 MAX_CHOICE_FOLDS = 10
 
@@ -91,7 +91,10 @@ class TrainConfig:
                 "SPARSE_OBLIQUE is kept unless AXIS_ALIGNED is lower by 3 standard errors on "
                 "the rows held out from them; alone, SPARSE_OBLIQUE.", choices=SPLIT_AXES)
     categorical_algorithm: str = flag(
-        "CART", "boosted_trees: how a category split is searched (YDF's CART or RANDOM).",
+        "auto", "boosted_trees: how a category split is searched (YDF's CART or RANDOM). "
+                "auto (default): where --category_encoding auto grows both encodings, trees "
+                "with RANDOM category splits are grown too and kept if lower by 2 standard "
+                "errors on the rows held out from them; else CART.",
         choices=CATEGORICAL_ALGORITHMS)
     category_encoding: str = flag(
         "auto", "boosted_trees: a categorical feature of over 30 values as categories to "

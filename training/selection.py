@@ -16,9 +16,10 @@ paired difference on those rows.
   from a few rows is itself noise (a 5-row slice of a 150-row table once chose the trees,
   whose error on the rows that followed was the largest of the three).
 - The trees' shape is chosen first, on the same rows (choose_shape): oblique splits with
-  many-valued categories split as categories, unless the trees of another split axis or
-  with those categories as their mean labels (training/models/category_means.py) are lower
-  by AXIS_ERRORS (ENCODING_ERRORS for the encoding alone) standard errors.
+  many-valued categories split as categories by CART's search, unless the trees of another
+  split axis, with those categories as their mean labels (training/models/category_means.py)
+  or split by YDF's RANDOM search are lower by AXIS_ERRORS (ENCODING_ERRORS for the encoding
+  or search alone) standard errors.
 """
 from __future__ import annotations
 
@@ -55,8 +56,9 @@ MIN_DECISION_ROWS = 30   # a smaller validation slice keeps the blend
 # scored no better or worse on test (titanic2, wage, the demo's taxi data, boot's aids
 # 1.15x -> 1.26x); the four that gained were ahead by 4.1 to 8.2 (docs/performance.md).
 AXIS_ERRORS = 3.0
-# Trees with many-valued categories as their mean labels replace those splitting them as
-# categories when lower by this many standard errors (a shape differing in both: AXIS_ERRORS).
+# Trees with many-valued categories as their mean labels, or split by RANDOM search, replace
+# those splitting them by CART's when lower by this many standard errors (a shape of another
+# split axis too: AXIS_ERRORS).
 # causaldata's social_insure (village, address), seed 1: lower by 2.4, kept as categories,
 # -0.092 accuracy against scikit-learn's (docs/performance.md).
 ENCODING_ERRORS = 2.0
@@ -138,7 +140,7 @@ def choose_shape(losses: Dict[TreesShape, np.ndarray]) -> Tuple[TreesShape, str]
     held-out rows (the default shape first): the first, unless others are clearly lower,
     by AXIS_ERRORS standard errors for another split axis (a 1% difference on a few hundred
     rows is noise: ISLR's Hitters kept axis-aligned trees for one and lost 19% on test),
-    ENCODING_ERRORS for the other category encoding alone; then the lowest of those."""
+    ENCODING_ERRORS for another category encoding or search alone; then the lowest of those."""
     first, *others = losses
     if not others:
         return first, ("the one grown (--split_axis and --category_encoding, or no rows "
@@ -297,6 +299,8 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
     candidates[TREES]["category_encoding"] = {
         "value": shape.encoding, "why": trees_choice.why,
         "features": [m.feature for m in trees_runs[shape].means]}
+    candidates[TREES]["categorical_algorithm"] = {"value": shape.algorithm,
+                                                  "why": trees_choice.why}
     candidates[TREES]["num_trees"] = trees_runs[shape].num_trees
     if rounds is not None:
         candidates[TREES]["refit_num_trees"] = {

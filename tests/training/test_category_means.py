@@ -80,7 +80,7 @@ def _villages(tmp_path, n=1200):
     return str(src), prep
 
 
-def test_auto_grows_both_encodings_only_on_a_small_table_with_a_many_valued_category(
+def test_auto_grows_both_encodings_and_searches_only_on_a_small_table_with_many_values(
         tmp_path, monkeypatch):
     from training import defaults
     from training.data import choice_fold, load_feature_info
@@ -91,12 +91,22 @@ def test_auto_grows_both_encodings_only_on_a_small_table_with_a_many_valued_cate
     cfg = small_train_config(prep, str(tmp_path / "job"), model="auto")
     held = choice_fold(0, 4).other()
     grown = shapes(cfg, info, held)
-    assert grown[0] == TreesShape() and len(grown) == 4
-    assert {s.encoding for s in grown} == {"categories", "target"}
+    assert grown[0] == TreesShape() and len(grown) == 6 == len(set(grown))
+    # the categories by both searches, their mean labels by CART's (no category left to split)
+    assert {(s.encoding, s.algorithm) for s in grown} == {
+        ("categories", "CART"), ("categories", "RANDOM"), ("target", "CART")}
     assert shapes(cfg, info, None) == [TreesShape()]        # no rows held out to choose by
     given = small_train_config(prep, str(tmp_path / "j"), model="auto",
                                category_encoding="target", split_axis="AXIS_ALIGNED")
     assert shapes(given, info, held) == [TreesShape("AXIS_ALIGNED", "target")]
+    cart = small_train_config(prep, str(tmp_path / "c"), model="auto",
+                              categorical_algorithm="CART")
+    assert {(s.encoding, s.algorithm) for s in shapes(cart, info, held)} == {
+        ("categories", "CART"), ("target", "CART")}
+    random = small_train_config(prep, str(tmp_path / "r"), model="auto",
+                                categorical_algorithm="RANDOM", category_encoding="categories")
+    assert {(s.encoding, s.algorithm) for s in shapes(random, info, held)} == {
+        ("categories", "RANDOM")}
     monkeypatch.setattr(defaults, "SMALL_TRAIN_ROWS", 100)  # a large table: categories
     assert {s.encoding for s in shapes(cfg, info, held)} == {"categories"}
     # No many-valued category: only the axes.

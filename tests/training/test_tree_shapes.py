@@ -72,6 +72,11 @@ def test_of_several_shapes_clearly_lower_than_the_default_the_lowest_is_kept():
     assert shape == aligned
     shape, why = choose_shape({default: first, both: losses[both]})
     assert shape == default and "not lower by 3 standard errors" in why
+    # RANDOM category splits on the default's axis are another search alone: 2 errors.
+    random = TreesShape(algorithm="RANDOM")
+    shape, why = choose_shape({default: first, random: 0.7 * first})
+    assert shape == random and "lower by over 2 standard errors" in why
+    assert str(random) == "SPARSE_OBLIQUE, RANDOM category splits"
 
 
 @pytest.mark.slow
@@ -86,11 +91,12 @@ def test_both_axes_are_grown_on_the_same_rows_only_to_choose(preprocessed, tmp_p
     assert all(r.shape == s for s, r in runs.items())
     assert {s.axis for s in runs} == {"SPARSE_OBLIQUE", "AXIS_ALIGNED"}
     assert len({r.rows for r in runs.values()}) == 1
-    # An axis and an encoding given, or no rows held out (--model boosted_trees alone): one
-    # kind of trees.
+    # An axis, an encoding and a category search given, or no rows held out (--model
+    # boosted_trees alone): one kind of trees.
     (one,) = grow_shapes(small_train_config(data_dir, str(tmp_path / "j2"), num_trees=5,
                                             split_axis="AXIS_ALIGNED",
-                                            category_encoding="categories"),
+                                            category_encoding="categories",
+                                            categorical_algorithm="CART"),
                          info, files, fold.other()).values()
     assert one.shape == TreesShape("AXIS_ALIGNED")
     assert list(grow_shapes(cfg, info, files, None)) == [TreesShape()]

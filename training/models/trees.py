@@ -27,7 +27,7 @@ from preprocessing import quiet
 from training import data as data_lib
 from training import defaults
 from training.callbacks import heartbeat
-from training.config import CATEGORY_ENCODINGS, SPLIT_AXES, TrainConfig
+from training.config import CATEGORICAL_ALGORITHMS, CATEGORY_ENCODINGS, SPLIT_AXES, TrainConfig
 from training.data import FeatureInfo
 from training.guards import TrainingError
 from training.models import category_means
@@ -54,6 +54,12 @@ AXES = tuple(a for a in SPLIT_AXES if a != "auto")
 # SMALL_TRAIN_ROWS train rows) with a categorical feature of over MANY_VALUES values
 # (training/models/category_means.py): the first is kept unless the other is clearly lower.
 ENCODINGS = tuple(e for e in CATEGORY_ENCODINGS if e != "auto")
+# Where both encodings are grown, `--categorical_algorithm auto` grows the categories split by
+# YDF's RANDOM search too: on lifelines' dd (200 countries of a few rows each) CART's splits
+# gained a third of what scikit-learn's gained from the column, RANDOM's most of it; on a
+# panel (gapminder's countries) and txhousing's cities RANDOM's were the worse
+# (docs/performance.md), so the held-out rows choose.
+ALGORITHMS = tuple(a for a in CATEGORICAL_ALGORITHMS if a != "auto")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,9 +68,13 @@ class TreesShape:
     many-valued categories reach them."""
     axis: str = AXES[0]
     encoding: str = ENCODINGS[0]
+    algorithm: str = ALGORITHMS[0]   # how its category splits are searched
 
     def __str__(self) -> str:
-        return self.axis if self.encoding == ENCODINGS[0] else f"{self.axis}, {self.encoding}"
+        return ", ".join([self.axis]
+                         + ([self.encoding] if self.encoding != ENCODINGS[0] else [])
+                         + ([f"{self.algorithm} category splits"]
+                            if self.algorithm != ALGORITHMS[0] else []))
 
 
 def feature_semantics(info: FeatureInfo) -> Dict[str, str]:
@@ -169,30 +179,38 @@ def fold_num_trees(fold_losses) -> int:
 
 
 def shape_cfg(cfg: TrainConfig, shape: Optional[TreesShape] = None) -> TrainConfig:
-    """`cfg` with the split axis and category encoding the trees grow: `shape`'s, else
-    cfg's own (`auto`: the first of AXES and ENCODINGS)."""
+    """`cfg` with the split axis, category encoding and category split search the trees
+    grow: `shape`'s, else cfg's own (`auto`: the first of AXES, ENCODINGS and ALGORITHMS)."""
     if shape is not None:
-        return dataclasses.replace(cfg, split_axis=shape.axis, category_encoding=shape.encoding)
+        return dataclasses.replace(cfg, split_axis=shape.axis, category_encoding=shape.encoding,
+                                   categorical_algorithm=shape.algorithm)
+    def own(value, choices):
+        return choices[0] if value == "auto" else value
     return dataclasses.replace(
-        cfg, split_axis=AXES[0] if cfg.split_axis == "auto" else cfg.split_axis,
-        category_encoding=(ENCODINGS[0] if cfg.category_encoding == "auto"
-                           else cfg.category_encoding))
+        cfg, split_axis=own(cfg.split_axis, AXES),
+        category_encoding=own(cfg.category_encoding, ENCODINGS),
+        categorical_algorithm=own(cfg.categorical_algorithm, ALGORITHMS))
 
 
 def shapes(cfg: TrainConfig, info: FeatureInfo, holdout: Optional[data_lib.Holdout]
            ) -> list:
     """The TreesShapes grown to choose from (the default first): both axes under
-    `--split_axis auto`, both encodings under `--category_encoding auto` on a small table
-    with a many-valued category, where rows are held out (`holdout`); else cfg's one."""
+    `--split_axis auto`; both encodings under `--category_encoding auto`, and the categories
+    split by both searches under `--categorical_algorithm auto`, on a small table with a
+    many-valued category; where rows are held out (`holdout`). Else cfg's one."""
     fixed = shape_cfg(cfg)
     choose = holdout is not None
     axes = AXES if cfg.split_axis == "auto" and choose else (fixed.split_axis,)
-    encodings = (fixed.category_encoding,)
-    if cfg.category_encoding == "auto" and choose and \
-            int(info.split_rows.get("train") or 0) < defaults.SMALL_TRAIN_ROWS and \
+    kinds = [(fixed.category_encoding, fixed.categorical_algorithm)]
+    if choose and int(info.split_rows.get("train") or 0) < defaults.SMALL_TRAIN_ROWS and \
             category_means.many_valued(feature_semantics(info), info.categorical):
-        encodings = ENCODINGS
-    return [TreesShape(a, e) for e in encodings for a in axes]
+        encodings = ENCODINGS if cfg.category_encoding == "auto" else (fixed.category_encoding,)
+        searches = ALGORITHMS if cfg.categorical_algorithm == "auto" else \
+            (fixed.categorical_algorithm,)
+        # a feature as its mean labels is no category: one search is enough there
+        kinds = [(e, a) for e in encodings
+                 for a in (searches if e == "categories" else searches[:1])]
+    return [TreesShape(a, e, s) for e, s in kinds for a in axes]
 
 
 def grow_shapes(cfg: TrainConfig, info: FeatureInfo, train_files,
@@ -261,7 +279,7 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
                                            cfg.trees_max_rows, seed=cfg.seed)
     regression = info.task == "regression"
     fixed = shape_cfg(cfg)
-    shape = TreesShape(fixed.split_axis, fixed.category_encoding)
+    shape = TreesShape(fixed.split_axis, fixed.category_encoding, fixed.categorical_algorithm)
     features, means = read, ()
     if shape.encoding == "target":
         columns, features, means = category_means.encode(columns, read, info, labels,
@@ -274,7 +292,7 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
                            cfg.trees_max_rows, means) if holdout is not None and small else None
     stops_on_fold = valid is not None and stop_on_fold
     threads = tree_threads(cfg.tree_threads, len(labels))
-    learner, how = _learner(cfg, shape.axis, features, regression, small, stops_on_fold,
+    learner, how = _learner(fixed, shape.axis, features, regression, small, stops_on_fold,
                             num_trees, threads)
     early_stopping = not small
     log.info("boosted_trees: %d rows, %d features (%d categorical%s), %s split(s), %s %d "
