@@ -92,9 +92,10 @@ class TrainConfig:
                 "the rows held out from them; alone, SPARSE_OBLIQUE.", choices=SPLIT_AXES)
     categorical_algorithm: str = flag(
         "auto", "boosted_trees: how a category split is searched (YDF's CART or RANDOM). "
-                "auto (default): where --category_encoding auto grows both encodings, trees "
-                "with RANDOM category splits are grown too and kept if lower by 2 standard "
-                "errors on the rows held out from them; else CART.",
+                "auto (default): where --category_encoding auto grows both encodings and the "
+                "label has over two classes, trees with RANDOM category splits are grown too "
+                "and kept if lower by 2 standard errors on the rows held out from them; else "
+                "CART.",
         choices=CATEGORICAL_ALGORITHMS)
     category_encoding: str = flag(
         "auto", "boosted_trees: a categorical feature of over 30 values as categories to "

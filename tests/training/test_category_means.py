@@ -3,6 +3,8 @@ the shrinkage, the cross-fitting, the lookup the export runs, and trees that ser
 what they were trained on."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -91,17 +93,24 @@ def test_auto_grows_both_encodings_and_searches_only_on_a_small_table_with_many_
     cfg = small_train_config(prep, str(tmp_path / "job"), model="auto")
     held = choice_fold(0, 4).other()
     grown = shapes(cfg, info, held)
+    assert grown[0] == TreesShape() and len(grown) == 4 == len(set(grown))
+    assert {(s.encoding, s.algorithm) for s in grown} == {
+        ("categories", "CART"), ("target", "CART")}
+    # Over two classes (where YDF's CART category splits are approximate), the categories by
+    # both searches too; their mean labels by CART's (no many-valued category left to split).
+    classes = dataclasses.replace(info, task="classification", n_classes=3)
+    grown = shapes(cfg, classes, held)
     assert grown[0] == TreesShape() and len(grown) == 6 == len(set(grown))
-    # the categories by both searches, their mean labels by CART's (no category left to split)
     assert {(s.encoding, s.algorithm) for s in grown} == {
         ("categories", "CART"), ("categories", "RANDOM"), ("target", "CART")}
+    assert len(shapes(cfg, dataclasses.replace(classes, n_classes=2), held)) == 4
     assert shapes(cfg, info, None) == [TreesShape()]        # no rows held out to choose by
     given = small_train_config(prep, str(tmp_path / "j"), model="auto",
                                category_encoding="target", split_axis="AXIS_ALIGNED")
     assert shapes(given, info, held) == [TreesShape("AXIS_ALIGNED", "target")]
     cart = small_train_config(prep, str(tmp_path / "c"), model="auto",
                               categorical_algorithm="CART")
-    assert {(s.encoding, s.algorithm) for s in shapes(cart, info, held)} == {
+    assert {(s.encoding, s.algorithm) for s in shapes(cart, classes, held)} == {
         ("categories", "CART"), ("target", "CART")}
     random = small_train_config(prep, str(tmp_path / "r"), model="auto",
                                 categorical_algorithm="RANDOM", category_encoding="categories")

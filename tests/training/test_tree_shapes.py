@@ -146,3 +146,16 @@ def test_auto_grows_axis_aligned_trees_where_oblique_splits_blur_a_step(tmp_path
     trees = m["model"]["candidates"]["boosted_trees"]
     assert trees["early_stopping"] is True and "refit_num_trees" not in trees
     assert trees["split_axis"]["value"] == "AXIS_ALIGNED", trees["split_axis"]
+
+
+def test_the_learner_searches_category_splits_as_the_shape_says(tmp_path):
+    """`auto` is no YDF value: each shape's own search reaches the learner (shape_cfg)."""
+    from training.models.trees import TreesShape, _learner, shape_cfg
+    cfg = small_train_config("d", str(tmp_path / "job"), model="auto")
+    assert cfg.categorical_algorithm == "auto"
+    for shape in (TreesShape(), TreesShape(algorithm="RANDOM")):
+        learner, _ = _learner(shape_cfg(cfg, shape), shape.axis, {"x": "CATEGORICAL"},
+                              regression=True, small=True, stops_on_fold=False, num_trees=None,
+                              threads=1)
+        assert learner.hyperparameters["categorical_algorithm"] == shape.algorithm
+    assert shape_cfg(cfg).categorical_algorithm == "CART"   # auto's default, alone

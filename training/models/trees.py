@@ -54,11 +54,13 @@ AXES = tuple(a for a in SPLIT_AXES if a != "auto")
 # SMALL_TRAIN_ROWS train rows) with a categorical feature of over MANY_VALUES values
 # (training/models/category_means.py): the first is kept unless the other is clearly lower.
 ENCODINGS = tuple(e for e in CATEGORY_ENCODINGS if e != "auto")
-# Where both encodings are grown, `--categorical_algorithm auto` grows the categories split by
-# YDF's RANDOM search too: on lifelines' dd (200 countries of a few rows each) CART's splits
-# gained a third of what scikit-learn's gained from the column, RANDOM's most of it; on a
-# panel (gapminder's countries) and txhousing's cities RANDOM's were the worse
-# (docs/performance.md), so the held-out rows choose.
+# Where both encodings are grown on a label of over two classes, `--categorical_algorithm
+# auto` grows the categories split by YDF's RANDOM search too. YDF's CART category splits are
+# exact for a regression or a binary label, approximate for more classes, and its docs name
+# RANDOM for a small table with a large dictionary. On lifelines' dd (6 regimes; 200
+# countries of a few rows each) RANDOM's were lower on the held-out rows by 7-9 standard
+# errors; on the 14 regression and binary tables with many-valued categories tried, CART's
+# were always kept (docs/performance.md). RANDOM's trees took ~10x CART's time on dd.
 ALGORITHMS = tuple(a for a in CATEGORICAL_ALGORITHMS if a != "auto")
 
 
@@ -196,8 +198,9 @@ def shapes(cfg: TrainConfig, info: FeatureInfo, holdout: Optional[data_lib.Holdo
            ) -> list:
     """The TreesShapes grown to choose from (the default first): both axes under
     `--split_axis auto`; both encodings under `--category_encoding auto`, and the categories
-    split by both searches under `--categorical_algorithm auto`, on a small table with a
-    many-valued category; where rows are held out (`holdout`). Else cfg's one."""
+    split by both searches under `--categorical_algorithm auto` (a label of over two
+    classes), on a small table with a many-valued category; where rows are held out
+    (`holdout`). Else cfg's one."""
     fixed = shape_cfg(cfg)
     choose = holdout is not None
     axes = AXES if cfg.split_axis == "auto" and choose else (fixed.split_axis,)
@@ -205,8 +208,8 @@ def shapes(cfg: TrainConfig, info: FeatureInfo, holdout: Optional[data_lib.Holdo
     if choose and int(info.split_rows.get("train") or 0) < defaults.SMALL_TRAIN_ROWS and \
             category_means.many_valued(feature_semantics(info), info.categorical):
         encodings = ENCODINGS if cfg.category_encoding == "auto" else (fixed.category_encoding,)
-        searches = ALGORITHMS if cfg.categorical_algorithm == "auto" else \
-            (fixed.categorical_algorithm,)
+        searches = ALGORITHMS if cfg.categorical_algorithm == "auto" and \
+            info.n_classes > 2 else (fixed.categorical_algorithm,)
         # a feature as its mean labels is no category: one search is enough there
         kinds = [(e, a) for e in encodings
                  for a in (searches if e == "categories" else searches[:1])]
