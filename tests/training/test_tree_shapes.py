@@ -154,8 +154,8 @@ def test_the_learner_searches_category_splits_as_the_shape_says(tmp_path):
     cfg = small_train_config("d", str(tmp_path / "job"), model="auto")
     assert cfg.categorical_algorithm == "auto"
     for shape in (TreesShape(), TreesShape(algorithm="RANDOM")):
-        learner, _ = _learner(shape_cfg(cfg, shape), shape.axis, {"x": "CATEGORICAL"},
-                              regression=True, small=True, stops_on_fold=False, num_trees=None,
-                              threads=1)
+        learner, _ = _learner(shape_cfg(cfg, shape), {"x": "CATEGORICAL"}, regression=True,
+                              small=True, stops_on_fold=False, num_trees=None, threads=1)
         assert learner.hyperparameters["categorical_algorithm"] == shape.algorithm
+        assert learner.hyperparameters["split_axis"] == shape.axis
     assert shape_cfg(cfg).categorical_algorithm == "CART"   # auto's default, alone

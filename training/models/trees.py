@@ -295,8 +295,8 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
                            cfg.trees_max_rows, means) if holdout is not None and small else None
     stops_on_fold = valid is not None and stop_on_fold
     threads = tree_threads(cfg.tree_threads, len(labels))
-    learner, how = _learner(fixed, shape.axis, features, regression, small, stops_on_fold,
-                            num_trees, threads)
+    learner, how = _learner(fixed, features, regression, small, stops_on_fold, num_trees,
+                            threads)
     early_stopping = not small
     log.info("boosted_trees: %d rows, %d features (%d categorical%s), %s split(s)%s, %s %d "
              "trees, %s", len(labels), len(features),
@@ -325,19 +325,19 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
                     capped=capped)
 
 
-def _learner(cfg: TrainConfig, axis: str, features: Dict[str, str], regression: bool,
-             small: bool, stops_on_fold: bool, num_trees: Optional[int],
-             threads: Optional[int]) -> tuple:
-    """(YDF's learner with the trainer's settings, how its trees stop, for the log)."""
+def _learner(cfg: TrainConfig, features: Dict[str, str], regression: bool, small: bool,
+             stops_on_fold: bool, num_trees: Optional[int], threads: Optional[int]) -> tuple:
+    """(YDF's learner with the trainer's settings, how its trees stop, for the log); `cfg`
+    names one split axis and category search (shape_cfg)."""
     import ydf
     # By default oblique splits grown best-first: YDF's benchmark_rank1 template but for its
     # RANDOM category splits (compared in docs/performance.md). YDF refuses a setting of a
     # strategy or split kind that is not used.
-    settings = {"growing_strategy": cfg.growing_strategy, "split_axis": axis,
+    settings = {"growing_strategy": cfg.growing_strategy, "split_axis": cfg.split_axis,
                 "categorical_algorithm": cfg.categorical_algorithm}
     if cfg.growing_strategy == "BEST_FIRST_GLOBAL":
         settings["max_num_nodes"] = cfg.max_num_nodes
-    if axis == "SPARSE_OBLIQUE":
+    if cfg.split_axis == "SPARSE_OBLIQUE":
         settings.update(sparse_oblique_normalization="MIN_MAX",
                         sparse_oblique_num_projections_exponent=1.0)
     # YDF's early stopping holds out 10% of the rows and stops on their loss: on a small
