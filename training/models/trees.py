@@ -60,7 +60,7 @@ ENCODINGS = tuple(e for e in CATEGORY_ENCODINGS if e != "auto")
 # RANDOM for a small table with a large dictionary. On lifelines' dd (6 regimes; 200
 # countries of a few rows each) RANDOM's were lower on the held-out rows by 7-9 standard
 # errors; on the 14 regression and binary tables with many-valued categories tried, CART's
-# were always kept (docs/performance.md). RANDOM's trees took ~10x CART's time on dd.
+# were always kept (docs/performance.md). RANDOM's trees took ~6x CART's time per tree on dd.
 ALGORITHMS = tuple(a for a in CATEGORICAL_ALGORITHMS if a != "auto")
 
 
