@@ -4,8 +4,6 @@ kept (training/selection.py choose_shape; the category encoding, the shape's oth
 tests/training/test_category_means.py)."""
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -151,9 +149,8 @@ def test_auto_grows_axis_aligned_trees_where_oblique_splits_blur_a_step(tmp_path
 
 
 def test_the_learner_searches_category_splits_as_the_shape_says(tmp_path):
-    """`auto` is no YDF value: each shape's own search reaches the learner (shape_cfg), and
-    auto's RANDOM shape holds RANDOM_MIN_EXAMPLES rows a leaf at least."""
-    from training.models.trees import RANDOM_MIN_EXAMPLES, TreesShape, _learner, shape_cfg
+    """`auto` is no YDF value: each shape's own search reaches the learner (shape_cfg)."""
+    from training.models.trees import TreesShape, _learner, shape_cfg
     cfg = small_train_config("d", str(tmp_path / "job"), model="auto")
     assert cfg.categorical_algorithm == "auto"
     for shape in (TreesShape(), TreesShape(algorithm="RANDOM")):
@@ -161,11 +158,4 @@ def test_the_learner_searches_category_splits_as_the_shape_says(tmp_path):
                               small=True, stops_on_fold=False, num_trees=None, threads=1)
         assert learner.hyperparameters["categorical_algorithm"] == shape.algorithm
         assert learner.hyperparameters["split_axis"] == shape.axis
-        assert learner.hyperparameters["min_examples"] == (
-            RANDOM_MIN_EXAMPLES if shape.algorithm == "RANDOM" else cfg.min_examples)
     assert shape_cfg(cfg).categorical_algorithm == "CART"   # auto's default, alone
-    # A search the user names keeps the leaves the user asked for.
-    named = dataclasses.replace(cfg, categorical_algorithm="RANDOM", min_examples=3)
-    assert shape_cfg(named, TreesShape(algorithm="RANDOM")).min_examples == 3
-    assert shape_cfg(dataclasses.replace(cfg, min_examples=40),
-                     TreesShape(algorithm="RANDOM")).min_examples == 40

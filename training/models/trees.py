@@ -62,12 +62,6 @@ ENCODINGS = tuple(e for e in CATEGORY_ENCODINGS if e != "auto")
 # errors; on the 14 regression and binary tables with many-valued categories tried, CART's
 # were always kept (docs/performance.md). RANDOM's trees took ~6x CART's time per tree on dd.
 ALGORITHMS = tuple(a for a in CATEGORICAL_ALGORITHMS if a != "auto")
-# The RANDOM shape `auto` grows holds at least this many rows a leaf (scikit-learn's boosted
-# trees ignore a category of under 10 rows when they order a split's categories): a random
-# subset of 200 countries of a few rows each otherwise cuts leaves to fit a handful of rows.
-# On dd (90% of each seed's train rows, 5 draws) its held-out accuracy rose by 0.004 / 0.012
-# / -0.000 on seeds 0 / 1 / 2 against --min_examples' 5; 20 rows lost (docs/performance.md).
-RANDOM_MIN_EXAMPLES = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,15 +182,10 @@ def fold_num_trees(fold_losses) -> int:
 
 def shape_cfg(cfg: TrainConfig, shape: Optional[TreesShape] = None) -> TrainConfig:
     """`cfg` with the split axis, category encoding and category split search the trees
-    grow: `shape`'s, else cfg's own (`auto`: the first of AXES, ENCODINGS and ALGORITHMS);
-    the RANDOM shape `--categorical_algorithm auto` grows holds RANDOM_MIN_EXAMPLES rows a
-    leaf at least."""
+    grow: `shape`'s, else cfg's own (`auto`: the first of AXES, ENCODINGS and ALGORITHMS)."""
     if shape is not None:
-        leaf = cfg.min_examples
-        if cfg.categorical_algorithm == "auto" and shape.algorithm == "RANDOM":
-            leaf = max(leaf, RANDOM_MIN_EXAMPLES)
         return dataclasses.replace(cfg, split_axis=shape.axis, category_encoding=shape.encoding,
-                                   categorical_algorithm=shape.algorithm, min_examples=leaf)
+                                   categorical_algorithm=shape.algorithm)
     def own(value, choices):
         return choices[0] if value == "auto" else value
     return dataclasses.replace(
@@ -309,13 +298,13 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     learner, how = _learner(fixed, features, regression, small, stops_on_fold, num_trees,
                             threads)
     early_stopping = not small
-    log.info("boosted_trees: %d rows, %d features (%d categorical%s), %s split(s)%s, leaves "
-             "of %d+ rows, %s %d trees, %s", len(labels), len(features),
+    log.info("boosted_trees: %d rows, %d features (%d categorical%s), %s split(s)%s, %s %d "
+             "trees, %s", len(labels), len(features),
              sum(s == "CATEGORICAL" for s in features.values()),
              f"; {', '.join(m.feature for m in means)} as mean labels" if means else "",
              shape.axis,
              f", {shape.algorithm} category splits" if shape.algorithm != ALGORITHMS[0] else "",
-             fixed.min_examples, how,
+             how,
              num_trees or cfg.num_trees,
              f"{threads} thread(s)" if threads else "a thread per core")
     with heartbeat(f"boosted_trees: growing {shape.axis} trees on {len(labels):,} rows"):
