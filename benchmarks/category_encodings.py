@@ -15,9 +15,14 @@ Options, for the string columns of over MANY_VALUES values (the others stay cate
     PYTHONPATH=/tmp/bench_deps python benchmarks/category_encodings.py \\
         --tables dd,insure,gapminder --seeds 0,1,2
     ... --tables dd --options categories,random --drop ctryname   # a column's worth to each
+    ... --tables dd --options random --forests 4 --row_share 0.9    # one forest's noise, and
+                                        # what the eval split's tenth of the rows costs
 
 Needs the packages of benchmarks/tabular_quality.py's docstring. Prints each option's test
-RMSE over the baseline's, or accuracy minus the baseline's, per table and seed.
+RMSE over the baseline's, or accuracy minus the baseline's, per table and seed; with
+`--forests K`, the mean of K forests grown with K random seeds (each on its own draw of
+`--row_share` of the train rows), then their lowest and highest. The baseline always
+trains on all the train rows, as in benchmarks/tabular_quality.py.
 """
 from __future__ import annotations
 
@@ -107,6 +112,20 @@ def option(name, train, test, label, task, seed, many) -> float:
     return _fit(a, b, label, task, seed)
 
 
+def _draw(train, share: float, seed: int):
+    return train if share >= 1 else train.sample(frac=share, random_state=seed)
+
+
+def _cell(values, base: float, task: str) -> str:
+    """The mean of the forests' figures against the baseline, then their range."""
+    vs = np.array(values) / base if task == "regression" else np.array(values) - base
+    fmt = "{:.3f}x" if task == "regression" else "{:+.3f}"
+    cell = fmt.format(vs.mean())
+    if len(vs) > 1:
+        cell += f" ({fmt.format(vs.min())}..{fmt.format(vs.max())})"
+    return f"{cell:>17}"
+
+
 def main(argv=None) -> None:
     from training.models.category_means import MANY_VALUES
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -115,7 +134,14 @@ def main(argv=None) -> None:
     ap.add_argument("--options", default=",".join(OPTIONS))
     ap.add_argument("--drop", default="", help="columns left out for every option and the "
                     "baseline alike (what a column is worth to each learner)")
+    ap.add_argument("--forests", type=int, default=1,
+                    help="forests grown per option and seed, with random seeds seed*100+k")
+    ap.add_argument("--row_share", type=float, default=1.0,
+                    help="each forest's draw of the train rows (the jobs' default eval "
+                    "split leaves the trees 0.9)")
     a = ap.parse_args(argv)
+    if a.forests < 1 or not 0 < a.row_share <= 1:
+        ap.error("--forests is at least 1 and --row_share in (0, 1]")
     warnings.filterwarnings("ignore")
     options = a.options.split(",")
     print(f"{'table':<11} seed  {'baseline':>9}  " + " ".join(f"{o:>17}" for o in options))
@@ -127,12 +153,13 @@ def main(argv=None) -> None:
             cells = []
             for o in options:
                 try:
-                    v = option(o, train, test, label, task, seed, many)
+                    vs = [option(o, _draw(train, a.row_share, seed * 100 + k), test, label,
+                                 task, seed * 100 + k, many) for k in range(a.forests)]
                 except ValueError as e:  # YDF refuses some pairings (ONE_HOT on some tasks)
                     cells.append(f"{'refused':>17}")
                     print(f"  {o}: {str(e)[:120]}", file=sys.stderr)
                     continue
-                cells.append(f"{v / base:>16.3f}x" if task == "regression" else f"{v - base:>+17.3f}")
+                cells.append(_cell(vs, base, task))
             print(f"{table:<11} {seed:>4}  {base:>9.4g}  " + " ".join(cells) + f"   ({', '.join(many)})",
                   flush=True)
 
