@@ -298,13 +298,11 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     learner, how = _learner(fixed, features, regression, small, stops_on_fold, num_trees,
                             threads)
     early_stopping = not small
-    log.info("boosted_trees: %d rows, %d features (%d categorical%s), %s split(s)%s, %s %d "
+    log.info("boosted_trees: %d rows, %d features (%d categorical%s), shape (%s), %s %d "
              "trees, %s", len(labels), len(features),
              sum(s == "CATEGORICAL" for s in features.values()),
              f"; {', '.join(m.feature for m in means)} as mean labels" if means else "",
-             shape.axis,
-             f", {shape.algorithm} category splits" if shape.algorithm != ALGORITHMS[0] else "",
-             how,
+             shape, how,
              num_trees or cfg.num_trees,
              f"{threads} thread(s)" if threads else "a thread per core")
     with heartbeat(f"boosted_trees: growing {shape.axis} trees on {len(labels):,} rows"):
