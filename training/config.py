@@ -20,7 +20,7 @@ BACKBONES = ("small_cnn", "mobilenet_v2", "resnet50", "efficientnet_b0")
 GROWING_STRATEGIES = ("BEST_FIRST_GLOBAL", "LOCAL")    # YDF's names
 SPLIT_AXES = ("auto", "SPARSE_OBLIQUE", "AXIS_ALIGNED")   # auto: see training/models/trees.py
 CATEGORICAL_ALGORITHMS = ("auto", "CART", "RANDOM")   # auto: see training/models/trees.py
-CATEGORY_ENCODINGS = ("auto", "categories", "target")   # auto: see training/models/trees.py
+CATEGORY_ENCODINGS = ("auto", "categories", "target", "frequent")   # auto: see training/models/trees.py
 MAX_CHOICE_FOLDS = 10
 
 
@@ -99,10 +99,12 @@ class TrainConfig:
         choices=CATEGORICAL_ALGORITHMS)
     category_encoding: str = flag(
         "auto", "boosted_trees: a categorical feature of over 30 values as categories to "
-                "split on, or as its cross-fitted mean label (target). auto (default): under "
-                "10,000 train rows with --model auto or blend, both are grown on the same rows "
-                "and categories kept unless target is lower by 2 standard errors on the rows "
-                "held out from them; else categories.", choices=CATEGORY_ENCODINGS)
+                "split on, as its cross-fitted mean label (target), or as categories whose "
+                "values seen under 10 times in the trees' rows are one value (frequent). auto "
+                "(default): under 10,000 train rows with --model auto or blend, all three are "
+                "grown on the same rows and frequent kept unless another is lower by 2 "
+                "standard errors on the rows held out from them; else categories.",
+        choices=CATEGORY_ENCODINGS)
     tree_threads: int = flag(
         0, "boosted_trees: YDF's training threads. 0 (default): one under 200,000 train rows "
            "(where more measured slower: benchmarks/tree_threads.py), else one per core.",

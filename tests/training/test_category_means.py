@@ -82,6 +82,13 @@ def _villages(tmp_path, n=1200):
     return str(src), prep
 
 
+@pytest.fixture(scope="module")
+def villages(tmp_path_factory):
+    """_villages' 1,200 rows preprocessed once for the tests that only read them: (the
+    source CSV, the preprocess output)."""
+    return _villages(tmp_path_factory.mktemp("villages"))
+
+
 def test_auto_grows_both_encodings_and_searches_only_on_a_small_table_with_many_values(
         tmp_path, monkeypatch):
     from training import defaults
@@ -93,17 +100,20 @@ def test_auto_grows_both_encodings_and_searches_only_on_a_small_table_with_many_
     cfg = small_train_config(prep, str(tmp_path / "job"), model="auto")
     held = choice_fold(0, 4).other()
     grown = shapes(cfg, info, held)
-    assert grown[0] == TreesShape() and len(grown) == 4 == len(set(grown))
+    # The frequent values first: kept unless another is clearly lower (choose_shape).
+    assert grown[0] == TreesShape(encoding="frequent") and len(grown) == 6 == len(set(grown))
     assert {(s.encoding, s.algorithm) for s in grown} == {
-        ("categories", "CART"), ("target", "CART")}
+        ("categories", "CART"), ("target", "CART"), ("frequent", "CART")}
     # Over two classes (where YDF's CART category splits are approximate), the categories by
-    # both searches too; their mean labels by CART's (no many-valued category left to split).
+    # both searches too; their mean labels by CART's (no many-valued category left to split),
+    # their frequent values by CART's alone (a shape less to grow).
     classes = dataclasses.replace(info, task="classification", n_classes=3)
     grown = shapes(cfg, classes, held)
-    assert grown[0] == TreesShape() and len(grown) == 6 == len(set(grown))
+    assert grown[0] == TreesShape(encoding="frequent") and len(grown) == 8 == len(set(grown))
     assert {(s.encoding, s.algorithm) for s in grown} == {
-        ("categories", "CART"), ("categories", "RANDOM"), ("target", "CART")}
-    assert len(shapes(cfg, dataclasses.replace(classes, n_classes=2), held)) == 4
+        ("categories", "CART"), ("categories", "RANDOM"), ("target", "CART"),
+        ("frequent", "CART")}
+    assert len(shapes(cfg, dataclasses.replace(classes, n_classes=2), held)) == 6
     assert shapes(cfg, info, None) == [TreesShape()]        # no rows held out to choose by
     given = small_train_config(prep, str(tmp_path / "j"), model="auto",
                                category_encoding="target", split_axis="AXIS_ALIGNED")
@@ -111,7 +121,7 @@ def test_auto_grows_both_encodings_and_searches_only_on_a_small_table_with_many_
     cart = small_train_config(prep, str(tmp_path / "c"), model="auto",
                               categorical_algorithm="CART")
     assert {(s.encoding, s.algorithm) for s in shapes(cart, classes, held)} == {
-        ("categories", "CART"), ("target", "CART")}
+        ("categories", "CART"), ("target", "CART"), ("frequent", "CART")}
     random = small_train_config(prep, str(tmp_path / "r"), model="auto",
                                 categorical_algorithm="RANDOM", category_encoding="categories")
     assert {(s.encoding, s.algorithm) for s in shapes(random, info, held)} == {
@@ -125,8 +135,36 @@ def test_auto_grows_both_encodings_and_searches_only_on_a_small_table_with_many_
     assert {s.encoding for s in shapes(cfg, info, held)} == {"categories"}
 
 
+def test_frequent_categories_are_those_seen_ten_times_in_the_trees_rows(tmp_path, villages):
+    """`--category_encoding frequent`: a value seen under FREQUENT_MIN_COUNT times in the
+    rows the trees grow on is one value with the others as rare; `categories` keeps every
+    value seen twice."""
+    from training.data import load_feature_info, split_files
+    from training.models.tree_rows import read_columns
+    from training.models.trees import (
+        FREQUENT_MIN_COUNT,
+        MIN_VOCAB_SMALL,
+        feature_semantics,
+        train_trees,
+    )
+    _, prep = villages
+    info = load_feature_info(prep)
+    files = split_files(prep, "train")
+    ids = read_columns(files, info, feature_semantics(info), None, 10**6)[0]["village"]
+    counts = np.unique(ids, return_counts=True)[1]
+    assert (counts < FREQUENT_MIN_COUNT).any() and (counts >= FREQUENT_MIN_COUNT).any()
+
+    def values_split_on(encoding):
+        run = train_trees(small_train_config(prep, str(tmp_path / encoding), num_trees=3,
+                                             category_encoding=encoding), info, files, None)
+        (column,) = [c for c in run.forest.data_spec().columns if c.name == "village"]
+        return column.categorical.number_of_unique_values - 1   # less YDF's out-of-vocabulary
+    assert values_split_on("frequent") == (counts >= FREQUENT_MIN_COUNT).sum()
+    assert values_split_on("categories") == (counts >= MIN_VOCAB_SMALL).sum()
+
+
 @pytest.mark.slow
-def test_trees_on_mean_labels_serve_what_they_were_trained_on(tmp_path):
+def test_trees_on_mean_labels_serve_what_they_were_trained_on(tmp_path, villages):
     """`--category_encoding target`: the export looks each village up in the table the trees
     were trained with, so batch prediction over the eval rows reproduces the trainer's eval."""
     import json
@@ -135,7 +173,7 @@ def test_trees_on_mean_labels_serve_what_they_were_trained_on(tmp_path):
     from beam_jobs import batch_predict
     from tests.training.test_model_families import _eval_csv
     from training import train_and_evaluate
-    src, prep = _villages(tmp_path)
+    src, prep = villages
     m = train_and_evaluate(small_train_config(prep, str(tmp_path / "job"),
                                               model="boosted_trees", category_encoding="target",
                                               num_trees=100))
