@@ -61,9 +61,9 @@ ENCODINGS = tuple(e for e in CATEGORY_ENCODINGS if e != "auto")
 # `--category_encoding auto` grows the trees each way on a small table (under
 # SMALL_TRAIN_ROWS train rows) with a categorical feature of over MANY_VALUES values
 # (training/models/category_means.py), in this order: the first is kept unless another is
-# clearly lower. Frequent values first, as scikit-learn's trees split them: its
-# held-out rows could not tell Caschool's counties grouped from kept (lower by 0.5-2
-# standard errors over 4 folds), while on a panel the categories are far lower.
+# clearly lower. Frequent values first, as scikit-learn's trees split them: held-out rows
+# could not tell Caschool's counties grouped from kept (either lower by under 2 standard
+# errors over 4 folds), while on a panel the categories are far lower (docs/performance.md).
 AUTO_ENCODINGS = ("frequent", "categories", "target")
 # Where both encodings are grown on a label of over two classes, `--categorical_algorithm
 # auto` grows the categories split by YDF's RANDOM search too. YDF's CART category splits are
