@@ -16,7 +16,7 @@ import pytest
 
 from beam_jobs import batch_predict, redrive
 from beam_jobs.shared import errors
-from beam_jobs.shared.publish import STAGING_PREFIX
+from beam_jobs.shared.publish import OWNER, STAGING_PREFIX
 from tests.helpers import ROOT, read_jsonl
 
 
@@ -73,8 +73,12 @@ def test_a_killed_redrive_leaves_the_output_and_a_redrive_merges_by_key(run_with
     proc = subprocess.Popen([sys.executable, "-m", "beam_jobs.redrive", "--output", out],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
+    # Killed once it has claimed its staging folder (its OWNER names the process; killed
+    # between making the folder and writing that file, a run leaves a folder a later run
+    # cannot tell from a live one's until --stale_staging_hours: a CI run hit that window).
     deadline = time.time() + 120
-    while time.time() < deadline and not glob.glob(os.path.join(out, STAGING_PREFIX + "*")):
+    while time.time() < deadline and not any(
+            os.path.getsize(f) for f in glob.glob(os.path.join(out, STAGING_PREFIX + "*", OWNER))):
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)  # killed while it runs: before any publish
     proc.wait(timeout=30)
