@@ -64,7 +64,7 @@ ENCODINGS = tuple(e for e in CATEGORY_ENCODINGS if e != "auto")
 # clearly lower. Frequent values first, as scikit-learn's trees split them: held-out rows
 # could not tell Caschool's counties grouped from kept (either lower by under 2 standard
 # errors over 4 folds), while on a panel the categories are far lower (docs/performance.md).
-AUTO_ENCODINGS = ("frequent", "categories", "target")
+AUTO_ENCODINGS = ("frequent",) + tuple(e for e in ENCODINGS if e != "frequent")
 # Where both encodings are grown on a label of over two classes, `--categorical_algorithm
 # auto` grows the categories split by YDF's RANDOM search too. YDF's CART category splits are
 # exact for a regression or a binary label, approximate for more classes, and its docs name
