@@ -14,7 +14,8 @@ been renewed for LEASE_SECS is taken over; an empty, unreadable or half-written 
 between its create and its write, a full disk) once it is older than UNREADABLE_LOCK_SECS. A
 run waiting on a live holder says so (whose lock, for how long) and gives up after
 MAX_WAIT_SECS with one line (LockWaitTimeout). Staging folders older than --stale_staging_hours
-are a killed run's and are removed; younger ones may be a live run's.
+are a killed run's and are removed; younger ones may be a live run's, unless (local folders)
+the process their OWNER names is gone (`abandoned`).
 """
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ STAGING_PREFIX = "_staging-"
 STAGING_RE = re.compile(re.escape(STAGING_PREFIX) + r"(\d+)-")
 MANIFEST = "_MANIFEST"
 OWNER = "_OWNER"  # a local staging folder's run: host, pid and that process's start time
+CLAIM_SUFFIX = ".claim"  # a local staging folder while its OWNER is written (new_staging)
+CLAIM_SECS = 60.0  # a claim takes milliseconds: one this old was killed mid-claim
 STALE_STAGING_HOURS = 24.0  # a staging folder this old is an abandoned run's (--stale_staging_hours)
 SUCCESS = "_SUCCESS"
 FAILED_RUN = "_FAILED_RUN"  # what explains the last failed run (summary, dead letters)
@@ -158,13 +161,23 @@ def new_staging(output: str) -> str:
     staging = FileSystems.join(output, f"{STAGING_PREFIX}{int(time.time())}-"
                                        f"{uuid.uuid4().hex[:8]}")
     if not filesys.is_remote_path(output):
-        try:
-            os.makedirs(staging, exist_ok=True)
-            with open(os.path.join(staging, OWNER), "w") as f:
-                json.dump(_this_process(), f)
-        except OSError:  # the writable check at launch says why; the age rule still holds
-            pass
+        _claim(staging)
     return staging
+
+
+def _claim(staging: str) -> None:
+    """Makes the local folder with its OWNER already written: made under a claim name and
+    renamed, so no run ever sees it without its owner (a kill between the folder and the file
+    left one that could not be told from a live run's). A kill mid-claim leaves a claim
+    folder, removed once CLAIM_SECS old."""
+    claim = staging + CLAIM_SUFFIX
+    try:
+        os.makedirs(claim)
+        with open(os.path.join(claim, OWNER), "w") as f:
+            json.dump(_this_process(), f)
+        os.rename(claim, staging)
+    except OSError:  # the writable check at launch says why; the age rule still holds
+        pass
 
 
 def _this_process() -> dict:
@@ -205,11 +218,23 @@ def staging_age_secs(path: str, now: Optional[float] = None) -> float:
     return float("inf") if not m else (now or time.time()) - int(m.group(1))
 
 
+def abandoned(staging: str, hours: float = STALE_STAGING_HOURS) -> bool:
+    """True when no live run can be writing into the staging folder: its run started
+    `hours` ago or more, or (local folders) its process is gone, or it is a claim folder
+    older than CLAIM_SECS."""
+    age = staging_age_secs(staging)
+    if age >= hours * 3600:
+        return True
+    if filesys.is_remote_path(staging):
+        return False
+    if staging.endswith(CLAIM_SUFFIX):
+        return age >= CLAIM_SECS
+    return owner_gone(staging)
+
+
 def warn_if_shared(job: str, output: str, hours: float = STALE_STAGING_HOURS) -> None:
     """Launch-time: says so when another run may be writing into `output` now."""
-    local = not filesys.is_remote_path(output)
-    live = [t for t in staging_dirs(output)
-            if staging_age_secs(t) < hours * 3600 and not (local and owner_gone(t))]
+    live = [t for t in staging_dirs(output) if not abandoned(t, hours)]
     if live:
         counting.emit(f"{job}: warning: {len(live)} other run(s) started in the last {hours:g} h "
                      f"may be writing into {output} ({live[0]}); runs publish one at a time "
@@ -235,10 +260,8 @@ def remove_staging_dirs(output: str, keep: Iterable[str] = (),
     `older_than_hours` ago, or whose local run's process is gone (what killed runs left; a
     younger one may be a live run's), except `keep`."""
     keep = {k.rstrip("/") for k in keep}
-    local = not filesys.is_remote_path(output)
     removed = [t for t in staging_dirs(output)
-               if t not in keep and (staging_age_secs(t) >= older_than_hours * 3600 or
-                                     (local and owner_gone(t)))]
+               if t not in keep and abandoned(t, older_than_hours)]
     for top in removed:
         remove_tree(top)
     return removed

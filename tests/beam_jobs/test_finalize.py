@@ -364,6 +364,35 @@ def test_a_staging_folder_whose_run_is_gone_is_removed_at_once(tmp_path):
     assert sorted(os.listdir(out)) == ["_SUCCESS", "part"]
 
 
+def test_a_staging_folder_appears_with_its_owner_and_a_killed_claim_is_removed(
+        tmp_path, monkeypatch):
+    """A run killed between making its folder and writing its OWNER left a folder no later
+    run could tell from a live one's, kept until --stale_staging_hours (a CI run hit that
+    window). The folder now takes its name once OWNER is written; a kill mid-claim leaves a
+    claim folder, removed once CLAIM_SECS old."""
+    out = str(tmp_path / "out")
+    mine = publish.new_staging(out)
+    assert os.listdir(out) == [os.path.basename(mine)]
+    with open(os.path.join(mine, publish.OWNER)) as f:
+        assert json.load(f)["pid"] == os.getpid()
+
+    def killed(obj, f):  # the owner record half written, then the process killed
+        f.write('{"host": ')
+        raise KeyboardInterrupt
+    monkeypatch.setattr(publish.json, "dump", killed)
+    with pytest.raises(KeyboardInterrupt):
+        publish.new_staging(out)
+    monkeypatch.undo()
+    claim, = [d for d in publish.staging_dirs(out) if d != mine]
+    assert claim.endswith(publish.CLAIM_SUFFIX)
+    assert publish.remove_staging_dirs(out) == []  # young: a run may be claiming it now
+    started = int(os.path.basename(claim).split("-")[1])
+    old = claim.replace(f"-{started}-", f"-{started - int(publish.CLAIM_SECS) - 1}-")
+    os.rename(claim, old)
+    assert publish.remove_staging_dirs(out) == [old]
+    assert os.listdir(out) == [os.path.basename(mine)]
+
+
 def test_publishes_into_one_output_happen_one_at_a_time(tmp_path, monkeypatch):
     """Two runs finishing together: the lock serialises the moves, and the output ends as
     exactly one run's files (never a mix)."""

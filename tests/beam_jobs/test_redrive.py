@@ -16,7 +16,7 @@ import pytest
 
 from beam_jobs import batch_predict, redrive
 from beam_jobs.shared import errors
-from beam_jobs.shared.publish import OWNER, STAGING_PREFIX
+from beam_jobs.shared.publish import CLAIM_SUFFIX, STAGING_PREFIX
 from tests.helpers import ROOT, read_jsonl
 
 
@@ -73,12 +73,11 @@ def test_a_killed_redrive_leaves_the_output_and_a_redrive_merges_by_key(run_with
     proc = subprocess.Popen([sys.executable, "-m", "beam_jobs.redrive", "--output", out],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    # Killed once it has claimed its staging folder (its OWNER names the process; killed
-    # between making the folder and writing that file, a run leaves a folder a later run
-    # cannot tell from a live one's until --stale_staging_hours: a CI run hit that window).
+    # Killed once its staging folder is there (a kill during the claim is the test below).
     deadline = time.time() + 120
-    while time.time() < deadline and not any(
-            os.path.getsize(f) for f in glob.glob(os.path.join(out, STAGING_PREFIX + "*", OWNER))):
+    while time.time() < deadline and not [
+            d for d in glob.glob(os.path.join(out, STAGING_PREFIX + "*"))
+            if not d.endswith(CLAIM_SUFFIX)]:
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)  # killed while it runs: before any publish
     proc.wait(timeout=30)
