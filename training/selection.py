@@ -299,7 +299,7 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
     candidates[TREES]["split_axis"] = {"value": shape.axis, "why": trees_choice.why}
     candidates[TREES]["category_encoding"] = {
         "value": shape.encoding, "why": trees_choice.why,
-        "features": [m.feature for m in trees_runs[shape].means]}
+        "features": trees_runs[shape].encoded}
     candidates[TREES]["categorical_algorithm"] = {"value": shape.algorithm,
                                                   "why": trees_choice.why}
     candidates[TREES]["num_trees"] = trees_runs[shape].num_trees

@@ -212,7 +212,7 @@ def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, fami
             # the exported forest's when the trees are the only family (keep_one: the refit's)
             "ydf_importance": forest_importance(first.forest) if len(families) == 1 else None,
             "category_encoding": {"value": first.shape.encoding,
-                                  "features": [m.feature for m in first.means]},
+                                  "features": first.encoded},
             "categorical_algorithm": {"value": first.shape.algorithm}}
     return cfg, net, trees, runs, candidates
 

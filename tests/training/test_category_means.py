@@ -158,6 +158,8 @@ def test_frequent_categories_are_those_seen_ten_times_in_the_trees_rows(tmp_path
         run = train_trees(small_train_config(prep, str(tmp_path / encoding), num_trees=3,
                                              category_encoding=encoding), info, files, None)
         (column,) = [c for c in run.forest.data_spec().columns if c.name == "village"]
+        # what metrics.json lists as encoded: every categorical feature under frequent
+        assert ("village" in run.encoded) == (encoding == "frequent")
         return column.categorical.number_of_unique_values - 1   # less YDF's out-of-vocabulary
     assert values_split_on("frequent") == (counts >= FREQUENT_MIN_COUNT).sum()
     assert values_split_on("categories") == (counts >= MIN_VOCAB_SMALL).sum()

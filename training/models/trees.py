@@ -165,6 +165,14 @@ class TreesRun:
         return len(self.model_classes) if len(self.model_classes) > 2 else 1
 
     @property
+    def encoded(self) -> list:
+        """The categorical features the shape's encoding changed (metrics.json): those turned
+        into mean labels, or under `frequent` every one (rare values grouped)."""
+        if self.shape.encoding == "frequent":
+            return [n for n, s in self.features.items() if s == "CATEGORICAL"]
+        return [m.feature for m in self.means]
+
+    @property
     def rounds(self) -> int:
         """Rounds of trees kept."""
         return self.forest.num_trees() // self.trees_per_round
