@@ -10,7 +10,9 @@ format; the features are those the trainer's trees read, with the same kinds
 (training/models/trees.py feature_semantics). Each worker is a `ydf.start_worker` process
 on a localhost port; on a cluster they would be one per machine. Prints seconds and the
 eval split's metric for the distributed learner and, beside it, for YDF's in-memory learner
-on the same shards with the same settings.
+on the same shards with the same settings; and for each, the largest difference between
+YDF's predictions and those of its TensorFlow function (`to_tensorflow_function()`, what
+the trainer's export serves) on the eval rows as the trainer reads them.
 """
 from __future__ import annotations
 
@@ -37,6 +39,24 @@ def _shards(data_dir: str, split: str) -> str:
     return "tfrecord:" + ",".join(files)
 
 
+def _eval_rows(data_dir: str, info) -> dict:
+    """The eval split's feature columns as the trainer's trees read them."""
+    from training.data import split_files
+    from training.models.tree_rows import read_columns
+    from training.models.trees import feature_semantics
+    return read_columns(split_files(data_dir, "eval"), info, feature_semantics(info), None,
+                        10**6)[0]
+
+
+def _export_gap(model, rows: dict) -> float:
+    """Largest |YDF's prediction - its TensorFlow function's| over `rows`."""
+    import numpy as np
+    import tensorflow as tf
+    served = model.to_tensorflow_function()({k: tf.constant(v) for k, v in rows.items()})
+    return float(np.max(np.abs(np.asarray(model.predict(rows)).reshape(-1) -
+                               np.asarray(served).reshape(-1))))
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data_dir", required=True, help="a preprocess job's --output")
@@ -60,6 +80,7 @@ def main(argv=None) -> None:
         p.start()
     time.sleep(3)
     train, evaluate = _shards(a.data_dir, "train"), _shards(a.data_dir, "eval")
+    rows = _eval_rows(a.data_dir, info)
     try:
         for name, learner in (
                 ("distributed", ydf.DistributedGradientBoostedTreesLearner(
@@ -74,7 +95,9 @@ def main(argv=None) -> None:
             metric = f"rmse {ev.rmse:.4g}" if task == ydf.Task.REGRESSION \
                 else f"accuracy {ev.accuracy:.4f}"
             print(f"{name:<12} {a.workers if name == 'distributed' else 1} process(es) "
-                  f"{model.num_trees()} trees {secs:.1f} s; eval {metric}", flush=True)
+                  f"{model.num_trees()} trees {secs:.1f} s; eval {metric}; TF function "
+                  f"vs predict on {len(next(iter(rows.values()))):,} rows: max |diff| "
+                  f"{_export_gap(model, rows):.3g}", flush=True)
     finally:
         for p in procs:
             p.terminate()
