@@ -69,9 +69,12 @@ class TrainConfig:
                 "train the CNN. blend: the average of wide_deep and boosted_trees, without a "
                 "choice.", choices=MODELS)
     # The boosted trees (docs/training.md).
-    num_trees: int = flag(300, "boosted_trees: the trees grown (at most, from 10,000 train "
-                               "rows: YDF then stops when the loss on its own 10%% validation "
-                               "rows stops improving).", check=POSITIVE)
+    num_trees: Optional[int] = flag(
+        help="boosted_trees: the most trees grown. Default: 1000 where --model auto chooses "
+             "their count on cross-fitted folds (--choice_folds above 1: the count scoring "
+             "lowest over the folds is kept), else 300 (from 10,000 train rows YDF stops when "
+             "the loss on its own 10%% validation rows stops improving).", type=int,
+        check=POSITIVE)
     max_depth: int = flag(6, "boosted_trees: the deepest a tree grows.", check=POSITIVE)
     shrinkage: float = flag(0.05, "boosted_trees: the learning rate.",
                             check=(lambda v: 0 < v <= 1, "in (0, 1]"))

@@ -42,6 +42,13 @@ CHOICE_FOLDS = 4  # `--model auto` on a small train split: the folds scored (cho
 # noisy table whose best count is a few dozen rounds no longer grows all --num_trees in each
 # of the folds (Ecdat's Car, 6 classes: 65 s a fold for 300 rounds; docs/performance.md).
 FOLD_LOOK_AHEAD = 50
+# The trees' count when --num_trees is not given (num_trees): at most NUM_TREES, or
+# FOLD_MAX_TREES where `--model auto` chooses the count on cross-fitted folds (their trees stop
+# FOLD_LOOK_AHEAD rounds past their best; the refit keeps the count lowest over the folds).
+# 300 bound that count on tables whose held-out loss was still falling (ggplot2's
+# txhousing, Ecdat's Cigar and Guns; docs/performance.md).
+NUM_TREES = 300
+FOLD_MAX_TREES = 1000
 # YDF's trees train on one thread below this many train rows, where its threads measured
 # slower than one (benchmarks/tree_threads.py, docs/performance.md): their work per node is
 # too small to share.
@@ -166,3 +173,14 @@ def choice_folds(flag: Optional[int], kind: str, train_rows: int, both_families:
                    f"has enough rows")
     return CHOICE_FOLDS, (f"auto: {train_rows} train rows (< {SMALL_TRAIN_ROWS}): every row "
                           f"scored once, {CHOICE_FOLDS} folds")
+
+
+def num_trees(flag: Optional[int], folds: int) -> Tuple[int, str]:
+    """(the most trees grown, why): --num_trees, or FOLD_MAX_TREES where the count is chosen
+    on `folds` > 1 cross-fitted folds, else NUM_TREES."""
+    if flag is not None:
+        return flag, "--num_trees"
+    if folds > 1:
+        return FOLD_MAX_TREES, (f"auto: at most {FOLD_MAX_TREES}, as many as score lowest "
+                                f"over the {folds} cross-fitted folds")
+    return NUM_TREES, f"auto: {NUM_TREES}"

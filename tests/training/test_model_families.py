@@ -131,6 +131,7 @@ def test_auto_keeps_the_family_better_on_the_validation_slice(preprocessed, tmp_
     # once by a network and trees trained without it, never a row of the eval split.
     folds = defaults.CHOICE_FOLDS
     assert model["choice_folds"]["value"] == folds
+    assert model["num_trees"] == {"value": 60, "why": "--num_trees"}  # the flag given wins
     assert model["chosen_by"].startswith(f"{folds} cross-fitted folds of ")
     rmse = {n: c["validation"]["rmse"] for n, c in cands.items()}
     if model["family"] != "blend":  # one family is kept only when clearly better there

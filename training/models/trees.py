@@ -316,6 +316,8 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
                            cfg.trees_max_rows, means) if holdout is not None and small else None
     stops_on_fold = valid is not None and stop_on_fold
     threads = tree_threads(cfg.tree_threads, len(labels))
+    # (the trainer resolves --num_trees; a config built without it grows NUM_TREES)
+    num_trees = num_trees or cfg.num_trees or defaults.NUM_TREES
     learner, how = _learner(fixed, features, regression, small, stops_on_fold, num_trees,
                             threads)
     early_stopping = not small
@@ -323,8 +325,7 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
              "trees, %s", len(labels), len(features),
              sum(s == "CATEGORICAL" for s in features.values()),
              f"; {', '.join(m.feature for m in means)} as mean labels" if means else "",
-             shape, how,
-             num_trees or cfg.num_trees,
+             shape, how, num_trees,
              f"{threads} thread(s)" if threads else "a thread per core")
     with heartbeat(f"boosted_trees: growing {shape.axis} trees on {len(labels):,} rows"):
         forest = learner.train(columns, valid=valid, verbose=0)
@@ -345,7 +346,7 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
 
 
 def _learner(cfg: TrainConfig, features: Dict[str, str], regression: bool, small: bool,
-             stops_on_fold: bool, num_trees: Optional[int], threads: Optional[int]) -> tuple:
+             stops_on_fold: bool, num_trees: int, threads: Optional[int]) -> tuple:
     """(YDF's learner with the trainer's settings, how its trees stop, for the log); `cfg`
     names one split axis and category search (shape_cfg)."""
     import ydf
@@ -375,7 +376,7 @@ def _learner(cfg: TrainConfig, features: Dict[str, str], regression: bool, small
     learner = ydf.GradientBoostedTreesLearner(
         label=LABEL, task=ydf.Task.REGRESSION if regression else ydf.Task.CLASSIFICATION,
         features=[ydf.Feature(n, getattr(ydf.Semantic, s)) for n, s in features.items()],
-        num_trees=num_trees or cfg.num_trees, max_depth=cfg.max_depth, shrinkage=cfg.shrinkage,
+        num_trees=num_trees, max_depth=cfg.max_depth, shrinkage=cfg.shrinkage,
         min_examples=cfg.min_examples, subsample=cfg.subsample, random_seed=cfg.seed,
         **settings,
         # Categorical ids seen fewer times than this are grouped: small tables keep theirs,
