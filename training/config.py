@@ -70,10 +70,11 @@ class TrainConfig:
                 "choice.", choices=MODELS)
     # The boosted trees (docs/training.md).
     num_trees: Optional[int] = flag(
-        help="boosted_trees: the most trees grown. Default: 1000 where --model auto chooses "
-             "their count on cross-fitted folds (--choice_folds above 1: the count scoring "
-             "lowest over the folds is kept), else 300 (from 10,000 train rows YDF stops when "
-             "the loss on its own 10%% validation rows stops improving).", type=int,
+        help="boosted_trees: the most trees grown. Default: 300 (from 10,000 train rows "
+             "YDF stops when the loss on its own 10%% validation rows stops improving); where "
+             "--model auto chooses their count on cross-fitted folds (--choice_folds above "
+             "1) and the kept trees' best count comes within 50 rounds of 300, their folds "
+             "are grown again to at most 1000.", type=int,
         check=POSITIVE)
     max_depth: int = flag(6, "boosted_trees: the deepest a tree grows.", check=POSITIVE)
     shrinkage: float = flag(0.05, "boosted_trees: the learning rate.",

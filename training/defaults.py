@@ -42,11 +42,13 @@ CHOICE_FOLDS = 4  # `--model auto` on a small train split: the folds scored (cho
 # noisy table whose best count is a few dozen rounds no longer grows all --num_trees in each
 # of the folds (Ecdat's Car, 6 classes: 65 s a fold for 300 rounds; docs/performance.md).
 FOLD_LOOK_AHEAD = 50
-# The trees' count when --num_trees is not given (num_trees): at most NUM_TREES, or
-# FOLD_MAX_TREES where `--model auto` chooses the count on cross-fitted folds (their trees stop
-# FOLD_LOOK_AHEAD rounds past their best; the refit keeps the count lowest over the folds).
-# 300 bound that count on tables whose held-out loss was still falling (ggplot2's
-# txhousing, Ecdat's Cigar and Guns; docs/performance.md).
+# The trees' count when --num_trees is not given (num_trees): at most NUM_TREES; where
+# `--model auto` chooses the count on cross-fitted folds and the kept shape's best count came
+# within FOLD_LOOK_AHEAD rounds of NUM_TREES (its folds' stopping rule had not confirmed it),
+# that shape's folds are grown again to at most FOLD_MAX_TREES. 300 bound the count on
+# tables whose held-out loss was still falling (ggplot2's txhousing, Ecdat's Cigar and Guns,
+# openintro's loans; docs/performance.md); growing every shape that far took loans' training
+# 8 -> 14 minutes, growing the kept one only a fraction of that.
 NUM_TREES = 300
 FOLD_MAX_TREES = 1000
 # YDF's trees train on one thread below this many train rows, where its threads measured
@@ -175,12 +177,15 @@ def choice_folds(flag: Optional[int], kind: str, train_rows: int, both_families:
                           f"scored once, {CHOICE_FOLDS} folds")
 
 
-def num_trees(flag: Optional[int], folds: int) -> Tuple[int, str]:
-    """(the most trees grown, why): --num_trees, or FOLD_MAX_TREES where the count is chosen
-    on `folds` > 1 cross-fitted folds, else NUM_TREES."""
+def num_trees(flag: Optional[int], folds: int) -> Tuple[int, Optional[int], str]:
+    """(the most trees grown, the most the kept shape's folds may be grown again to or None,
+    why): --num_trees as given; unset, NUM_TREES, and FOLD_MAX_TREES for `folds` > 1
+    cross-fitted folds."""
     if flag is not None:
-        return flag, "--num_trees"
+        return flag, None, "--num_trees"
     if folds > 1:
-        return FOLD_MAX_TREES, (f"auto: at most {FOLD_MAX_TREES}, as many as score lowest "
-                                f"over the {folds} cross-fitted folds")
-    return NUM_TREES, f"auto: {NUM_TREES}"
+        return NUM_TREES, FOLD_MAX_TREES, (
+            f"auto: {NUM_TREES}; the kept shape's folds are grown again to at most "
+            f"{FOLD_MAX_TREES} where their best count came within {FOLD_LOOK_AHEAD} rounds "
+            f"of {NUM_TREES}")
+    return NUM_TREES, None, f"auto: {NUM_TREES}"

@@ -177,6 +177,28 @@ class TreesChoice:
     shape: TreesShape
     why: str
     rounds: Optional[int] = None   # cross-fitted: the count of rounds (fold_num_trees)
+    most: Optional[int] = None     # ... of at most this many
+
+
+def _grown_further(cfg: TrainConfig, info, train_files, folds: int, shape: TreesShape,
+                   rounds: int, most: int) -> tuple:
+    """(the shape's trees on each fold, their count of rounds): grown again to at most
+    `most` rounds, each stopped on its fold, then cut or grown to the count lowest over the
+    folds (fold_num_trees). For the kept shape whose folds' best count, `rounds`, came
+    within FOLD_LOOK_AHEAD rounds of --num_trees: their loss was still falling."""
+    log.info("--model auto: the folds' best count of %s trees, %d, is within %d rounds of "
+             "the %d grown; growing them again to at most %d", shape, rounds,
+             defaults.FOLD_LOOK_AHEAD, defaults.num_trees(cfg.num_trees, folds)[0], most)
+    cfg = shape_cfg(cfg, shape)
+    with concurrent.futures.ThreadPoolExecutor(defaults.FOLD_TREE_WORKERS) as pool:
+        grown = list(pool.map(
+            lambda fold: train_trees(cfg, info, train_files, num_trees=most, stop_on_fold=True,
+                                     holdout=data_lib.choice_fold(fold, folds).other()),
+            range(folds)))
+        count = fold_num_trees([t.fold_losses for t in grown])
+        return list(pool.map(lambda ft: _cut_or_grown(cfg, info, train_files, ft[0], folds,
+                                                      ft[1], count),
+                             enumerate(grown))), count
 
 
 def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: int,
@@ -229,7 +251,16 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
         {a: np.concatenate([rows for _, rows in scored]) for a, scored in shape_scored.items()}
         or {a: np.zeros(0) for a in by_shape})
     log.info("--model auto: the trees grow %s (%s)", shape, why)
-    choice = TreesChoice(shape, why, rounds.get(shape))
+    most, further, _ = defaults.num_trees(cfg.num_trees, folds)
+    if further and rounds.get(shape, 0) > most - defaults.FOLD_LOOK_AHEAD:
+        by_shape[shape], rounds[shape] = _grown_further(cfg, info, train_files, folds, shape,
+                                                        rounds[shape], further)
+        most = further
+        if shape_scored:
+            shape_scored[shape] = [_scored(t.model, train_files, t.info, batch,
+                                           data_lib.choice_fold(fold, folds))
+                                   for fold, t in enumerate(by_shape[shape])]
+    choice = TreesChoice(shape, why, rounds.get(shape), most)
     fold_runs = list(zip([runs[network][0]] + nets, by_shape[shape]))
     first = by_shape[shape][0]
     runs[TREES] = (first.model, first.info)
@@ -305,9 +336,9 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
     candidates[TREES]["num_trees"] = trees_runs[shape].num_trees
     if rounds is not None:
         candidates[TREES]["refit_num_trees"] = {
-            "value": rounds, "why": f"of at most {cfg.num_trees}, the count with the lowest "
+            "value": rounds, "why": f"of at most {trees_choice.most}, the count with the lowest "
             f"loss summed over the {folds} cross-fitted folds"}
-        log.info("--model auto: the trees keep %d of %d rounds (%s)", rounds, cfg.num_trees,
+        log.info("--model auto: the trees keep %d of %d rounds (%s)", rounds, trees_choice.most,
                  candidates[TREES]["refit_num_trees"]["why"])
     for name, (model, served) in runs.items():
         candidates[name]["validation"] = sums[name].metrics(info.task)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import dataclasses
 import functools
 import logging
 import os
@@ -254,8 +253,7 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
                                   cfg.early_stopping_patience)
     log.info("choice_folds=%s (%s)", *folds)
     trees_cap = defaults.num_trees(cfg.num_trees, folds[0])
-    log.info("num_trees=%s (%s)", *trees_cap)
-    cfg = dataclasses.replace(cfg, num_trees=trees_cap[0])
+    log.info("num_trees=%s (%s)", trees_cap[0], trees_cap[2])
     fitted = _fit_families(cfg, info, kind, strategy, chief, families, train_files,
                            eval_files, folds[0])
     if fitted is None:  # a worker of a cluster: the chief exports
@@ -289,7 +287,8 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         "model": {"family": chosen, "requested": cfg.model_module or cfg.model,
                   "chosen_by": why, "candidates": candidates,
                   "choice_folds": {"value": folds[0], "why": folds[1]},
-                  "num_trees": {"value": trees_cap[0], "why": trees_cap[1]}},
+                  "num_trees": {"value": trees_cap[0], "grown_again_to": trees_cap[1],
+                                "why": trees_cap[2]}},
         "importance": importance, "export_dir": export_dir, "config": cfg.to_dict(),
         "label_scaling": served.label_scaler.to_dict() if served.label_scaler else None,
         "deterministic": {"value": deterministic[0], "why": deterministic[1]},

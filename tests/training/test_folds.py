@@ -23,13 +23,14 @@ def test_the_choice_is_cross_fitted_on_a_small_train_split_on_one_process():
     assert defaults.early_stopping(3, False, 5_000, cross_fitted=True)[0] == 3
 
 
-def test_the_trees_count_may_reach_1000_only_where_the_folds_choose_it():
-    """--num_trees unset: up to FOLD_MAX_TREES where the cross-fitted folds choose the count
-    (300 bound it on tables whose held-out loss still fell), NUM_TREES on one slice or
-    without a choice (nothing would stop them earlier on a small table); a flag wins."""
-    assert defaults.num_trees(None, defaults.CHOICE_FOLDS)[0] == defaults.FOLD_MAX_TREES
-    assert defaults.num_trees(None, 1)[0] == defaults.NUM_TREES < defaults.FOLD_MAX_TREES
-    assert defaults.num_trees(50, defaults.CHOICE_FOLDS) == (50, "--num_trees")
+def test_the_trees_count_may_grow_past_300_only_where_the_folds_choose_it():
+    """--num_trees unset: NUM_TREES, and the kept shape's folds may be grown again to
+    FOLD_MAX_TREES where cross-fitted folds choose the count; on one slice, or with a flag
+    given, nothing grows past the count."""
+    assert defaults.num_trees(None, defaults.CHOICE_FOLDS)[:2] == (
+        defaults.NUM_TREES, defaults.FOLD_MAX_TREES)
+    assert defaults.num_trees(None, 1)[:2] == (defaults.NUM_TREES, None)
+    assert defaults.num_trees(50, defaults.CHOICE_FOLDS) == (50, None, "--num_trees")
 
 
 def test_choice_folds_are_checked_before_training(tmp_path):

@@ -119,6 +119,25 @@ def test_boosted_trees_stream(trained_trees, tmp_path):
 
 
 @pytest.mark.slow
+def test_the_kept_shapes_folds_grow_past_the_cap_while_their_loss_falls(preprocessed, tmp_path,
+                                                                       monkeypatch):
+    """--num_trees unset: where the folds' best count comes within FOLD_LOOK_AHEAD rounds of
+    NUM_TREES, the kept shape's folds are grown again to at most FOLD_MAX_TREES, and the
+    trees exported keep the count lowest over them (here 8, 3 and 60 for 300, 50 and 1000:
+    8 trees at a shrinkage of 0.05 are far from the best count)."""
+    from training import train_and_evaluate
+    monkeypatch.setattr(defaults, "NUM_TREES", 8)
+    monkeypatch.setattr(defaults, "FOLD_LOOK_AHEAD", 3)
+    monkeypatch.setattr(defaults, "FOLD_MAX_TREES", 60)
+    data_dir, _ = preprocessed
+    m = train_and_evaluate(small_train_config(data_dir, str(tmp_path / "job"), model="auto"))
+    assert m["model"]["num_trees"]["value"] == 8
+    assert m["model"]["num_trees"]["grown_again_to"] == 60
+    kept = m["model"]["candidates"]["boosted_trees"]["refit_num_trees"]
+    assert 8 < kept["value"] <= 60 and kept["why"].startswith("of at most 60,")
+
+
+@pytest.mark.slow
 def test_auto_keeps_the_family_better_on_the_validation_slice(preprocessed, tmp_path):
     from training import train_and_evaluate
     data_dir, _ = preprocessed
@@ -131,7 +150,8 @@ def test_auto_keeps_the_family_better_on_the_validation_slice(preprocessed, tmp_
     # once by a network and trees trained without it, never a row of the eval split.
     folds = defaults.CHOICE_FOLDS
     assert model["choice_folds"]["value"] == folds
-    assert model["num_trees"] == {"value": 60, "why": "--num_trees"}  # the flag given wins
+    # the flag given wins: no growing past it
+    assert model["num_trees"] == {"value": 60, "grown_again_to": None, "why": "--num_trees"}
     assert model["chosen_by"].startswith(f"{folds} cross-fitted folds of ")
     rmse = {n: c["validation"]["rmse"] for n, c in cands.items()}
     if model["family"] != "blend":  # one family is kept only when clearly better there
