@@ -130,7 +130,8 @@ def test_the_kept_shapes_folds_grow_past_the_cap_while_their_loss_falls(preproce
     monkeypatch.setattr(defaults, "FOLD_LOOK_AHEAD", 3)
     monkeypatch.setattr(defaults, "FOLD_MAX_TREES", 60)
     data_dir, _ = preprocessed
-    m = train_and_evaluate(small_train_config(data_dir, str(tmp_path / "job"), model="auto"))
+    m = train_and_evaluate(small_train_config(data_dir, str(tmp_path / "job"), model="auto",
+                                              epochs=1, hidden_units=[8], importance_rows=0))
     assert m["model"]["num_trees"]["value"] == 8
     assert m["model"]["num_trees"]["grown_again_to"] == 60
     kept = m["model"]["candidates"]["boosted_trees"]["refit_num_trees"]
