@@ -181,14 +181,11 @@ class TreesChoice:
 
 
 def _grown_further(cfg: TrainConfig, info, train_files, folds: int, shape: TreesShape,
-                   rounds: int, most: int) -> tuple:
+                   most: int) -> tuple:
     """(the shape's trees on each fold, their count of rounds): grown again to at most
     `most` rounds, each stopped on its fold, then cut or grown to the count lowest over the
-    folds (fold_num_trees). For the kept shape whose folds' best count, `rounds`, came
-    within FOLD_LOOK_AHEAD rounds of --num_trees: their loss was still falling."""
-    log.info("--model auto: the folds' best count of %s trees, %d, is within %d rounds of "
-             "the %d grown; growing them again to at most %d", shape, rounds,
-             defaults.FOLD_LOOK_AHEAD, defaults.num_trees(cfg.num_trees, folds)[0], most)
+    folds (fold_num_trees). For the kept shape whose folds' best count came within
+    FOLD_LOOK_AHEAD rounds of the trees grown: their loss was still falling."""
     cfg = shape_cfg(cfg, shape)
     with concurrent.futures.ThreadPoolExecutor(defaults.FOLD_TREE_WORKERS) as pool:
         grown = list(pool.map(
@@ -253,8 +250,11 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
     log.info("--model auto: the trees grow %s (%s)", shape, why)
     most, further, _ = defaults.num_trees(cfg.num_trees, folds)
     if further and rounds.get(shape, 0) > most - defaults.FOLD_LOOK_AHEAD:
+        log.info("--model auto: the folds' best count of %s trees, %d, is within %d rounds of "
+                 "the %d grown; growing them again to at most %d", shape, rounds[shape],
+                 defaults.FOLD_LOOK_AHEAD, most, further)
         by_shape[shape], rounds[shape] = _grown_further(cfg, info, train_files, folds, shape,
-                                                        rounds[shape], further)
+                                                        further)
         most = further
         if shape_scored:
             shape_scored[shape] = [_scored(t.model, train_files, t.info, batch,

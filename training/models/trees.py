@@ -316,8 +316,8 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
                            cfg.trees_max_rows, means) if holdout is not None and small else None
     stops_on_fold = valid is not None and stop_on_fold
     threads = tree_threads(cfg.tree_threads, len(labels))
-    # --num_trees unset: NUM_TREES (defaults.num_trees; selection grows a kept shape further)
-    num_trees = num_trees or cfg.num_trees or defaults.NUM_TREES
+    # --num_trees or its default (selection grows a kept shape's folds further)
+    num_trees = num_trees or defaults.num_trees(cfg.num_trees, folds=1)[0]
     learner, how = _learner(fixed, features, regression, small, stops_on_fold, num_trees,
                             threads)
     early_stopping = not small
