@@ -198,6 +198,12 @@ class TrainConfig:
         help="TensorFlow's deterministic ops: the same data, flags and seed give the same "
              "network. Default: on for a train split under 10,000 rows on one process.",
         action=argparse.BooleanOptionalAction)
+    refit_on_eval: Optional[bool] = flag(
+        help="Train the model --model auto kept a last time on the train and eval splits "
+             "together before export; its eval figures are those of the same model trained "
+             "on the train split alone. Default: on where the choice was made on cross-fitted "
+             "folds (a train split under 10,000 rows on one process) and --slice_by is not "
+             "given.", action=argparse.BooleanOptionalAction)
     verbose: int = flag(0, "Keras' own lines per epoch (0: only the trainer's progress lines).",
                         choices=(0, 1, 2))
     verbosity: str = quiet.verbosity_flag()
@@ -235,6 +241,9 @@ class TrainConfig:
             check_base_path(self.serving_base_path or serving_base_path(self.model_dir))
         except ValueError as e:
             raise ConfigError(f"--serving_base_path (or --model_dir): {e}") from None
+        if self.refit_on_eval and self.slice_by:
+            raise ConfigError("--refit_on_eval trains the exported model on the eval rows "
+                              "that --slice_by measures it on: give one of them")
         if self.choice_folds is not None and self.choice_folds > 1 \
                 and self.early_stopping_patience:
             raise ConfigError("--choice_folds above 1 trains every fold's network on the "

@@ -177,6 +177,28 @@ def choice_folds(flag: Optional[int], kind: str, train_rows: int, both_families:
                           f"scored once, {CHOICE_FOLDS} folds")
 
 
+def refit_on_eval(flag: Optional[bool], folds: int, eval_rows: int,
+                  slice_by: tuple) -> Tuple[bool, str]:
+    """(whether the model kept is trained a last time on the train and eval splits together
+    before export, why). Only where the choice was cross-fitted: the folds, not the eval
+    split, chose it, and on a small table the eval split's tenth of the rows is worth more
+    to the model than to its figures (the figures stay those of the same model trained
+    without them), as AutoGluon's `refit_full` retrains the model chosen on its validation
+    data on training and validation data together."""
+    if flag is False:
+        return False, "--no-refit_on_eval"
+    if not eval_rows:
+        return False, "the eval split is empty: nothing to add"
+    if slice_by:
+        return False, "--slice_by measures the exported model on the eval split's rows"
+    if folds < 2:
+        return False, (f"the choice was made on {'the validation slice' if folds else 'no rows'}"
+                       ", not on cross-fitted folds")
+    return True, "--refit_on_eval" if flag else (
+        f"auto: --model auto chose on {folds} cross-fitted folds; the eval split adds "
+        f"{eval_rows} rows")
+
+
 def num_trees(flag: Optional[int], folds: int) -> Tuple[int, Optional[int], str]:
     """(the most trees grown, the most the kept shape's folds may be grown again to or None,
     why): --num_trees as given; unset, NUM_TREES, and FOLD_MAX_TREES for `folds` > 1

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import logging
 import time
 from typing import Callable, Dict, Optional, Tuple
@@ -296,20 +297,24 @@ def _trees_kept(cfg: TrainConfig, info, train_files, grown: TreesRun, shape: Tre
 
 def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, eval_files,
              batch: int, refit_network: Optional[Callable[..., object]] = None,
-             folds: int = 1, trees_runs: Optional[Dict[TreesShape, TreesRun]] = None) -> tuple:
-    """(candidate kept, its model, the info it serves with, its eval metrics, why). With
+             folds: int = 1, trees_runs: Optional[Dict[TreesShape, TreesRun]] = None,
+             final_files: Optional[list] = None) -> tuple:
+    """(candidate kept, its model, the info it serves with, its eval metrics, why, (the
+    model exported, its info)). With
     both families trained their blend joins them, the validation rows decide
     (choose_family: the slice, or all train rows over `folds` cross-fitted folds), each
     candidate's eval figure is recorded, and the families kept (alone or in the blend) are
     trained again on the whole train split before export: the trees always (with the
     shape chosen on the validation rows; cross-fitted: as many rounds as scored lowest
     over the folds; `trees_runs` are fold 0's, by shape), the network when `refit_network`
-    is given (no early stopping used the slice)."""
+    is given (no early stopping used the slice). The last element: the model exported and
+    its info, trained a last time on `final_files` when given (the train and eval splits:
+    the eval figures stay those of the model trained without the eval rows)."""
     if len(runs) == 1:
         chosen = next(iter(runs))
         model, served = runs[chosen]
         candidates[chosen]["eval"] = final = exact_eval(model, eval_files, served, batch)
-        return chosen, model, served, final, "--model"
+        return chosen, model, served, final, "--model", (model, served)
     if folds > 1 and refit_network is None:
         raise ValueError("cross-fitted folds need the network trained again")
     if not trees_runs:
@@ -348,16 +353,38 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
         choose_family(losses, network, rows)
     log.info("--model auto: %s (%s; %s)", chosen, "; ".join(
         f"{n} {candidates[n]['validation']}" for n in runs), why)
+    again = functools.partial(_trained_again, cfg, info, chosen, runs, candidates,
+                              refit_network, trees_runs[shape], rounds, blend)
+    model, served = again(train_files, int(info.split_rows.get("train") or 0))
+    final = candidates[chosen]["eval"] if chosen == network and refit_network is None \
+        else exact_eval(model, eval_files, served, batch)  # else nothing was trained again
+    exported = (model, served)
+    if final_files:
+        exported = again(final_files, sum(int(info.split_rows.get(s) or 0)
+                                          for s in ("train", "eval")), "exported_rows")
+        final = dict(final, measured_on=(
+            "the kept model trained on the train split alone; the one exported was trained "
+            "again on the train and eval splits (refit_on_eval)"))
+    return chosen, model, served, final, why, exported
+
+
+def _trained_again(cfg: TrainConfig, info, chosen: str, runs: dict, candidates: dict,
+                   refit_network: Optional[Callable[..., object]], grown: TreesRun,
+                   rounds: Optional[int], blend: Callable, files, rows: int,
+                   key: str = "refit_rows") -> tuple:
+    """(model, the info it serves with) of the `chosen` candidate, the families in it
+    trained again on `files` (`rows` rows): the trees always, the network when
+    `refit_network` is given. Each family's rows are recorded in `candidates` under `key`;
+    `runs` hold the models trained."""
+    network = next(n for n in runs if n not in (TREES, BLEND))
+    net_info = runs[network][1]
     if chosen != TREES and refit_network is not None:
-        runs[network] = (refit_network(), net_info)
-        candidates[network]["refit_rows"] = info.split_rows.get("train")
+        runs[network] = (refit_network(train_files=files), net_info)
+        candidates[network][key] = rows
     if chosen != network:
-        kept = _trees_kept(cfg, info, train_files, trees_runs[shape], shape, rounds)
+        kept = _trees_kept(cfg, info, files, grown, grown.shape, rounds)
         runs[TREES] = (kept.model, kept.info)
         runs[BLEND] = (blend(runs[network][0], kept.model), kept.info)
-        candidates[TREES]["refit_rows"] = None if kept is trees_runs[shape] else kept.rows
+        candidates[TREES][key] = None if kept is grown else kept.rows
         candidates[TREES]["ydf_importance"] = forest_importance(kept.forest)
-    model, served = runs[chosen]
-    if chosen == network and refit_network is None:  # nothing was trained again
-        return chosen, model, served, candidates[chosen]["eval"], why
-    return chosen, model, served, exact_eval(model, eval_files, served, batch), why
+    return runs[chosen]

@@ -217,6 +217,18 @@ def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, fami
     return cfg, net, trees, runs, candidates
 
 
+def _refit_on_eval(cfg: TrainConfig, info, folds: tuple) -> tuple:
+    """defaults.refit_on_eval, logged; a --refit_on_eval that cannot apply is refused before
+    any training."""
+    with_eval = defaults.refit_on_eval(cfg.refit_on_eval, folds[0],
+                                       int(info.split_rows.get("eval") or 0), cfg.slice_by)
+    if cfg.refit_on_eval and folds[0] < 2:
+        raise guards.TrainingError(f"--refit_on_eval needs --model auto to choose on "
+                                   f"cross-fitted folds; here {folds[1]}")
+    log.info("refit_on_eval=%s (%s)", *with_eval)
+    return with_eval
+
+
 def _importance(model, eval_files, served, batch: int, seed: int, rows: int):
     """The kept model's permutation importance (training/importance.py), or None: a figure
     for the report is never worth the trained model."""
@@ -254,6 +266,7 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
     log.info("choice_folds=%s (%s)", *folds)
     trees_cap = defaults.num_trees(cfg.num_trees, folds[0])
     log.info("num_trees=%s (%s)", trees_cap[0], trees_cap[2])
+    with_eval = _refit_on_eval(cfg, info, folds)
     fitted = _fit_families(cfg, info, kind, strategy, chief, families, train_files,
                            eval_files, folds[0])
     if fitted is None:  # a worker of a cluster: the chief exports
@@ -264,9 +277,11 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
     if "network" in families and "trees" in families and kind == "single" and not net.patience:
         # The validation slice chose a family and nothing else: the network kept is trained
         # again with it (a multi-worker fit would need the whole cluster again).
-        refit = functools.partial(refit_network, net, info, strategy, kind, train_files)
-    chosen, model, served, final, why = keep_one(
-        cfg, info, runs, candidates, train_files, eval_files, batch, refit, folds[0], trees)
+        refit = functools.partial(refit_network, net, info, strategy, kind,
+                                  train_files=train_files)
+    chosen, model, served, final, why, (exported, exported_info) = keep_one(
+        cfg, info, runs, candidates, train_files, eval_files, batch, refit, folds[0], trees,
+        final_files=train_files + eval_files if with_eval[0] else None)
     if len(families) == 1:
         why = families_why
     if no_eval:
@@ -275,12 +290,13 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
             f"the eval split is empty"))
         log.warning("training: the eval split is empty; the figures are %s", final)
     try:  # the test split judges nothing here; training.tune shows it beside the best trial
-        test = exact_eval(model, data_lib.split_files(cfg.data_dir, "test"), served, batch)
+        test = exact_eval(exported, data_lib.split_files(cfg.data_dir, "test"),
+                          exported_info, batch)
     except FileNotFoundError:
         test = None
     importance = _importance(model, eval_files, served, batch, cfg.seed, cfg.importance_rows)
-    export_dir = export_model(model, cfg.data_dir, served, next_version_dir(cfg.model_dir),
-                              family=chosen)
+    export_dir = export_model(exported, cfg.data_dir, exported_info,
+                              next_version_dir(cfg.model_dir), family=chosen)
     metrics = {
         "task": info.task, "label": info.label, "distribution": kind,
         "replicas": strategy.num_replicas_in_sync, "eval": final, "test": test,
@@ -288,9 +304,11 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
                   "chosen_by": why, "candidates": candidates,
                   "choice_folds": {"value": folds[0], "why": folds[1]},
                   "num_trees": {"value": trees_cap[0], "grown_again_to": trees_cap[1],
-                                "why": trees_cap[2]}},
+                                "why": trees_cap[2]},
+                  "refit_on_eval": {"value": with_eval[0], "why": with_eval[1]}},
         "importance": importance, "export_dir": export_dir, "config": cfg.to_dict(),
-        "label_scaling": served.label_scaler.to_dict() if served.label_scaler else None,
+        "label_scaling": exported_info.label_scaler.to_dict() if exported_info.label_scaler
+        else None,
         "deterministic": {"value": deterministic[0], "why": deterministic[1]},
         "serving_config": write_serving_config(
             os.path.join(cfg.job_dir, SERVING_DIR), cfg.serving_model_name,

@@ -33,6 +33,21 @@ def test_the_trees_count_may_grow_past_300_only_where_the_folds_choose_it():
     assert defaults.num_trees(50, defaults.CHOICE_FOLDS) == (50, None, "--num_trees")
 
 
+def test_the_model_kept_learns_the_eval_rows_only_where_folds_chose_it():
+    """refit_on_eval: on by default where cross-fitted folds chose (the eval split chose
+    nothing), off on one slice, with an empty eval split, with --slice_by (it measures the
+    exported model on eval rows) or when told."""
+    rule = defaults.refit_on_eval
+    assert rule(None, defaults.CHOICE_FOLDS, 120, ())[0] is True
+    assert "120 rows" in rule(None, defaults.CHOICE_FOLDS, 120, ())[1]
+    assert rule(None, 1, 120, ()) == (False, "the choice was made on the validation slice, "
+                                             "not on cross-fitted folds")
+    assert rule(None, defaults.CHOICE_FOLDS, 0, ())[0] is False
+    assert rule(None, defaults.CHOICE_FOLDS, 120, ("region",))[0] is False
+    assert rule(False, defaults.CHOICE_FOLDS, 120, ()) == (False, "--no-refit_on_eval")
+    assert rule(True, defaults.CHOICE_FOLDS, 120, ()) == (True, "--refit_on_eval")
+
+
 def test_choice_folds_are_checked_before_training(tmp_path):
     from training.config import ConfigError, TrainConfig
     for bad in (0, 11):
@@ -41,6 +56,9 @@ def test_choice_folds_are_checked_before_training(tmp_path):
     with pytest.raises(ConfigError, match="--early_stopping_patience 0"):
         TrainConfig(data_dir="d", job_dir=str(tmp_path), choice_folds=4,
                     early_stopping_patience=5)
+    with pytest.raises(ConfigError, match="--refit_on_eval .* --slice_by"):
+        TrainConfig(data_dir="d", job_dir=str(tmp_path), refit_on_eval=True,
+                    slice_by=("region",))
     for bad in (-0.1, 1.0):
         with pytest.raises(ConfigError, match="--hide_missing must be in"):
             TrainConfig(data_dir="d", job_dir=str(tmp_path), hide_missing=bad)
