@@ -48,6 +48,21 @@ def test_the_model_kept_learns_the_eval_rows_only_where_folds_chose_it():
     assert rule(True, defaults.CHOICE_FOLDS, 120, ()) == (True, "--refit_on_eval")
 
 
+def test_refit_on_eval_where_no_folds_chose_is_refused_before_training(preprocessed, tmp_path):
+    """One model given, or one validation slice: nothing was chosen on folds, and the flag
+    is refused in one line before a family trains (no job folder content is written)."""
+    from tests.helpers import small_train_config
+    from training import train_and_evaluate
+    from training.guards import TrainingError
+    data_dir, _ = preprocessed
+    for kw in ({"model": "boosted_trees"}, {"model": "auto", "choice_folds": 1}):
+        job = tmp_path / kw["model"]
+        with pytest.raises(TrainingError, match="--refit_on_eval needs --model auto to choose "
+                                                "on cross-fitted folds; here "):
+            train_and_evaluate(small_train_config(data_dir, str(job), refit_on_eval=True, **kw))
+        assert not (job / "export").exists()
+
+
 def test_choice_folds_are_checked_before_training(tmp_path):
     from training.config import ConfigError, TrainConfig
     for bad in (0, 11):
