@@ -378,6 +378,9 @@ def _trained_again(cfg: TrainConfig, info, chosen: str, runs: dict, candidates: 
     `runs` hold the models trained."""
     network = next(n for n in runs if n not in (TREES, BLEND))
     net_info = runs[network][1]
+    if chosen != network or refit_network is not None:
+        log.info("--model auto: %s trained again on %s rows (%s)", chosen, f"{rows:,}",
+                 "the train and eval splits" if key == "exported_rows" else "the train split")
     if chosen != TREES and refit_network is not None:
         runs[network] = (refit_network(train_files=files), net_info)
         candidates[network][key] = rows

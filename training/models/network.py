@@ -242,7 +242,7 @@ def refit_network(run: NetworkRun, info, strategy, kind: str, train_files,
               callbacks=[StepProgressLogger(total),
                          guards.StopOnNonFinite(lambda: "an extreme label or feature")])
     log.info("network trained again on %s: %d steps in %.1f s",
-             "the whole train split" if holdout is None else
+             f"{len(train_files)} shard(s)" if holdout is None else
              f"the train split less fold {holdout.fold} of {holdout.folds}", total,
              time.time() - started)
     return model
