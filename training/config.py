@@ -200,10 +200,11 @@ class TrainConfig:
         action=argparse.BooleanOptionalAction)
     refit_on_eval: Optional[bool] = flag(
         help="Train the model --model auto kept a last time on the train and eval splits "
-             "together before export; its eval figures are those of the same model trained "
-             "on the train split alone. Default: on where the choice was made on cross-fitted "
-             "folds (a train split under 10,000 rows on one process) and --slice_by is not "
-             "given.", action=argparse.BooleanOptionalAction)
+             "together before export, less the golden set's rows (the gate judges a new "
+             "version on them); its eval figures are those of the same model trained on the "
+             "train split alone. Default: on where the choice was made on cross-fitted folds "
+             "(a train split under 10,000 rows on one process) and --slice_by is not given.",
+        action=argparse.BooleanOptionalAction)
     verbose: int = flag(0, "Keras' own lines per epoch (0: only the trainer's progress lines).",
                         choices=(0, 1, 2))
     verbosity: str = quiet.verbosity_flag()

@@ -184,7 +184,8 @@ def refit_on_eval(flag: Optional[bool], folds: int, eval_rows: int,
     split, chose it, and on a small table the eval split's tenth of the rows is worth more
     to the model than to its figures (the figures stay those of the same model trained
     without them), as AutoGluon's `refit_full` retrains the model chosen on its validation
-    data on training and validation data together."""
+    data on training and validation data together. The golden set's rows are still left
+    out (training/golden_rows.py)."""
     if flag is False:
         return False, "--no-refit_on_eval"
     if not eval_rows:
@@ -194,9 +195,8 @@ def refit_on_eval(flag: Optional[bool], folds: int, eval_rows: int,
     if folds < 2:
         return False, (f"the choice was made on {'the validation slice' if folds else 'no rows'}"
                        ", not on cross-fitted folds")
-    return True, "--refit_on_eval" if flag else (
-        f"auto: --model auto chose on {folds} cross-fitted folds; the eval split adds "
-        f"{eval_rows} rows")
+    return True, "--refit_on_eval" if flag else \
+        f"auto: --model auto chose on {folds} cross-fitted folds"
 
 
 def num_trees(flag: Optional[int], folds: int) -> Tuple[int, Optional[int], str]:

@@ -298,7 +298,7 @@ def _trees_kept(cfg: TrainConfig, info, train_files, grown: TreesRun, shape: Tre
 def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, eval_files,
              batch: int, refit_network: Optional[Callable[..., object]] = None,
              folds: int = 1, trees_runs: Optional[Dict[TreesShape, TreesRun]] = None,
-             final_files: Optional[list] = None) -> tuple:
+             exported_from: Optional[tuple] = None) -> tuple:
     """(candidate kept, its model, the info it serves with, its eval metrics, why, (the
     model exported, its info)). With
     both families trained their blend joins them, the validation rows decide
@@ -308,8 +308,8 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
     shape chosen on the validation rows; cross-fitted: as many rounds as scored lowest
     over the folds; `trees_runs` are fold 0's, by shape), the network when `refit_network`
     is given (no early stopping used the slice). The last element: the model exported and
-    its info, trained a last time on `final_files` when given (the train and eval splits:
-    the eval figures stay those of the model trained without the eval rows)."""
+    its info, trained a last time on `exported_from` (files, rows) when given (the train and
+    eval splits: the eval figures stay those of the model trained without the eval rows)."""
     if len(runs) == 1:
         chosen = next(iter(runs))
         model, served = runs[chosen]
@@ -359,9 +359,8 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
     final = candidates[chosen]["eval"] if chosen == network and refit_network is None \
         else exact_eval(model, eval_files, served, batch)  # else nothing was trained again
     exported = (model, served)
-    if final_files:
-        exported = again(final_files, sum(int(info.split_rows.get(s) or 0)
-                                          for s in ("train", "eval")), "exported_rows")
+    if exported_from:
+        exported = again(*exported_from, "exported_rows")
         final = dict(final, measured_on=(
             "the kept model trained on the train split alone; the one exported was trained "
             "again on the train and eval splits (refit_on_eval)"))

@@ -24,7 +24,7 @@ import tf_keras as keras
 
 from preprocessing.reference.slices import SliceError
 from training import data as data_lib
-from training import defaults, guards, selection
+from training import defaults, golden_rows, guards, selection
 from training.config import NETWORKS, TrainConfig
 from training.exporting.export import export_model, next_version_dir
 from training.exporting.serving_config import SERVING_DIR, serving_base_path, write_serving_config
@@ -217,16 +217,23 @@ def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, fami
     return cfg, net, trees, runs, candidates
 
 
-def _refit_on_eval(cfg: TrainConfig, info, folds: tuple) -> tuple:
-    """defaults.refit_on_eval, logged; a --refit_on_eval that cannot apply is refused before
-    any training."""
+def _refit_on_eval(cfg: TrainConfig, info, folds: tuple, eval_files) -> tuple:
+    """(defaults.refit_on_eval's (value, why), (the eval files it adds, their rows) or None),
+    logged; a --refit_on_eval that cannot apply is refused before any training. The golden
+    set's rows are left out (training/golden_rows.py)."""
     with_eval = defaults.refit_on_eval(cfg.refit_on_eval, folds[0],
                                        int(info.split_rows.get("eval") or 0), cfg.slice_by)
     if cfg.refit_on_eval and folds[0] < 2:
         raise guards.TrainingError(f"--refit_on_eval needs --model auto to choose on "
                                    f"cross-fitted folds; here {folds[1]}")
+    added = None
+    if with_eval[0]:
+        files, rows, why = golden_rows.eval_less_golden(
+            cfg.data_dir, info, eval_files, os.path.join(cfg.job_dir, "refit_on_eval"))
+        with_eval = (files is not None, f"{with_eval[1]}: {why}")
+        added = (files, rows) if files is not None else None
     log.info("refit_on_eval=%s (%s)", *with_eval)
-    return with_eval
+    return with_eval, added
 
 
 def _importance(model, eval_files, served, batch: int, seed: int, rows: int):
@@ -266,7 +273,7 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
     log.info("choice_folds=%s (%s)", *folds)
     trees_cap = defaults.num_trees(cfg.num_trees, folds[0])
     log.info("num_trees=%s (%s)", trees_cap[0], trees_cap[2])
-    with_eval = _refit_on_eval(cfg, info, folds)
+    with_eval, added = _refit_on_eval(cfg, info, folds, eval_files)
     fitted = _fit_families(cfg, info, kind, strategy, chief, families, train_files,
                            eval_files, folds[0])
     if fitted is None:  # a worker of a cluster: the chief exports
@@ -281,7 +288,8 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
                                   train_files=train_files)
     chosen, model, served, final, why, (exported, exported_info) = keep_one(
         cfg, info, runs, candidates, train_files, eval_files, batch, refit, folds[0], trees,
-        final_files=train_files + eval_files if with_eval[0] else None)
+        exported_from=(train_files + added[0], int(info.split_rows.get("train") or 0)
+                       + added[1]) if added else None)
     if len(families) == 1:
         why = families_why
     if no_eval:

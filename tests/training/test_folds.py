@@ -39,7 +39,7 @@ def test_the_model_kept_learns_the_eval_rows_only_where_folds_chose_it():
     exported model on eval rows) or when told."""
     rule = defaults.refit_on_eval
     assert rule(None, defaults.CHOICE_FOLDS, 120, ())[0] is True
-    assert "120 rows" in rule(None, defaults.CHOICE_FOLDS, 120, ())[1]
+    assert rule(None, 4, 120, ())[1] == "auto: --model auto chose on 4 cross-fitted folds"
     assert rule(None, 1, 120, ()) == (False, "the choice was made on the validation slice, "
                                              "not on cross-fitted folds")
     assert rule(None, defaults.CHOICE_FOLDS, 0, ())[0] is False

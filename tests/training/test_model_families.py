@@ -140,8 +140,11 @@ def test_the_kept_shapes_folds_grow_past_the_cap_while_their_loss_falls(preproce
 
 @pytest.mark.slow
 def test_auto_keeps_the_family_better_on_the_validation_slice(preprocessed, taxi_csv, tmp_path):
+    from tests.training.test_golden_rows import with_golden
     from training import train_and_evaluate
-    data_dir, _ = preprocessed
+    # A golden set of 50 of the eval split's rows: the others are added to the model exported
+    # (the whole eval split of this small table is the default golden set).
+    data_dir = with_golden(preprocessed[0], tmp_path / "data", keep=50)
     m = train_and_evaluate(small_train_config(data_dir, str(tmp_path / "job"), model="auto",
                                               num_trees=60))
     model = m["model"]
@@ -177,15 +180,19 @@ def test_auto_keeps_the_family_better_on_the_validation_slice(preprocessed, taxi
     assert m["eval"] != cands[model["family"]]["eval"]
     family = json.load(open(os.path.join(m["export_dir"], "assets.extra", "model.json")))
     assert family["family"] == model["family"]
-    # Then trained a last time with the eval split's rows too: the eval figure above is the
-    # model trained without them; the exported one has learned them (its eval RMSE falls).
+    # Then trained a last time with the eval split's rows too, but the golden set's: the eval
+    # figure above is the model trained without them; the exported one has learned them (its
+    # RMSE on the eval rows falls).
     eval_rows = json.load(open(os.path.join(data_dir, "summary.json")))["splits"]["eval"]
-    assert model["refit_on_eval"]["value"] is True
+    refit = model["refit_on_eval"]
+    assert refit["value"] is True and refit["why"].endswith(" of the golden set")
+    added = eval_rows - int(refit["why"].split()[-5])
+    assert 0 < added <= eval_rows - 50
     assert "kept model trained on the train split alone" in m["eval"]["measured_on"]
     if model["family"] != "wide_deep":
-        assert cands["boosted_trees"]["exported_rows"] == train_rows + eval_rows
+        assert cands["boosted_trees"]["exported_rows"] == train_rows + added
     if model["family"] != "boosted_trees":
-        assert cands["wide_deep"]["exported_rows"] == train_rows + eval_rows
+        assert cands["wide_deep"]["exported_rows"] == train_rows + added
     s = batch_predict.run(["--model_dir", m["export_dir"], "--input",
                            _eval_csv(data_dir, taxi_csv[0], tmp_path / "eval.csv"), "--output",
                            str(tmp_path / "out"), "--evaluate_label", "fare_amount"])

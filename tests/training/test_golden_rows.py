@@ -1,0 +1,95 @@
+"""--refit_on_eval adds only the eval rows the golden set does not hold: the gate and the
+tuner judge a new version on those rows, which it must not have learned
+(training/golden_rows.py)."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import tensorflow as tf
+
+from preprocessing.reference import golden
+from training import data as data_lib
+from training import golden_rows
+
+
+def with_golden(data_dir: str, dest, keep=None, edit=None) -> str:
+    """A copy of a preprocess output whose golden set holds its first `keep` rows, each
+    passed through `edit` (a tf.train.Example -> None) when given."""
+    shutil.copytree(data_dir, dest)
+    path = os.path.join(dest, golden.GOLDEN_DIR, golden.GOLDEN_FILE)
+    examples = golden.tfrecord_examples(golden.read_bounded(path), path)[:keep]
+    with tf.io.TFRecordWriter(path) as w:
+        for raw in examples:
+            if edit:
+                example = tf.train.Example.FromString(raw)
+                edit(example)
+                raw = example.SerializeToString()
+            w.write(raw)
+    return str(dest)
+
+
+def _added(data_dir, tmp_path):
+    info = data_lib.load_feature_info(data_dir)
+    return info, golden_rows.eval_less_golden(
+        data_dir, info, data_lib.split_files(data_dir, "eval"), str(tmp_path / "out"))
+
+
+def test_the_golden_rows_are_left_out_of_the_eval_rows_added(preprocessed, tmp_path):
+    data_dir = with_golden(preprocessed[0], tmp_path / "data", keep=50)
+    info, (files, rows, why) = _added(data_dir, tmp_path)
+    eval_rows = info.split_rows["eval"]
+    assert files and 0 < rows <= eval_rows - 50 and why.startswith("the eval rows less the ")
+    dropped = int(why.split()[-5])
+    assert rows + dropped == eval_rows and dropped >= 50
+    gold = golden_rows.golden_inputs(data_dir, info)
+    assert len(gold[0]) == 50
+    spec = {k: info.feature_spec[k] for k in info.input_names}
+    added = [golden_rows._rows(tf.io.parse_example(b, spec), info.input_names)
+             for b in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(512)]
+    keys = np.concatenate([k for k, _ in added])
+    floats = np.concatenate([f for _, f in added])
+    mask, missing = golden_rows.golden_matches(gold, keys, floats)
+    assert len(keys) == rows and not mask.any() and missing == 50  # none of them is left
+
+
+def test_floats_match_within_the_transforms_last_bits():
+    """A golden row matches an eval row whose floats differ in the 7th digit (the taxi's
+    distance, 0.5377065 vs 0.5377066, split rows rounded to 6 digits), not one whose
+    strings or floats differ."""
+    gold = (np.array([b"29|Cash"], dtype=object), np.array([[0.5377065, np.nan]]))
+    keys = np.array([b"29|Cash", b"29|Cash", b"29|Card", b"29|Cash"], dtype=object)
+    floats = np.array([[0.5377066, np.nan], [0.5377065, 0.0], [0.5377065, np.nan],
+                       [0.54, np.nan]])
+    mask, missing = golden_rows.golden_matches(gold, keys, floats)
+    assert mask.tolist() == [True, False, False, False] and missing == 0
+    assert golden_rows.golden_matches(gold, keys[1:], floats[1:])[1] == 1
+
+
+def test_nothing_is_added_when_the_golden_set_is_the_whole_eval_split(preprocessed, tmp_path):
+    """The default 500 golden rows hold every eval row of a small table."""
+    info, (files, rows, why) = _added(preprocessed[0], tmp_path)
+    assert info.split_rows["eval"] < golden.DEFAULT_ROWS
+    assert (files, rows) == (None, 0) and "every eval row is in the golden set" in why
+
+
+def test_a_golden_row_not_found_in_the_eval_split_adds_nothing(preprocessed, tmp_path):
+    """A golden set that is not the eval split's sample (edited, or from other data): the
+    rows it holds cannot be told apart, so none is added."""
+    def edit(example):
+        for feature in example.features.feature.values():
+            if feature.float_list.value:
+                feature.float_list.value[:] = [987654.25]
+                return
+    data_dir = with_golden(preprocessed[0], tmp_path / "data", keep=20, edit=edit)
+    _, (files, rows, why) = _added(data_dir, tmp_path)
+    assert (files, rows) == (None, 0) and "were not found in the eval split" in why
+
+
+def test_without_a_golden_set_every_eval_row_is_added(preprocessed, tmp_path):
+    data_dir = with_golden(preprocessed[0], tmp_path / "data")
+    os.remove(os.path.join(data_dir, golden.GOLDEN_DIR, golden.GOLDEN_FILE))
+    info, (files, rows, why) = _added(data_dir, tmp_path)
+    assert files == data_lib.split_files(data_dir, "eval")
+    assert rows == info.split_rows["eval"] and "no golden set" in why

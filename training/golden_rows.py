@@ -1,0 +1,120 @@
+"""The eval split less the golden set's rows: what `--refit_on_eval` adds to the model exported.
+
+The golden set (preprocess's sample of the eval split's raw rows, copied into each export)
+is what the model gate and the tuner judge a new version on against the serving one. A
+model trained on those rows would be judged on rows it learned: a retrain on new data would
+then look worse than the version serving and be refused. So they are left out: each golden
+row goes through the transform the export serves with, and the eval records whose model
+inputs equal one's are not added (floats within RTOL: the two transforms may differ in the
+last bits). A golden row found nowhere in the eval split adds nothing at all.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from preprocessing.reference import golden
+from training.data import FeatureInfo
+from training.exporting.requests import example_spec
+
+BATCH = 1024
+FILE = "eval-less-golden.tfrecord.gz"
+# Floats match within this: the Beam and in-process transforms may differ in the last bits
+# (the taxi's haversine distance: 0.5377065 vs 0.5377066), and rounding both to a number of
+# digits still splits a pair that straddles a boundary.
+RTOL, ATOL = 1e-4, 1e-6
+
+
+def _rows(parsed: dict, names) -> Tuple[np.ndarray, np.ndarray]:
+    """(each row's non-float inputs as one byte string, its float inputs [rows, n])."""
+    exact, floats = [], []
+    count = int(tf.shape(parsed[names[0]])[0])
+    for name in names:
+        v = tf.reshape(parsed[name], [count, -1])
+        if v.dtype.is_floating:
+            floats.append(tf.cast(v, tf.float64).numpy())
+            continue
+        if v.dtype != tf.string:
+            v = tf.strings.as_string(v)
+        exact.append(tf.strings.reduce_join(v, axis=1, separator=","))
+    keys = tf.strings.join(exact, separator="|").numpy() if exact else \
+        np.full(count, b"", dtype=object)
+    return keys, np.concatenate(floats, axis=1) if floats else np.zeros((count, 0))
+
+
+def golden_inputs(data_dir: str, info: FeatureInfo) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+    """The model inputs of the golden set's rows, transformed as served (_rows); None
+    without a golden set."""
+    path = os.path.join(data_dir, golden.GOLDEN_DIR, golden.GOLDEN_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    examples = golden.tfrecord_examples(golden.read_bounded(path), path)
+    schema = info.raw_schema
+    spec = example_spec(schema)
+    names = {c.name: schema.tf_name(c.name) for c in schema.serving_columns()}
+    layer = tft.TFTransformOutput(data_dir).transform_features_layer()
+    parts = []
+    for i in range(0, len(examples), BATCH):
+        parsed = tf.io.parse_example(tf.constant(examples[i:i + BATCH]), spec)
+        transformed = layer({names[k]: v for k, v in parsed.items()})
+        parts.append(_rows(transformed, info.input_names))
+    if not parts:
+        return np.zeros(0, dtype=object), np.zeros((0, 0))
+    return np.concatenate([k for k, _ in parts]), np.concatenate([f for _, f in parts])
+
+
+def golden_matches(gold: Tuple[np.ndarray, np.ndarray], keys: np.ndarray,
+                   floats: np.ndarray) -> Tuple[np.ndarray, int]:
+    """(a mask of the rows (`keys`, `floats`: _rows) equal to a golden row, how many golden
+    rows matched none)."""
+    by_key: dict = {}
+    for i, k in enumerate(keys):
+        by_key.setdefault(k, []).append(i)
+    mask = np.zeros(len(keys), dtype=bool)
+    missing = 0
+    for k, f in zip(*gold):
+        rows = np.asarray(by_key.get(k, []), dtype=np.int64)
+        close = np.all(np.isclose(floats[rows], f, rtol=RTOL, atol=ATOL, equal_nan=True),
+                       axis=1) if len(rows) else np.zeros(0, dtype=bool)
+        missing += not close.any()
+        mask[rows[close]] = True
+    return mask, missing
+
+
+def eval_less_golden(data_dir: str, info: FeatureInfo, eval_files, out_dir: str
+                     ) -> Tuple[Optional[list], int, str]:
+    """(the files of the eval records whose inputs are no golden row's, or None, how many
+    records they hold, why): all of `eval_files` without a golden set; None when a golden
+    row is not found among the eval records (nothing can then be added safely) or every
+    eval record is one."""
+    gold = golden_inputs(data_dir, info)
+    if gold is None:
+        return list(eval_files), int(info.split_rows.get("eval") or 0), \
+            "every eval row: no golden set"
+    spec = {k: info.feature_spec[k] for k in info.input_names}
+    records, keys, floats = [], [], []
+    for batch in tf.data.TFRecordDataset(eval_files, compression_type="GZIP").batch(BATCH):
+        k, f = _rows(tf.io.parse_example(batch, spec), info.input_names)
+        records.extend(batch.numpy())
+        keys.append(k)
+        floats.append(f)
+    if not records:
+        return None, 0, "the eval split is empty"
+    mask, missing = golden_matches(gold, np.concatenate(keys), np.concatenate(floats))
+    if missing:
+        return None, 0, (f"{missing} of the golden set's {len(gold[0])} rows were not found "
+                         f"in the eval split")
+    if mask.all():
+        return None, 0, "every eval row is in the golden set (preprocess --golden_rows)"
+    tf.io.gfile.makedirs(out_dir)
+    path = os.path.join(out_dir, FILE)
+    with tf.io.TFRecordWriter(path, tf.io.TFRecordOptions(compression_type="GZIP")) as w:
+        for record, golden_row in zip(records, mask):
+            if not golden_row:
+                w.write(record)
+    return [path], int((~mask).sum()), \
+        f"the eval rows less the {int(mask.sum())} of the golden set"
