@@ -228,12 +228,29 @@ def _refit_on_eval(cfg: TrainConfig, info, folds: tuple, eval_files) -> tuple:
                                    f"cross-fitted folds; here {folds[1]}")
     added = None
     if with_eval[0]:
-        files, rows, why = golden_rows.eval_less_golden(
-            cfg.data_dir, info, eval_files, os.path.join(cfg.job_dir, "refit_on_eval"))
+        out = tempfile.mkdtemp(prefix="refit_on_eval_")
+        files, rows, why = golden_rows.eval_less_golden(cfg.data_dir, info, eval_files, out)
         with_eval = (files is not None, f"{with_eval[1]}: {why}")
-        added = (files, rows) if files is not None else None
+        added = (files, rows, out) if files is not None else None
+        if not files or files == list(eval_files):
+            shutil.rmtree(out, ignore_errors=True)
     log.info("refit_on_eval=%s (%s)", *with_eval)
     return with_eval, added
+
+
+def _keep_one(cfg: TrainConfig, info, runs, candidates, train_files, eval_files, batch: int,
+              refit, folds: int, trees, added) -> tuple:
+    """selection.keep_one, the model exported trained a last time with the eval rows
+    `added` (_refit_on_eval) when given; the records written for it are removed after."""
+    try:
+        return keep_one(cfg, info, runs, candidates, train_files, eval_files, batch, refit,
+                        folds, trees, exported_from=(
+                            train_files + added[0],
+                            int(info.split_rows.get("train") or 0) + added[1])
+                        if added else None)
+    finally:
+        if added:
+            shutil.rmtree(added[2], ignore_errors=True)
 
 
 def _importance(model, eval_files, served, batch: int, seed: int, rows: int):
@@ -286,10 +303,9 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         # again with it (a multi-worker fit would need the whole cluster again).
         refit = functools.partial(refit_network, net, info, strategy, kind,
                                   train_files=train_files)
-    chosen, model, served, final, why, (exported, exported_info) = keep_one(
+    chosen, model, served, final, why, (exported, exported_info) = _keep_one(
         cfg, info, runs, candidates, train_files, eval_files, batch, refit, folds[0], trees,
-        exported_from=(train_files + added[0], int(info.split_rows.get("train") or 0)
-                       + added[1]) if added else None)
+        added)
     if len(families) == 1:
         why = families_why
     if no_eval:
