@@ -24,8 +24,9 @@ import tf_keras as keras
 
 from preprocessing.reference.slices import SliceError
 from training import data as data_lib
-from training import defaults, golden_rows, guards, selection
+from training import defaults, guards, selection
 from training.config import NETWORKS, TrainConfig
+from training.exporting import golden_rows
 from training.exporting.export import export_model, next_version_dir
 from training.exporting.serving_config import SERVING_DIR, serving_base_path, write_serving_config
 from training.models.network import fit_network, refit_network
@@ -220,7 +221,7 @@ def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, fami
 def _refit_on_eval(cfg: TrainConfig, info, folds: tuple, eval_files) -> tuple:
     """(defaults.refit_on_eval's (value, why), (the eval files it adds, their rows) or None),
     logged; a --refit_on_eval that cannot apply is refused before any training. The golden
-    set's rows are left out (training/golden_rows.py)."""
+    set's rows are left out (training/exporting/golden_rows.py)."""
     with_eval = defaults.refit_on_eval(cfg.refit_on_eval, folds[0],
                                        int(info.split_rows.get("eval") or 0), cfg.slice_by)
     if cfg.refit_on_eval and folds[0] < 2:

@@ -1,6 +1,6 @@
 """--refit_on_eval adds only the eval rows the golden set does not hold: the gate and the
 tuner judge a new version on those rows, which it must not have learned
-(training/golden_rows.py)."""
+(training/exporting/golden_rows.py)."""
 from __future__ import annotations
 
 import os
@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from preprocessing.reference import golden
 from training import data as data_lib
-from training import golden_rows
+from training.exporting import golden_rows
 
 
 def with_golden(data_dir: str, dest, keep=None, edit=None) -> str:
@@ -77,11 +77,8 @@ def test_nothing_is_added_when_the_golden_set_is_the_whole_eval_split(preprocess
 def test_a_golden_row_not_found_in_the_eval_split_adds_nothing(preprocessed, tmp_path):
     """A golden set that is not the eval split's sample (edited, or from other data): the
     rows it holds cannot be told apart, so none is added."""
-    def edit(example):
-        for feature in example.features.feature.values():
-            if feature.float_list.value:
-                feature.float_list.value[:] = [987654.25]
-                return
+    def edit(example):  # a model input, far outside the train range (clipped to its edge)
+        example.features.feature["pickup_latitude"].float_list.value[:] = [10.0]
     data_dir = with_golden(preprocessed[0], tmp_path / "data", keep=20, edit=edit)
     _, (files, rows, why) = _added(data_dir, tmp_path)
     assert (files, rows) == (None, 0) and "were not found in the eval split" in why
