@@ -90,3 +90,12 @@ def test_without_a_golden_set_every_eval_row_is_added(preprocessed, tmp_path):
     info, (files, rows, why) = _added(data_dir, tmp_path)
     assert files == data_lib.split_files(data_dir, "eval")
     assert rows == info.split_rows["eval"] and "no golden set" in why
+
+
+def test_a_golden_set_that_cannot_be_read_adds_nothing_and_says_why(preprocessed, tmp_path):
+    data_dir = with_golden(preprocessed[0], tmp_path / "data")
+    with open(os.path.join(data_dir, golden.GOLDEN_DIR, golden.GOLDEN_FILE), "wb") as f:
+        f.write(b"\x00not a TFRecord" * 8)
+    _, (files, rows, why) = _added(data_dir, tmp_path)
+    assert (files, rows) == (None, 0)
+    assert "is not a TFRecord file of tf.Examples" in why and why.endswith("no eval row is added")

@@ -88,10 +88,13 @@ def golden_matches(gold: Tuple[np.ndarray, np.ndarray], keys: np.ndarray,
 def eval_less_golden(data_dir: str, info: FeatureInfo, eval_files, out_dir: str
                      ) -> Tuple[Optional[list], int, str]:
     """(the files of the eval records whose inputs are no golden row's, or None, how many
-    records they hold, why): all of `eval_files` without a golden set; None when a golden
-    row is not found among the eval records (nothing can then be added safely) or every
-    eval record is one."""
-    gold = golden_inputs(data_dir, info)
+    records they hold, why): all of `eval_files` without a golden set; None when the golden
+    set cannot be read, or a golden row is not found among the eval records (nothing can
+    then be added safely), or every eval record is one."""
+    try:
+        gold = golden_inputs(data_dir, info)
+    except (golden.GoldenSetError, tf.errors.OpError) as e:  # nothing told apart: none added
+        return None, 0, f"{str(e).splitlines()[0][:300]}: no eval row is added"
     if gold is None:
         return list(eval_files), int(info.split_rows.get("eval") or 0), \
             "every eval row: no golden set"
