@@ -229,12 +229,9 @@ def _refit_on_eval(cfg: TrainConfig, info, folds: tuple, eval_files) -> tuple:
                                    f"cross-fitted folds; here {folds[1]}")
     added = None
     if with_eval[0]:
-        out = tempfile.mkdtemp(prefix="refit_on_eval_")
-        files, rows, why = golden_rows.eval_less_golden(cfg.data_dir, info, eval_files, out)
+        files, rows, why = golden_rows.eval_less_golden(cfg.data_dir, info, eval_files)
         with_eval = (files is not None, f"{with_eval[1]}: {why}")
-        added = (files, rows, out) if files is not None else None
-        if not files or files == list(eval_files):
-            shutil.rmtree(out, ignore_errors=True)
+        added = (files, rows) if files is not None else None
     log.info("refit_on_eval=%s (%s)", *with_eval)
     return with_eval, added
 
@@ -250,8 +247,8 @@ def _keep_one(cfg: TrainConfig, info, runs, candidates, train_files, eval_files,
                             int(info.split_rows.get("train") or 0) + added[1])
                         if added else None)
     finally:
-        if added:
-            shutil.rmtree(added[2], ignore_errors=True)
+        if added and added[0] != list(eval_files):
+            shutil.rmtree(os.path.dirname(added[0][0]), ignore_errors=True)
 
 
 def _importance(model, eval_files, served, batch: int, seed: int, rows: int):

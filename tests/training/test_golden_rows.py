@@ -30,15 +30,15 @@ def with_golden(data_dir: str, dest, keep=None, edit=None) -> str:
     return str(dest)
 
 
-def _added(data_dir, tmp_path):
+def _added(data_dir):
     info = data_lib.load_feature_info(data_dir)
     return info, golden_rows.eval_less_golden(
-        data_dir, info, data_lib.split_files(data_dir, "eval"), str(tmp_path / "out"))
+        data_dir, info, data_lib.split_files(data_dir, "eval"))
 
 
 def test_the_golden_rows_are_left_out_of_the_eval_rows_added(preprocessed, tmp_path):
     data_dir = with_golden(preprocessed[0], tmp_path / "data", keep=50)
-    info, (files, rows, why) = _added(data_dir, tmp_path)
+    info, (files, rows, why) = _added(data_dir)
     eval_rows = info.split_rows["eval"]
     assert files and 0 < rows <= eval_rows - 50 and why.startswith("the eval rows less the ")
     dropped = int(why.split()[-5])
@@ -52,6 +52,7 @@ def test_the_golden_rows_are_left_out_of_the_eval_rows_added(preprocessed, tmp_p
     floats = np.concatenate([f for _, f in added])
     mask, missing = golden_rows.golden_matches(gold, keys, floats)
     assert len(keys) == rows and not mask.any() and missing == 50  # none of them is left
+    shutil.rmtree(os.path.dirname(files[0]))  # the caller's to remove (the trainer does)
 
 
 def test_floats_match_within_the_transforms_last_bits():
@@ -69,7 +70,7 @@ def test_floats_match_within_the_transforms_last_bits():
 
 def test_nothing_is_added_when_the_golden_set_is_the_whole_eval_split(preprocessed, tmp_path):
     """The default 500 golden rows hold every eval row of a small table."""
-    info, (files, rows, why) = _added(preprocessed[0], tmp_path)
+    info, (files, rows, why) = _added(preprocessed[0])
     assert info.split_rows["eval"] < golden.DEFAULT_ROWS
     assert (files, rows) == (None, 0) and "every eval row is in the golden set" in why
 
@@ -80,14 +81,14 @@ def test_a_golden_row_not_found_in_the_eval_split_adds_nothing(preprocessed, tmp
     def edit(example):  # a model input, far outside the train range (clipped to its edge)
         example.features.feature["pickup_latitude"].float_list.value[:] = [10.0]
     data_dir = with_golden(preprocessed[0], tmp_path / "data", keep=20, edit=edit)
-    _, (files, rows, why) = _added(data_dir, tmp_path)
+    _, (files, rows, why) = _added(data_dir)
     assert (files, rows) == (None, 0) and "were not found in the eval split" in why
 
 
 def test_without_a_golden_set_every_eval_row_is_added(preprocessed, tmp_path):
     data_dir = with_golden(preprocessed[0], tmp_path / "data")
     os.remove(os.path.join(data_dir, golden.GOLDEN_DIR, golden.GOLDEN_FILE))
-    info, (files, rows, why) = _added(data_dir, tmp_path)
+    info, (files, rows, why) = _added(data_dir)
     assert files == data_lib.split_files(data_dir, "eval")
     assert rows == info.split_rows["eval"] and "no golden set" in why
 
@@ -96,6 +97,6 @@ def test_a_golden_set_that_cannot_be_read_adds_nothing_and_says_why(preprocessed
     data_dir = with_golden(preprocessed[0], tmp_path / "data")
     with open(os.path.join(data_dir, golden.GOLDEN_DIR, golden.GOLDEN_FILE), "wb") as f:
         f.write(b"\x00not a TFRecord" * 8)
-    _, (files, rows, why) = _added(data_dir, tmp_path)
+    _, (files, rows, why) = _added(data_dir)
     assert (files, rows) == (None, 0)
     assert "is not a TFRecord file of tf.Examples" in why and why.endswith("no eval row is added")

@@ -11,6 +11,7 @@ last bits). A golden row found nowhere in the eval split adds nothing at all.
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Optional, Tuple
 
 import numpy as np
@@ -19,7 +20,7 @@ import tensorflow_transform as tft
 
 from preprocessing.reference import golden
 from training.data import FeatureInfo
-from training.exporting.requests import example_spec
+from training.exporting.requests import predict_raw_parsing
 
 BATCH = 1024
 FILE = "eval-less-golden.tfrecord.gz"
@@ -52,10 +53,8 @@ def golden_inputs(data_dir: str, info: FeatureInfo) -> Optional[Tuple[np.ndarray
     path = os.path.join(data_dir, golden.GOLDEN_DIR, golden.GOLDEN_FILE)
     if not tf.io.gfile.exists(path):
         return None
-    examples = golden.tfrecord_examples(golden.read_bounded(path), path)
-    schema = info.raw_schema
-    spec = example_spec(schema)
-    names = {c.name: schema.tf_name(c.name) for c in schema.serving_columns()}
+    examples = golden.read_examples(path)
+    spec, names = predict_raw_parsing(info.raw_schema)  # as serving_default parses them
     layer = tft.TFTransformOutput(data_dir).transform_features_layer()
     parts = []
     for i in range(0, len(examples), BATCH):
@@ -85,12 +84,13 @@ def golden_matches(gold: Tuple[np.ndarray, np.ndarray], keys: np.ndarray,
     return mask, missing
 
 
-def eval_less_golden(data_dir: str, info: FeatureInfo, eval_files, out_dir: str
+def eval_less_golden(data_dir: str, info: FeatureInfo, eval_files
                      ) -> Tuple[Optional[list], int, str]:
     """(the files of the eval records whose inputs are no golden row's, or None, how many
-    records they hold, why): all of `eval_files` without a golden set; None when the golden
-    set cannot be read, or a golden row is not found among the eval records (nothing can
-    then be added safely), or every eval record is one."""
+    records they hold, why): all of `eval_files` without a golden set, else one file in a
+    temporary folder of its own (the caller removes it); None when the golden set cannot be
+    read, or a golden row is not found among the eval records (nothing can then be added
+    safely), or every eval record is one."""
     try:
         gold = golden_inputs(data_dir, info)
     except (golden.GoldenSetError, tf.errors.OpError) as e:  # nothing told apart: none added
@@ -113,8 +113,7 @@ def eval_less_golden(data_dir: str, info: FeatureInfo, eval_files, out_dir: str
                          f"in the eval split")
     if mask.all():
         return None, 0, "every eval row is in the golden set (preprocess --golden_rows)"
-    tf.io.gfile.makedirs(out_dir)
-    path = os.path.join(out_dir, FILE)
+    path = os.path.join(tempfile.mkdtemp(prefix="refit_on_eval_"), FILE)
     with tf.io.TFRecordWriter(path, tf.io.TFRecordOptions(compression_type="GZIP")) as w:
         for record, golden_row in zip(records, mask):
             if not golden_row:
