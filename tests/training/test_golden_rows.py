@@ -68,6 +68,20 @@ def test_floats_match_within_the_transforms_last_bits():
     assert golden_rows.golden_matches(gold, keys[1:], floats[1:])[1] == 1
 
 
+def test_matching_a_batch_at_a_time_finds_what_matching_all_at_once_does():
+    """The eval split is matched a batch at a time (never held whole): a golden row found in
+    an earlier batch stays found, and an eval row repeated in two batches is left out twice."""
+    gold = (np.array([b"a", b"b", b"c"], dtype=object), np.array([[1.0], [2.0], [3.0]]))
+    keys = np.array([b"a", b"x", b"b", b"a", b"c", b"b"], dtype=object)
+    floats = np.array([[1.0], [1.0], [2.0], [1.0], [3.5], [2.0]])
+    whole, missing = golden_rows.golden_matches(gold, keys, floats)
+    assert whole.tolist() == [True, False, True, True, False, True] and missing == 1
+    index = golden_rows.GoldenIndex(gold)
+    parts = [index.match(keys[i:i + 2], floats[i:i + 2]) for i in range(0, 6, 2)]
+    assert np.concatenate(parts).tolist() == whole.tolist() and index.missing == 1
+    assert index.found.tolist() == [True, True, False]
+
+
 def test_nothing_is_added_when_the_golden_set_is_the_whole_eval_split(preprocessed, tmp_path):
     """The default 500 golden rows hold every eval row of a small table."""
     info, (files, rows, why) = _added(preprocessed[0])

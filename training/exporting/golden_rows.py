@@ -6,11 +6,14 @@ model trained on those rows would be judged on rows it learned: a retrain on new
 then look worse than the version serving and be refused. So they are left out: each golden
 row goes through the transform the export serves with, and the eval records whose model
 inputs equal one's are not added (floats within RTOL: the two transforms may differ in the
-last bits). A golden row found nowhere in the eval split adds nothing at all.
+last bits). A golden row found nowhere in the eval split adds nothing at all. The eval split
+is read and written a batch at a time: memory holds the golden set (at most golden.MAX_ROWS
+rows), not the eval split.
 """
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from typing import Optional, Tuple
 
@@ -66,22 +69,43 @@ def golden_inputs(data_dir: str, info: FeatureInfo) -> Optional[Tuple[np.ndarray
     return np.concatenate([k for k, _ in parts]), np.concatenate([f for _, f in parts])
 
 
+class GoldenIndex:
+    """The golden rows (golden_inputs) by their exact part, and which of them have matched an
+    eval row so far: the eval split is matched a batch at a time, never held whole."""
+
+    def __init__(self, gold: Tuple[np.ndarray, np.ndarray]):
+        self.by_key: dict = {}
+        for i, k in enumerate(gold[0]):
+            self.by_key.setdefault(k, []).append(i)
+        self.floats = gold[1]
+        self.found = np.zeros(len(gold[0]), dtype=bool)
+
+    def match(self, keys: np.ndarray, floats: np.ndarray) -> np.ndarray:
+        """A mask of the rows (`keys`, `floats`: _rows) equal to a golden row."""
+        mask = np.zeros(len(keys), dtype=bool)
+        for j, k in enumerate(keys):
+            rows = self.by_key.get(k)
+            if rows is None:
+                continue
+            close = np.all(np.isclose(floats[j], self.floats[rows], rtol=RTOL, atol=ATOL,
+                                      equal_nan=True), axis=1)
+            if close.any():
+                mask[j] = True
+                self.found[np.asarray(rows)[close]] = True
+        return mask
+
+    @property
+    def missing(self) -> int:
+        """How many golden rows matched no row yet."""
+        return int((~self.found).sum())
+
+
 def golden_matches(gold: Tuple[np.ndarray, np.ndarray], keys: np.ndarray,
                    floats: np.ndarray) -> Tuple[np.ndarray, int]:
     """(a mask of the rows (`keys`, `floats`: _rows) equal to a golden row, how many golden
     rows matched none)."""
-    by_key: dict = {}
-    for i, k in enumerate(keys):
-        by_key.setdefault(k, []).append(i)
-    mask = np.zeros(len(keys), dtype=bool)
-    missing = 0
-    for k, f in zip(*gold):
-        rows = np.asarray(by_key.get(k, []), dtype=np.int64)
-        close = np.all(np.isclose(floats[rows], f, rtol=RTOL, atol=ATOL, equal_nan=True),
-                       axis=1) if len(rows) else np.zeros(0, dtype=bool)
-        missing += not close.any()
-        mask[rows[close]] = True
-    return mask, missing
+    index = GoldenIndex(gold)
+    return index.match(keys, floats), index.missing
 
 
 def eval_less_golden(data_dir: str, info: FeatureInfo, eval_files
@@ -98,25 +122,40 @@ def eval_less_golden(data_dir: str, info: FeatureInfo, eval_files
     if gold is None:
         return list(eval_files), int(info.split_rows.get("eval") or 0), \
             "every eval row: no golden set"
+    folder = tempfile.mkdtemp(prefix="refit_on_eval_")
+    try:
+        seen, kept, index = _write_less_golden(gold, info, eval_files,
+                                               os.path.join(folder, FILE))
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    why = None
+    if not seen:
+        why = "the eval split is empty"
+    elif index.missing:
+        why = (f"{index.missing} of the golden set's {len(gold[0])} rows were not found in "
+               f"the eval split")
+    elif not kept:
+        why = "every eval row is in the golden set (preprocess --golden_rows)"
+    if why:
+        shutil.rmtree(folder, ignore_errors=True)
+        return None, 0, why
+    return [os.path.join(folder, FILE)], kept, \
+        f"the eval rows less the {seen - kept} of the golden set"
+
+
+def _write_less_golden(gold, info: FeatureInfo, eval_files, path: str
+                       ) -> Tuple[int, int, GoldenIndex]:
+    """Writes to `path` the eval records that match no golden row, a batch at a time; (how
+    many records were read, how many written, the index of golden rows found)."""
     spec = {k: info.feature_spec[k] for k in info.input_names}
-    records, keys, floats = [], [], []
-    for batch in tf.data.TFRecordDataset(eval_files, compression_type="GZIP").batch(BATCH):
-        k, f = _rows(tf.io.parse_example(batch, spec), info.input_names)
-        records.extend(batch.numpy())
-        keys.append(k)
-        floats.append(f)
-    if not records:
-        return None, 0, "the eval split is empty"
-    mask, missing = golden_matches(gold, np.concatenate(keys), np.concatenate(floats))
-    if missing:
-        return None, 0, (f"{missing} of the golden set's {len(gold[0])} rows were not found "
-                         f"in the eval split")
-    if mask.all():
-        return None, 0, "every eval row is in the golden set (preprocess --golden_rows)"
-    path = os.path.join(tempfile.mkdtemp(prefix="refit_on_eval_"), FILE)
+    index, seen, kept = GoldenIndex(gold), 0, 0
     with tf.io.TFRecordWriter(path, tf.io.TFRecordOptions(compression_type="GZIP")) as w:
-        for record, golden_row in zip(records, mask):
-            if not golden_row:
-                w.write(record)
-    return [path], int((~mask).sum()), \
-        f"the eval rows less the {int(mask.sum())} of the golden set"
+        for batch in tf.data.TFRecordDataset(eval_files, compression_type="GZIP").batch(BATCH):
+            mask = index.match(*_rows(tf.io.parse_example(batch, spec), info.input_names))
+            seen += len(mask)
+            for record, golden_row in zip(batch.numpy(), mask):
+                if not golden_row:
+                    w.write(record)
+                    kept += 1
+    return seen, kept, index
