@@ -280,14 +280,7 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
     train_files = data_lib.split_files(cfg.data_dir, "train")
     families, families_why = model_families(cfg, info, kind)
     check_rows_for_a_choice(cfg, info, families)
-    no_eval = data_lib.check_eval_split(cfg.data_dir, info.split_rows, len(families) == 2)
-    eval_files = data_lib.split_files(cfg.data_dir, "eval", missing_ok=no_eval)
-    folds = defaults.choice_folds(cfg.choice_folds, kind, info.split_rows.get("train") or 0,
-                                  len(families) == 2 and cfg.model == "auto",
-                                  cfg.early_stopping_patience)
-    log.info("choice_folds=%s (%s)", *folds)
-    trees_cap = defaults.num_trees(cfg.num_trees, folds[0])
-    log.info("num_trees=%s (%s)", trees_cap[0], trees_cap[2])
+    no_eval, eval_files, folds, trees_cap = _plan(cfg, info, kind, families)
     with_eval, added = _refit_on_eval(cfg, info, folds, eval_files)
     fitted = _fit_families(cfg, info, kind, strategy, chief, families, train_files,
                            eval_files, folds[0])
@@ -340,14 +333,34 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         metrics.update(net.metrics())
     if slicer is not None:
         metrics["eval_slices"] = eval_slices(slicer, export_dir, cfg.data_dir, info.raw_schema)
-    warnings = defaults.collapse_warnings(info.task, info.n_classes, final,
-                                          metrics.get("history", {}))
+    return _reported(cfg, info, metrics)
+
+
+def _plan(cfg: TrainConfig, info, kind: str, families: tuple) -> tuple:
+    """(whether the eval split is empty, its files, defaults.choice_folds's (folds, why),
+    defaults.num_trees's (cap, grown again to, why)), logged."""
+    no_eval = data_lib.check_eval_split(cfg.data_dir, info.split_rows, len(families) == 2)
+    eval_files = data_lib.split_files(cfg.data_dir, "eval", missing_ok=no_eval)
+    folds = defaults.choice_folds(cfg.choice_folds, kind, info.split_rows.get("train") or 0,
+                                  len(families) == 2 and cfg.model == "auto",
+                                  cfg.early_stopping_patience)
+    log.info("choice_folds=%s (%s)", *folds)
+    trees_cap = defaults.num_trees(cfg.num_trees, folds[0])
+    log.info("num_trees=%s (%s)", trees_cap[0], trees_cap[2])
+    return no_eval, eval_files, folds, trees_cap
+
+
+def _reported(cfg: TrainConfig, info, metrics: dict) -> dict:
+    """`metrics` with its warnings, written to the job's report, and the tuner's figure
+    reported last (the trial's result is the final line)."""
+    final, history = metrics["eval"], metrics.get("history", {})
+    warnings = defaults.collapse_warnings(info.task, info.n_classes, final, history)
     for w in warnings:
         log.warning("training: %s", w)
     metrics["warnings"] = warnings
     report.write_report(cfg.job_dir, metrics)
-    log.info("eval %s; exported to %s", final, export_dir)
+    log.info("eval %s; exported to %s", final, metrics["export_dir"])
     tag = report.metric_to_report(cfg.hypertune_metric, info.task)
-    if tag:  # last: the trial's result is the final line
-        report.report_metric(tag, final[tag], len(metrics.get("history", {}).get("loss", [])) + 1)
+    if tag:
+        report.report_metric(tag, final[tag], len(history.get("loss", [])) + 1)
     return metrics
