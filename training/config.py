@@ -201,7 +201,9 @@ class TrainConfig:
     refit_on_eval: Optional[bool] = flag(
         help="Train the model --model auto kept a last time on the train and eval splits "
              "together before export, less the golden set's rows (the gate judges a new "
-             "version on them); its eval figures are those of the same model trained on the "
+             "version on them) unless it holds under 240 (then the export says it learned "
+             "them and the gate compares no metric on them); its eval figures are those of "
+             "the same model trained on the "
              "train split alone. Default: on where the choice was made on cross-fitted folds "
              "(a train split under 10,000 rows on one process) and --slice_by is not given.",
         action=argparse.BooleanOptionalAction)

@@ -185,7 +185,7 @@ def refit_on_eval(flag: Optional[bool], folds: int, eval_rows: int,
     to the model than to its figures (the figures stay those of the same model trained
     without them), as AutoGluon's `refit_full` retrains the model chosen on its validation
     data on training and validation data together. The golden set's rows are still left
-    out (training/exporting/golden_rows.py)."""
+    out, unless it is too small for the gate to judge by (training/exporting/golden_rows.py)."""
     if flag is False:
         return False, "--no-refit_on_eval"
     if not eval_rows:

@@ -219,7 +219,7 @@ def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, fami
 
 
 def _refit_on_eval(cfg: TrainConfig, info, folds: tuple, eval_files) -> tuple:
-    """(defaults.refit_on_eval's (value, why), (the eval files it adds, their rows) or None),
+    """(defaults.refit_on_eval's (value, why), golden_rows.Added or None),
     logged; a --refit_on_eval that cannot apply is refused before any training. The golden
     set's rows are left out (training/exporting/golden_rows.py)."""
     with_eval = defaults.refit_on_eval(cfg.refit_on_eval, folds[0],
@@ -229,9 +229,9 @@ def _refit_on_eval(cfg: TrainConfig, info, folds: tuple, eval_files) -> tuple:
                                    f"cross-fitted folds; here {folds[1]}")
     added = None
     if with_eval[0]:
-        files, rows, why = golden_rows.eval_less_golden(cfg.data_dir, info, eval_files)
-        with_eval = (files is not None, f"{with_eval[1]}: {why}")
-        added = (files, rows) if files is not None else None
+        added = golden_rows.eval_less_golden(cfg.data_dir, info, eval_files)
+        with_eval = (added.files is not None, f"{with_eval[1]}: {added.why}")
+        added = added if added.files is not None else None
     log.info("refit_on_eval=%s (%s)", *with_eval)
     return with_eval, added
 
@@ -243,12 +243,12 @@ def _keep_one(cfg: TrainConfig, info, runs, candidates, train_files, eval_files,
     try:
         return keep_one(cfg, info, runs, candidates, train_files, eval_files, batch, refit,
                         folds, trees, exported_from=(
-                            train_files + added[0],
-                            int(info.split_rows.get("train") or 0) + added[1])
+                            train_files + added.files,
+                            int(info.split_rows.get("train") or 0) + added.rows)
                         if added else None)
     finally:
-        if added and added[0] != list(eval_files):
-            shutil.rmtree(os.path.dirname(added[0][0]), ignore_errors=True)
+        if added and added.files != list(eval_files):
+            shutil.rmtree(os.path.dirname(added.files[0]), ignore_errors=True)
 
 
 def _importance(model, eval_files, served, batch: int, seed: int, rows: int):
@@ -311,7 +311,9 @@ def _train_and_evaluate(cfg: TrainConfig) -> dict:
         test = None
     importance = _importance(model, eval_files, served, batch, cfg.seed, cfg.importance_rows)
     export_dir = export_model(exported, cfg.data_dir, exported_info,
-                              next_version_dir(cfg.model_dir), family=chosen)
+                              next_version_dir(cfg.model_dir), family=chosen,
+                              learned_golden=added.why if added and added.learned_golden
+                              else None)
     metrics = {
         "task": info.task, "label": info.label, "distribution": kind,
         "replicas": strategy.num_replicas_in_sync, "eval": final, "test": test,

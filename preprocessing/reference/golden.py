@@ -30,6 +30,9 @@ EXPORT_GOLDEN = os.path.join("assets.extra", GOLDEN_FILE)
 CALIBRATION_FILE = "calibration.tfrecord"
 EXPORT_CALIBRATION = os.path.join("assets.extra", CALIBRATION_FILE)
 DEFAULT_ROWS = 500
+# Written into an export whose model learned its own golden set (training's --refit_on_eval
+# on a golden set under golden_score.NOISY_ROWS): the gate then compares no metric on it.
+EXPORT_GOLDEN_LEARNED = os.path.join("assets.extra", "golden_learned.json")
 # What a golden set may hold: it is read whole, on every worker, before each model swap.
 MAX_ROWS = 20_000
 MAX_BYTES = 64 << 20

@@ -72,6 +72,35 @@ def test_the_gate_refuses_shuffled_labels_and_nan_and_takes_a_better_version(
     assert taken.accepted and taken.record["candidate_metric"] < taken.record["current_metric"]
 
 
+def test_a_version_that_learned_the_golden_set_is_not_compared_on_it(
+        trained, shuffled_export, nan_export, taxi_csv, tmp_path):
+    """An export that says it learned its golden set (training's --refit_on_eval, under
+    golden_score.NOISY_ROWS rows) is not compared by the metric there: the shuffled-label
+    version refused above is taken. A version whose predictions are NaN is still refused,
+    and on a golden set given that no version learned the metric decides as before."""
+    def learned_copy(export, name):
+        shutil.copytree(export, tmp_path / name)
+        (tmp_path / name / golden.EXPORT_GOLDEN_LEARNED).write_text(
+            json.dumps({"learned": True, "why": "a test"}))
+        return _version(str(tmp_path / name))
+    current = learned_copy(trained[2]["export_dir"], "current")
+    bad, nan = _version(shuffled_export), _version(nan_export)
+    rec = Gate().check(bad, current).record
+    assert (rec["event"], rec["reason"]) == ("version_accepted", "golden_set_learned")
+    assert rec["candidate_metric"] > rec["current_metric"] * 1.05 and \
+        "the metric is not compared" in rec["detail"]
+    assert Gate().check(nan, current).record["reason"] == "non_finite_prediction"
+    assert Gate(taxi_csv[0]).check(bad, current).record["reason"] == "metric_regression"
+    # A candidate that learned its own golden set: compared on the serving version's unless
+    # that set holds the same bytes (the shuffled export's labels differ).
+    served = _version(trained[2]["export_dir"])
+    learner = learned_copy(shuffled_export, "candidate")
+    assert Gate().check(learner, served).record["reason"] == "metric_regression"
+    shutil.copy(os.path.join(served.path, golden.EXPORT_GOLDEN),
+                tmp_path / "candidate" / golden.EXPORT_GOLDEN)
+    assert Gate().check(learner, served).record["reason"] == "golden_set_learned"
+
+
 def test_golden_sets_from_csv_and_their_bounds(trained, taxi_csv, tmp_path, monkeypatch):
     schema = _version(trained[2]["export_dir"]).schema
     rows = read_golden(taxi_csv[0], schema)  # a user's CSV: rows that parse, with a label

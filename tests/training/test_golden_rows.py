@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
-from preprocessing.reference import golden
+from preprocessing.reference import golden, golden_score
 from training import data as data_lib
 from training.exporting import golden_rows
 
@@ -36,9 +36,12 @@ def _added(data_dir):
         data_dir, info, data_lib.split_files(data_dir, "eval"))
 
 
-def test_the_golden_rows_are_left_out_of_the_eval_rows_added(preprocessed, tmp_path):
+def test_the_golden_rows_are_left_out_of_the_eval_rows_added(preprocessed, tmp_path,
+                                                             monkeypatch):
+    monkeypatch.setattr(golden_score, "NOISY_ROWS", 10)  # 50 golden rows judge versions
     data_dir = with_golden(preprocessed[0], tmp_path / "data", keep=50)
-    info, (files, rows, why) = _added(data_dir)
+    info, (files, rows, why, learned) = _added(data_dir)
+    assert not learned
     eval_rows = info.split_rows["eval"]
     assert files and 0 < rows <= eval_rows - 50 and why.startswith("the eval rows less the ")
     dropped = int(why.split()[-5])
@@ -84,9 +87,26 @@ def test_matching_a_batch_at_a_time_finds_what_matching_all_at_once_does():
 
 def test_nothing_is_added_when_the_golden_set_is_the_whole_eval_split(preprocessed, tmp_path):
     """The default 500 golden rows hold every eval row of a small table."""
-    info, (files, rows, why) = _added(preprocessed[0])
-    assert info.split_rows["eval"] < golden.DEFAULT_ROWS
-    assert (files, rows) == (None, 0) and "every eval row is in the golden set" in why
+    info, (files, rows, why, learned) = _added(preprocessed[0])
+    assert golden_score.NOISY_ROWS <= info.split_rows["eval"] < golden.DEFAULT_ROWS
+    assert (files, rows, learned) == (None, 0, False)
+    assert "every eval row is in the golden set" in why
+
+
+def test_a_golden_set_too_small_to_judge_by_is_learned_too_and_the_export_says_so(
+        preprocessed, tmp_path):
+    """Under NOISY_ROWS golden rows the gate's tolerance is within its noise: every eval row
+    is added, the golden set's too, once each golden row is found in the eval split."""
+    data_dir = with_golden(preprocessed[0], tmp_path / "data", keep=golden_score.NOISY_ROWS - 1)
+    info, (files, rows, why, learned) = _added(data_dir)
+    assert files == data_lib.split_files(data_dir, "eval") and learned
+    assert rows == info.split_rows["eval"]
+    assert why.startswith(f"every eval row, the golden set's {golden_score.NOISY_ROWS - 1} too")
+    # One golden row that is no eval row's: nothing can be said learned, nothing is added.
+    def edit(example):
+        example.features.feature["pickup_latitude"].float_list.value[:] = [10.0]
+    data_dir = with_golden(preprocessed[0], tmp_path / "edited", keep=20, edit=edit)
+    assert _added(data_dir)[1][:2] == (None, 0)
 
 
 def test_a_golden_row_not_found_in_the_eval_split_adds_nothing(preprocessed, tmp_path):
@@ -95,15 +115,16 @@ def test_a_golden_row_not_found_in_the_eval_split_adds_nothing(preprocessed, tmp
     def edit(example):  # a model input, far outside the train range (clipped to its edge)
         example.features.feature["pickup_latitude"].float_list.value[:] = [10.0]
     data_dir = with_golden(preprocessed[0], tmp_path / "data", keep=20, edit=edit)
-    _, (files, rows, why) = _added(data_dir)
-    assert (files, rows) == (None, 0) and "were not found in the eval split" in why
+    _, (files, rows, why, learned) = _added(data_dir)
+    assert (files, rows, learned) == (None, 0, False)
+    assert "were not found in the eval split" in why
 
 
 def test_without_a_golden_set_every_eval_row_is_added(preprocessed, tmp_path):
     data_dir = with_golden(preprocessed[0], tmp_path / "data")
     os.remove(os.path.join(data_dir, golden.GOLDEN_DIR, golden.GOLDEN_FILE))
-    info, (files, rows, why) = _added(data_dir)
-    assert files == data_lib.split_files(data_dir, "eval")
+    info, (files, rows, why, learned) = _added(data_dir)
+    assert files == data_lib.split_files(data_dir, "eval") and not learned
     assert rows == info.split_rows["eval"] and "no golden set" in why
 
 
@@ -111,6 +132,6 @@ def test_a_golden_set_that_cannot_be_read_adds_nothing_and_says_why(preprocessed
     data_dir = with_golden(preprocessed[0], tmp_path / "data")
     with open(os.path.join(data_dir, golden.GOLDEN_DIR, golden.GOLDEN_FILE), "wb") as f:
         f.write(b"\x00not a TFRecord" * 8)
-    _, (files, rows, why) = _added(data_dir)
+    _, (files, rows, why, _learned) = _added(data_dir)
     assert (files, rows) == (None, 0)
     assert "is not a TFRecord file of tf.Examples" in why and why.endswith("no eval row is added")

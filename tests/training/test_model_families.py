@@ -15,6 +15,7 @@ import tensorflow as tf
 from beam_jobs import batch_predict
 from preprocessing.contract.split import boundaries, split_index
 from preprocessing.files import saved_models
+from preprocessing.reference import golden
 from tests.helpers import GOOD, keras_layers_saved, read_jsonl, small_train_config
 from training import defaults
 from training.data import HOLDOUT_BUCKETS, load_feature_info, split_files
@@ -142,8 +143,9 @@ def test_the_kept_shapes_folds_grow_past_the_cap_while_their_loss_falls(preproce
 def test_auto_keeps_the_family_better_on_the_validation_slice(preprocessed, taxi_csv, tmp_path):
     from tests.training.test_golden_rows import with_golden
     from training import train_and_evaluate
-    # A golden set of 50 of the eval split's rows: the others are added to the model exported
-    # (the whole eval split of this small table is the default golden set).
+    # A golden set of 50 of the eval split's rows, under golden_score.NOISY_ROWS: every eval
+    # row is added to the model exported, and the export says it learned its golden set (the
+    # whole eval split of this small table is the default golden set, of over 240 rows).
     data_dir = with_golden(preprocessed[0], tmp_path / "data", keep=50)
     m = train_and_evaluate(small_train_config(data_dir, str(tmp_path / "job"), model="auto",
                                               num_trees=60))
@@ -180,15 +182,16 @@ def test_auto_keeps_the_family_better_on_the_validation_slice(preprocessed, taxi
     assert m["eval"] != cands[model["family"]]["eval"]
     family = json.load(open(os.path.join(m["export_dir"], "assets.extra", "model.json")))
     assert family["family"] == model["family"]
-    # Then trained a last time with the eval split's rows too, but the golden set's: the eval
-    # figure above is the model trained without them; the exported one has learned them (its
-    # RMSE on the eval rows falls).
+    # Then trained a last time with the eval split's rows too: the eval figure above is the
+    # model trained without them; the exported one has learned them (its RMSE on the eval
+    # rows falls), the 50 golden rows among them, and says so.
     eval_rows = json.load(open(os.path.join(data_dir, "summary.json")))["splits"]["eval"]
     refit = model["refit_on_eval"]
-    assert refit["value"] is True and refit["why"].endswith(" of the golden set")
-    added = eval_rows - int(refit["why"].split()[-5])
-    assert 0 < added <= eval_rows - 50
+    assert refit["value"] is True and "the golden set's 50 too" in refit["why"]
+    added = eval_rows
     assert "kept model trained on the train split alone" in m["eval"]["measured_on"]
+    learned = json.load(open(os.path.join(m["export_dir"], golden.EXPORT_GOLDEN_LEARNED)))
+    assert learned["learned"] is True and refit["why"].endswith(": " + learned["why"])
     if model["family"] != "wide_deep":
         assert cands["boosted_trees"]["exported_rows"] == train_rows + added
     if model["family"] != "boosted_trees":

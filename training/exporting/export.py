@@ -22,6 +22,7 @@ import dataclasses
 import json
 import os
 import time
+from typing import Optional
 
 import tensorflow as tf
 
@@ -31,6 +32,7 @@ from preprocessing.reference.golden import (
     CALIBRATION_FILE,
     EXPORT_CALIBRATION,
     EXPORT_GOLDEN,
+    EXPORT_GOLDEN_LEARNED,
     GOLDEN_DIR,
     GOLDEN_FILE,
 )
@@ -194,7 +196,9 @@ def model_family(export_dir: str) -> str:
 
 
 def export_model(model, data_dir: str, info: FeatureInfo, export_dir: str,
-                 family: str = "network") -> str:
+                 family: str = "network", learned_golden: Optional[str] = None) -> str:
+    """The SavedModel and its assets; `learned_golden` (why) when the model learned the
+    golden set's rows (golden_rows.Added): the gate then compares no metric on them."""
     import tensorflow_transform as tft
 
     if info.image:
@@ -206,7 +210,10 @@ def export_model(model, data_dir: str, info: FeatureInfo, export_dir: str,
         "serving_default": module.serve_examples, "predict_raw": module.predict_raw, **api})
     set_method_names(export_dir, {"classify": CLASSIFY_METHOD, "regress": REGRESS_METHOD})
     tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
-    copy_reference_files(data_dir, export_dir)
+    copied = copy_reference_files(data_dir, export_dir)
+    if learned_golden and EXPORT_GOLDEN in copied:
+        with tf.io.gfile.GFile(os.path.join(export_dir, EXPORT_GOLDEN_LEARNED), "w") as f:
+            json.dump({"learned": True, "why": learned_golden}, f, indent=1)
     schema = info.raw_schema
     if schema.task != info.task:  # --label_key: the jobs serve the task that was trained
         schema = dataclasses.replace(schema, task=info.task)

@@ -9,19 +9,24 @@ inputs equal one's are not added (floats within RTOL: the two transforms may dif
 last bits). A golden row found nowhere in the eval split adds nothing at all. The eval split
 is read and written a batch at a time: memory holds the golden set (at most golden.MAX_ROWS
 rows), not the eval split.
+
+A golden set under golden_score.NOISY_ROWS rows is too small for the gate's tolerance to
+tell two versions apart, and such tables are the ones a tenth of their rows matters to. Its
+rows are added too (once every one is found in the eval split), and the export says it
+learned them (golden.EXPORT_GOLDEN_LEARNED): the gate then compares no metric on them.
 """
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from preprocessing.reference import golden
+from preprocessing.reference import golden, golden_score
 from training.data import FeatureInfo
 from training.exporting.requests import predict_raw_parsing
 
@@ -108,20 +113,27 @@ def golden_matches(gold: Tuple[np.ndarray, np.ndarray], keys: np.ndarray,
     return index.match(keys, floats), index.missing
 
 
-def eval_less_golden(data_dir: str, info: FeatureInfo, eval_files
-                     ) -> Tuple[Optional[list], int, str]:
-    """(the files of the eval records whose inputs are no golden row's, or None, how many
-    records they hold, why): all of `eval_files` without a golden set, else one file in a
-    temporary folder of its own (the caller removes it); None when the golden set cannot be
-    read, or a golden row is not found among the eval records (nothing can then be added
-    safely), or every eval record is one."""
+class Added(NamedTuple):
+    """What eval_less_golden gives the last refit."""
+    files: Optional[list]  # the eval records to add, or None: none
+    rows: int              # how many records they hold
+    why: str
+    learned_golden: bool = False  # the golden set's rows are among them (NOISY_ROWS)
+
+
+def eval_less_golden(data_dir: str, info: FeatureInfo, eval_files) -> Added:
+    """The eval records whose inputs are no golden row's: all of `eval_files` without a
+    golden set, or with one under golden_score.NOISY_ROWS rows that the eval split holds
+    whole (learned_golden), else one file in a temporary folder of its own (the caller
+    removes it). None when the golden set cannot be read, or a golden row is not found
+    among the eval records (nothing can then be added safely), or every eval record is one."""
     try:
         gold = golden_inputs(data_dir, info)
     except (golden.GoldenSetError, tf.errors.OpError) as e:  # nothing told apart: none added
-        return None, 0, f"{str(e).splitlines()[0][:300]}: no eval row is added"
+        return Added(None, 0, f"{str(e).splitlines()[0][:300]}: no eval row is added")
+    eval_rows = int(info.split_rows.get("eval") or 0)
     if gold is None:
-        return list(eval_files), int(info.split_rows.get("eval") or 0), \
-            "every eval row: no golden set"
+        return Added(list(eval_files), eval_rows, "every eval row: no golden set")
     folder = tempfile.mkdtemp(prefix="refit_on_eval_")
     try:
         seen, kept, index = _write_less_golden(gold, info, eval_files,
@@ -129,19 +141,26 @@ def eval_less_golden(data_dir: str, info: FeatureInfo, eval_files
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
+    golden_rows = len(gold[0])
     why = None
     if not seen:
         why = "the eval split is empty"
     elif index.missing:
-        why = (f"{index.missing} of the golden set's {len(gold[0])} rows were not found in "
+        why = (f"{index.missing} of the golden set's {golden_rows} rows were not found in "
                f"the eval split")
+    elif golden_rows < golden_score.NOISY_ROWS:
+        shutil.rmtree(folder, ignore_errors=True)
+        return Added(list(eval_files), seen, (
+            f"every eval row, the golden set's {golden_rows} too: under "
+            f"{golden_score.NOISY_ROWS} rows the gate cannot tell versions apart by them, "
+            f"and the export says it learned them"), learned_golden=True)
     elif not kept:
         why = "every eval row is in the golden set (preprocess --golden_rows)"
     if why:
         shutil.rmtree(folder, ignore_errors=True)
-        return None, 0, why
-    return [os.path.join(folder, FILE)], kept, \
-        f"the eval rows less the {seen - kept} of the golden set"
+        return Added(None, 0, why)
+    return Added([os.path.join(folder, FILE)], kept,
+                 f"the eval rows less the {seen - kept} of the golden set")
 
 
 def _write_less_golden(gold, info: FeatureInfo, eval_files, path: str
