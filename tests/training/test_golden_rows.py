@@ -30,6 +30,13 @@ def with_golden(data_dir: str, dest, keep=None, edit=None) -> str:
     return str(dest)
 
 
+def golden_matches(gold, keys, floats):
+    """(the mask of `keys` / `floats` rows equal to a golden row, how many golden rows
+    matched none), in one batch."""
+    index = golden_rows.GoldenIndex(gold)
+    return index.match(keys, floats), index.missing
+
+
 def _added(data_dir):
     info = data_lib.load_feature_info(data_dir)
     return info, golden_rows.eval_less_golden(
@@ -53,7 +60,7 @@ def test_the_golden_rows_are_left_out_of_the_eval_rows_added(preprocessed, tmp_p
              for b in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(512)]
     keys = np.concatenate([k for k, _ in added])
     floats = np.concatenate([f for _, f in added])
-    mask, missing = golden_rows.golden_matches(gold, keys, floats)
+    mask, missing = golden_matches(gold, keys, floats)
     assert len(keys) == rows and not mask.any() and missing == 50  # none of them is left
     shutil.rmtree(os.path.dirname(files[0]))  # the caller's to remove (the trainer does)
 
@@ -66,9 +73,9 @@ def test_floats_match_within_the_transforms_last_bits():
     keys = np.array([b"29|Cash", b"29|Cash", b"29|Card", b"29|Cash"], dtype=object)
     floats = np.array([[0.5377066, np.nan], [0.5377065, 0.0], [0.5377065, np.nan],
                        [0.54, np.nan]])
-    mask, missing = golden_rows.golden_matches(gold, keys, floats)
+    mask, missing = golden_matches(gold, keys, floats)
     assert mask.tolist() == [True, False, False, False] and missing == 0
-    assert golden_rows.golden_matches(gold, keys[1:], floats[1:])[1] == 1
+    assert golden_matches(gold, keys[1:], floats[1:])[1] == 1
 
 
 def test_matching_a_batch_at_a_time_finds_what_matching_all_at_once_does():
@@ -77,7 +84,7 @@ def test_matching_a_batch_at_a_time_finds_what_matching_all_at_once_does():
     gold = (np.array([b"a", b"b", b"c"], dtype=object), np.array([[1.0], [2.0], [3.0]]))
     keys = np.array([b"a", b"x", b"b", b"a", b"c", b"b"], dtype=object)
     floats = np.array([[1.0], [1.0], [2.0], [1.0], [3.5], [2.0]])
-    whole, missing = golden_rows.golden_matches(gold, keys, floats)
+    whole, missing = golden_matches(gold, keys, floats)
     assert whole.tolist() == [True, False, True, True, False, True] and missing == 1
     index = golden_rows.GoldenIndex(gold)
     parts = [index.match(keys[i:i + 2], floats[i:i + 2]) for i in range(0, 6, 2)]

@@ -17,6 +17,7 @@ learned them (golden.EXPORT_GOLDEN_LEARNED): the gate then compares no metric on
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -105,14 +106,6 @@ class GoldenIndex:
         return int((~self.found).sum())
 
 
-def golden_matches(gold: Tuple[np.ndarray, np.ndarray], keys: np.ndarray,
-                   floats: np.ndarray) -> Tuple[np.ndarray, int]:
-    """(a mask of the rows (`keys`, `floats`: _rows) equal to a golden row, how many golden
-    rows matched none)."""
-    index = GoldenIndex(gold)
-    return index.match(keys, floats), index.missing
-
-
 class Added(NamedTuple):
     """What eval_less_golden gives the last refit."""
     files: Optional[list]  # the eval records to add, or None: none
@@ -134,22 +127,23 @@ def eval_less_golden(data_dir: str, info: FeatureInfo, eval_files) -> Added:
     eval_rows = int(info.split_rows.get("eval") or 0)
     if gold is None:
         return Added(list(eval_files), eval_rows, "every eval row: no golden set")
-    folder = tempfile.mkdtemp(prefix="refit_on_eval_")
-    try:
-        seen, kept, index = _write_less_golden(gold, info, eval_files,
-                                               os.path.join(folder, FILE))
-    except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise
     golden_rows = len(gold[0])
+    learnable = golden_rows < golden_score.NOISY_ROWS  # every row, once each golden one is found
+    folder = None if learnable else tempfile.mkdtemp(prefix="refit_on_eval_")
+    try:
+        seen, kept, index = _write_less_golden(
+            gold, info, eval_files, folder and os.path.join(folder, FILE))
+    except BaseException:
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     why = None
     if not seen:
         why = "the eval split is empty"
     elif index.missing:
         why = (f"{index.missing} of the golden set's {golden_rows} rows were not found in "
                f"the eval split")
-    elif golden_rows < golden_score.NOISY_ROWS:
-        shutil.rmtree(folder, ignore_errors=True)
+    elif learnable:
         return Added(list(eval_files), seen, (
             f"every eval row, the golden set's {golden_rows} too: under "
             f"{golden_score.NOISY_ROWS} rows the gate cannot tell versions apart by them, "
@@ -157,24 +151,29 @@ def eval_less_golden(data_dir: str, info: FeatureInfo, eval_files) -> Added:
     elif not kept:
         why = "every eval row is in the golden set (preprocess --golden_rows)"
     if why:
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
         return Added(None, 0, why)
     return Added([os.path.join(folder, FILE)], kept,
                  f"the eval rows less the {seen - kept} of the golden set")
 
 
-def _write_less_golden(gold, info: FeatureInfo, eval_files, path: str
+def _write_less_golden(gold, info: FeatureInfo, eval_files, path: Optional[str]
                        ) -> Tuple[int, int, GoldenIndex]:
-    """Writes to `path` the eval records that match no golden row, a batch at a time; (how
-    many records were read, how many written, the index of golden rows found)."""
+    """Matches the eval records to the golden rows a batch at a time, and writes to `path`
+    (when given) those that match none; (how many records were read, how many match none,
+    the index of golden rows found)."""
     spec = {k: info.feature_spec[k] for k in info.input_names}
     index, seen, kept = GoldenIndex(gold), 0, 0
-    with tf.io.TFRecordWriter(path, tf.io.TFRecordOptions(compression_type="GZIP")) as w:
+    with contextlib.ExitStack() as stack:
+        w = stack.enter_context(tf.io.TFRecordWriter(
+            path, tf.io.TFRecordOptions(compression_type="GZIP"))) if path else None
         for batch in tf.data.TFRecordDataset(eval_files, compression_type="GZIP").batch(BATCH):
             mask = index.match(*_rows(tf.io.parse_example(batch, spec), info.input_names))
             seen += len(mask)
-            for record, golden_row in zip(batch.numpy(), mask):
-                if not golden_row:
-                    w.write(record)
-                    kept += 1
+            kept += int((~mask).sum())
+            if w is not None:
+                for record, golden_row in zip(batch.numpy(), mask):
+                    if not golden_row:
+                        w.write(record)
     return seen, kept, index
