@@ -76,6 +76,12 @@ class TrainConfig:
              "1) and the kept trees' best count comes within 50 rounds of 300, their folds "
              "are grown again to at most 1000.", type=int,
         check=POSITIVE)
+    num_forests: Optional[int] = flag(
+        help="boosted_trees: forests grown on the same rows with the seeds --seed, --seed+1, "
+             "... and averaged in the export. Default: 5 where --model auto chooses the trees "
+             "on cross-fitted folds (--choice_folds above 1) and the kept trees depend on "
+             "their seed (oblique splits, RANDOM category splits, --subsample under 1 or "
+             "mean labels), else 1.", type=int, check=within(1, 50))
     max_depth: int = flag(6, "boosted_trees: the deepest a tree grows.", check=POSITIVE)
     shrinkage: float = flag(0.05, "boosted_trees: the learning rate.",
                             check=(lambda v: 0 < v <= 1, "in (0, 1]"))

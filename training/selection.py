@@ -40,6 +40,7 @@ from training import defaults
 from training.config import TrainConfig
 from training.losses import row_losses
 from training.models.blend import BLEND, BlendModel
+from training.models.forests import seeded, train_forests
 from training.models.trees import (
     TreesRun,
     TreesShape,
@@ -281,18 +282,19 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
 
 
 def _trees_kept(cfg: TrainConfig, info, train_files, grown: TreesRun, shape: TreesShape,
-                rounds: Optional[int]) -> TreesRun:
+                rounds: Optional[int], forests: int = 1) -> TreesRun:
     """The trees exported. Chosen on held-out rows, they are grown again on the whole train
-    split, those rows included (a tenth more rows matters on small tables), unless the
-    trees `grown` already held --trees_max_rows: a refit would read a sample of the same
-    size, and a growth on millions of rows takes most of a run (docs/performance.md)."""
-    if grown.capped and rounds is None:
+    split, those rows included (a tenth more rows matters on small tables), `forests` times
+    with their own seeds and averaged (training/models/forests.py), unless the trees
+    `grown` already held --trees_max_rows (and one forest is asked): a refit would read a
+    sample of the same size, and a growth on millions of rows takes most of a run
+    (docs/performance.md)."""
+    if grown.capped and rounds is None and forests == 1:
         log.info("--model auto: the trees grown on a sample of %s rows are kept (a refit "
                  "would hold no more rows: --trees_max_rows %s)", f"{grown.rows:,}",
                  f"{cfg.trees_max_rows:,}")
         return grown
-    return train_trees(shape_cfg(cfg, shape), info, train_files, holdout=None,
-                       num_trees=rounds)
+    return train_forests(shape_cfg(cfg, shape), info, train_files, forests, num_trees=rounds)
 
 
 def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, eval_files,
@@ -339,6 +341,8 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
     candidates[TREES]["categorical_algorithm"] = {"value": shape.algorithm,
                                                   "why": trees_choice.why}
     candidates[TREES]["num_trees"] = trees_runs[shape].num_trees
+    forests = defaults.num_forests(cfg.num_forests, folds, seeded(shape_cfg(cfg, shape)))
+    candidates[TREES]["num_forests"] = {"value": forests[0], "why": forests[1]}
     if rounds is not None:
         candidates[TREES]["refit_num_trees"] = {
             "value": rounds, "why": f"of at most {trees_choice.most}, the count with the lowest "
@@ -354,7 +358,7 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
     log.info("--model auto: %s (%s; %s)", chosen, "; ".join(
         f"{n} {candidates[n]['validation']}" for n in runs), why)
     again = functools.partial(_trained_again, cfg, info, chosen, runs, candidates,
-                              refit_network, trees_runs[shape], rounds, blend)
+                              refit_network, trees_runs[shape], rounds, forests[0], blend)
     model, served = again(train_files, int(info.split_rows.get("train") or 0))
     final = candidates[chosen]["eval"] if chosen == network and refit_network is None \
         else exact_eval(model, eval_files, served, batch)  # else nothing was trained again
@@ -369,10 +373,10 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
 
 def _trained_again(cfg: TrainConfig, info, chosen: str, runs: dict, candidates: dict,
                    refit_network: Optional[Callable[..., object]], grown: TreesRun,
-                   rounds: Optional[int], blend: Callable, files, rows: int,
+                   rounds: Optional[int], forests: int, blend: Callable, files, rows: int,
                    key: str = "refit_rows") -> tuple:
     """(model, the info it serves with) of the `chosen` candidate, the families in it
-    trained again on `files` (`rows` rows): the trees always, the network when
+    trained again on `files` (`rows` rows): the trees always (`forests` averaged), the network when
     `refit_network` is given. Each family's rows are recorded in `candidates` under `key`;
     `runs` hold the models trained."""
     network = next(n for n in runs if n not in (TREES, BLEND))
@@ -384,7 +388,7 @@ def _trained_again(cfg: TrainConfig, info, chosen: str, runs: dict, candidates: 
         runs[network] = (refit_network(train_files=files), net_info)
         candidates[network][key] = rows
     if chosen != network:
-        kept = _trees_kept(cfg, info, files, grown, grown.shape, rounds)
+        kept = _trees_kept(cfg, info, files, grown, grown.shape, rounds, forests)
         runs[TREES] = (kept.model, kept.info)
         runs[BLEND] = (blend(runs[network][0], kept.model), kept.info)
         candidates[TREES][key] = None if kept is grown else kept.rows

@@ -29,6 +29,7 @@ from training.config import NETWORKS, TrainConfig
 from training.exporting import golden_rows
 from training.exporting.export import export_model, next_version_dir
 from training.exporting.serving_config import SERVING_DIR, serving_base_path, write_serving_config
+from training.models.forests import train_forests
 from training.models.network import fit_network, refit_network
 from training.models.trees import grow_shapes
 from training.reporting import report
@@ -185,6 +186,9 @@ def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, fami
     fold0 = data_lib.choice_fold(0, folds).other()  # the trees' rows beside a network
 
     def grow(cfg, holdout):
+        if holdout is None and (cfg.num_forests or 1) > 1:  # the trees alone, kept as grown
+            run = train_forests(cfg, info, train_files, cfg.num_forests)
+            return {run.shape: run}
         return grow_shapes(cfg, info, train_files, holdout, stop_on_fold=folds > 1)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         # On one process the trees grow beside the network (YDF releases the GIL; on a
@@ -209,6 +213,7 @@ def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, fami
         candidates["boosted_trees"] = {
             "train_seconds": round(sum(t.seconds for t in trees.values()), 2),
             "rows": first.rows, "num_trees": first.num_trees,
+            "num_forests": {"value": first.forests},
             "early_stopping": first.early_stopping,
             # the exported forest's when the trees are the only family (keep_one: the refit's)
             "ydf_importance": forest_importance(first.forest) if len(families) == 1 else None,

@@ -178,6 +178,16 @@ def test_auto_keeps_the_family_better_on_the_validation_slice(preprocessed, taxi
             cands["boosted_trees"]["refit_num_trees"]["why"]
     if model["family"] != "boosted_trees":
         assert cands["wide_deep"]["refit_rows"] == train_rows
+    if model["family"] != "wide_deep":  # forests averaged where their seed changes them
+        from tools.tfdf_serving_check import forests
+        from training.models.forests import seeded
+        from training.models.trees import TreesShape, shape_cfg
+        t = cands["boosted_trees"]
+        shape = TreesShape(t["split_axis"]["value"], t["category_encoding"]["value"],
+                           t["categorical_algorithm"]["value"])
+        want = defaults.FORESTS if seeded(shape_cfg(small_train_config("d", "j"), shape)) else 1
+        assert t["num_forests"]["value"] == want, t["num_forests"]
+        assert len(forests(m["export_dir"])) == want
     assert m["eval"]["examples"] == cands[model["family"]]["eval"]["examples"]
     assert m["eval"] != cands[model["family"]]["eval"]
     family = json.load(open(os.path.join(m["export_dir"], "assets.extra", "model.json")))

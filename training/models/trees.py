@@ -158,6 +158,7 @@ class TreesRun:
     shape: TreesShape = TreesShape()
     means: tuple = ()        # CategoryMeans of the features encoded
     capped: bool = False     # the rows reached --trees_max_rows (tree_rows.TreeRows)
+    forests: int = 1         # forests averaged in `model` (training/models/forests.py)
 
     @property
     def trees_per_round(self) -> int:
@@ -180,6 +181,8 @@ class TreesRun:
     def truncated(self, rounds: int) -> "TreesRun":
         """These trees cut to their first `rounds` rounds (at most self.rounds), in place:
         what the cross-fitted folds score once fold_num_trees has chosen the count."""
+        if self.forests > 1:
+            raise ValueError("an average of forests is not cut")
         if rounds > self.rounds:
             raise ValueError(f"{self.rounds} rounds of trees cannot be cut to {rounds}")
         while self.forest.num_trees() > rounds * self.trees_per_round:
