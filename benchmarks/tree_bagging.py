@@ -39,6 +39,9 @@ FOLDS = 4
 LOOK_AHEAD = 50
 
 
+HESSIAN = False   # --use_hessian_gain
+
+
 def _learner(label, task, seed, algorithm, num_trees, stop):
     import ydf
     extra = dict(early_stopping="LOSS_INCREASE", early_stopping_num_trees_look_ahead=LOOK_AHEAD) \
@@ -49,7 +52,8 @@ def _learner(label, task, seed, algorithm, num_trees, stop):
         split_axis="SPARSE_OBLIQUE", sparse_oblique_normalization="MIN_MAX",
         sparse_oblique_num_projections_exponent=1.0, categorical_algorithm=algorithm,
         num_trees=num_trees, max_depth=6, shrinkage=0.05, min_examples=5,
-        min_vocab_frequency=2, max_vocab_count=300, random_seed=seed, num_threads=1, **extra)
+        min_vocab_frequency=2, max_vocab_count=300, random_seed=seed, num_threads=1,
+        use_hessian_gain=HESSIAN and task != "regression", **extra)
 
 
 def _probs(model, df, classes):
@@ -125,7 +129,11 @@ def main(argv=None) -> None:
     ap.add_argument("--random_for", default="dd",
                     help="tables whose categories are split by YDF's RANDOM search (the "
                     "trainer keeps it on dd)")
+    ap.add_argument("--use_hessian_gain", action="store_true",
+                    help="YDF's split gain with the hessian term (classification)")
     a = ap.parse_args(argv)
+    global HESSIAN
+    HESSIAN = a.use_hessian_gain
     warnings.filterwarnings("ignore")
     random_for = set(a.random_for.split(","))
     print(f"{'table':<12} seed rounds " + " ".join(f"{c:>12}" for c in COLUMNS), flush=True)
