@@ -213,7 +213,8 @@ def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, fami
         candidates["boosted_trees"] = {
             "train_seconds": round(sum(t.seconds for t in trees.values()), 2),
             "rows": first.rows, "num_trees": first.num_trees,
-            "num_forests": {"value": first.forests},
+            "num_forests": {"value": first.forests, "why": "--num_forests" if cfg.num_forests
+                            else "one forest (--num_forests unset)"},
             "early_stopping": first.early_stopping,
             # the exported forest's when the trees are the only family (keep_one: the refit's)
             "ydf_importance": forest_importance(first.forest) if len(families) == 1 else None,

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from tests.helpers import small_train_config
 from training import defaults
-from training.data import load_feature_info, make_dataset_fn, split_files
+from training.data import Holdout, load_feature_info, make_dataset_fn, split_files
 
 
 def test_five_forests_only_where_folds_chose_trees_their_seed_changes():
@@ -67,6 +67,31 @@ def test_the_forests_average_is_the_mean_of_forests_grown_with_their_seeds(prepr
         train_forests(cfg, info, files, 0)
 
 
+def test_forests_past_the_row_cap_grow_on_one_sample(preprocessed, tmp_path):
+    """Past --trees_max_rows every forest grows on the sample seeded by --seed, read once:
+    the second forest is the one grown with seed+1 on the first one's rows, not on a sample
+    of its own."""
+    from training.models.forests import train_forests
+    from training.models.tree_rows import read_columns
+    from training.models.trees import feature_semantics, train_trees
+    data_dir, _ = preprocessed
+    info, files = load_feature_info(data_dir), split_files(data_dir, "train")
+    cap = int(info.split_rows["train"]) // 2
+    cfg = small_train_config(data_dir, str(tmp_path / "job"), model="boosted_trees",
+                             num_trees=10, split_axis="SPARSE_OBLIQUE", trees_max_rows=cap)
+    run = train_forests(cfg, info, files, 2)
+    assert run.rows == cap and run.capped
+    second = dataclasses.replace(cfg, seed=cfg.seed + 1)
+    shared = read_columns(files, info, feature_semantics(info), None, cap, seed=cfg.seed)
+    on_shared = train_trees(second, info, files, None, rows=shared)
+    own_sample = train_trees(second, info, files, None)
+    member = _outputs(run.model.members[1], files, info)
+    np.testing.assert_allclose(member, _outputs(on_shared.model, files, info), rtol=1e-6)
+    assert np.abs(member - _outputs(own_sample.model, files, info)).max() > 1e-3
+    with pytest.raises(ValueError, match="no holdout"):
+        train_trees(cfg, info, files, Holdout(only=False, fold=0, folds=4), rows=shared)
+
+
 def _three_classes(tmp_path) -> str:
     """600 rows of three classes set by two numbers with noise, preprocessed."""
     from beam_jobs import preprocess
@@ -111,7 +136,7 @@ def test_an_export_of_averaged_forests_loads_every_one_and_serves_their_mean(
                                               model="boosted_trees", num_trees=20,
                                               num_forests=3))
     trees = m["model"]["candidates"]["boosted_trees"]
-    assert trees["num_forests"] == {"value": 3}
+    assert trees["num_forests"] == {"value": 3, "why": "--num_forests"}
     assert len(forests(m["export_dir"])) == 3
     notes = json.load(open(os.path.join(m["export_dir"], "assets.extra", "model.json")))
     assert notes["family"] == "boosted_trees"

@@ -18,7 +18,15 @@ import tensorflow as tf
 from training import defaults
 from training.config import TrainConfig
 from training.data import FeatureInfo
-from training.models.trees import MIN_PROBABILITY, TreesRun, shape_cfg, train_trees
+from training.models.tree_rows import read_columns
+from training.models.trees import (
+    MIN_PROBABILITY,
+    TreesRun,
+    feature_semantics,
+    shape_cfg,
+    train_trees,
+    tree_threads,
+)
 
 
 def seeded(cfg: TrainConfig) -> bool:
@@ -51,19 +59,27 @@ def train_forests(cfg: TrainConfig, info: FeatureInfo, train_files, forests: int
                   num_trees: Optional[int] = None) -> TreesRun:
     """`forests` forests of train_trees on all of `train_files` (no rows held out), the k-th
     grown with seed cfg.seed + k, as one TreesRun whose model is their average; one forest
-    is train_trees' own. The first forest is the one a single growth gives; its forest (YDF's
+    is train_trees' own. The rows are read once (past --trees_max_rows, one sample seeded by
+    --seed) and shared. The first forest is the one a single growth gives; its forest (YDF's
     model) stands for the average where YDF's own figures are asked (split gains)."""
     if forests < 1:
         raise ValueError(f"forests must be at least 1, got {forests}")
     cfg = shape_cfg(cfg)
+    if forests == 1:
+        return train_trees(cfg, info, train_files, holdout=None, num_trees=num_trees)
+    rows = read_columns(train_files, info, feature_semantics(info), None, cfg.trees_max_rows,
+                        seed=cfg.seed)
 
     def grow(k: int) -> TreesRun:
         return train_trees(dataclasses.replace(cfg, seed=cfg.seed + k), info, train_files,
-                           holdout=None, num_trees=num_trees)
-    if forests == 1:
-        return grow(0)
-    # on a small table each forest trains on one thread (tree_threads): two at once
-    with concurrent.futures.ThreadPoolExecutor(defaults.FOLD_TREE_WORKERS) as pool:
+                           holdout=None, num_trees=num_trees, rows=rows)
+    # A small table's forest trains on one thread (tree_threads): two at once. A larger one
+    # uses every core, and each growth holds YDF's own copy of the rows (the memory bound
+    # read_columns sized for one): one at a time.
+    small = len(rows.labels) < defaults.TREES_ONE_THREAD_ROWS
+    at_once = defaults.FOLD_TREE_WORKERS if small and tree_threads(
+        cfg.tree_threads, len(rows.labels)) == 1 else 1
+    with concurrent.futures.ThreadPoolExecutor(at_once) as pool:
         runs = list(pool.map(grow, range(forests)))
     first = runs[0]
     model = AveragedTrees([r.model for r in runs], info.task == "regression")

@@ -31,7 +31,7 @@ from training.config import CATEGORICAL_ALGORITHMS, CATEGORY_ENCODINGS, SPLIT_AX
 from training.data import FeatureInfo
 from training.guards import TrainingError
 from training.models import category_means
-from training.models.tree_rows import read_columns
+from training.models.tree_rows import TreeRows, read_columns
 from training.target import LabelScaler
 
 log = logging.getLogger("training")
@@ -283,13 +283,15 @@ def tree_threads(flag: int, train_rows: int) -> Optional[int]:
 
 def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
                 holdout: Optional[data_lib.Holdout],
-                num_trees: Optional[int] = None, stop_on_fold: bool = False) -> TreesRun:
+                num_trees: Optional[int] = None, stop_on_fold: bool = False,
+                rows: Optional[TreeRows] = None) -> TreesRun:
     """Trains gradient boosted trees on the train split (less a fold when `holdout` excludes
     one), `num_trees` of them (default `--num_trees`), with `cfg`'s split axis and category
     encoding (shape_cfg). On a small table the left-out fold is scored after each round
     (fold_losses); with
     `stop_on_fold` (a cross-fitted fold) the trees stop FOLD_LOOK_AHEAD rounds after that
-    fold's loss last improved."""
+    fold's loss last improved. `rows`: the train rows already read (read_columns, no
+    holdout), shared by forests grown on the same rows."""
     import ydf  # noqa: F401  (YDF's learners)
     import ydf_tf  # noqa: F401  (registers the inference ops the export needs)
 
@@ -302,8 +304,12 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
                             "or a passthrough string; preprocess a table with at least one "
                             "feature column")
     started = time.time()
-    columns, labels, capped = read_columns(train_files, info, read, holdout,
-                                           cfg.trees_max_rows, seed=cfg.seed)
+    if rows is not None and holdout is not None:
+        raise ValueError("rows read beforehand are the whole train split: no holdout")
+    if rows is None:
+        rows = read_columns(train_files, info, read, holdout, cfg.trees_max_rows, seed=cfg.seed)
+    columns, labels, capped = rows
+    columns = dict(columns)  # the label is added below; shared rows stay as read
     regression = info.task == "regression"
     fixed = shape_cfg(cfg)
     shape = TreesShape(fixed.split_axis, fixed.category_encoding, fixed.categorical_algorithm)
