@@ -219,16 +219,25 @@ def _named(name):
     return _rdata(*item.split(".", 1)), label, task, ()
 
 
-def run_table(name, work, seed=0, table=None, split=None, train_flags=()) -> dict:
+CV_FOLDS = 4  # --cv_fold: folds of the seeded split's train rows
+
+
+def run_table(name, work, seed=0, table=None, split=None, train_flags=(), cv_fold=None) -> dict:
     """One table's line; `table` (loader, label, task, leaks) for one outside the lists;
     `split` a preprocess --split other than its default; `train_flags` more flags of
-    training.task (a setting's worth against the defaults)."""
+    training.task (a setting's worth against the defaults); `cv_fold` k: the seeded split's
+    test rows set aside, fold k of CV_FOLDS of its train rows is the test file and the
+    other folds the train file (cross-validation over the rows the test split does not
+    hold: benchmarks/cv_against_test.py)."""
     loader, label, task, leaks = table or _named(name)
     df = loader().drop(columns=list(leaks))
     rng = np.random.default_rng(seed)
     test_mask = rng.random(len(df)) < 0.2
     train, test = df[~test_mask], df[test_mask]
-    d = os.path.join(work, name.split(":")[0])
+    if cv_fold is not None:
+        fold_of = np.random.default_rng(seed + 2000).integers(0, CV_FOLDS, len(train))
+        train, test = train[fold_of != cv_fold], train[fold_of == cv_fold]
+    d = os.path.join(work, name.split(":")[0] + ("" if cv_fold is None else f"_fold{cv_fold}"))
     os.makedirs(d, exist_ok=True)
     train.to_csv(os.path.join(d, "train.csv"), index=False)
     test.to_csv(os.path.join(d, "test.csv"), index=False)
@@ -308,6 +317,9 @@ def main(argv=None):
                     help="preprocess --split (default: preprocess's own, 0.9,0.1)")
     ap.add_argument("--train_flags", default="",
                     help="more training.task flags, space-separated (default: none)")
+    ap.add_argument("--cv_fold", type=int, default=None, choices=range(CV_FOLDS),
+                    help=f"score fold K of {CV_FOLDS} of the seeded split's train rows "
+                    "instead of its test rows (trained on the other folds)")
     a = ap.parse_args(argv)
     work = a.work_dir or tempfile.mkdtemp(prefix="tabular_quality_")
     print(f"{'table':<11} {'rows':>6} {'metric':<8} {'ours':>9} {'baseline':>9} {'vs':>9} "
@@ -319,7 +331,7 @@ def main(argv=None):
     for name in names:
         try:
             results.append(run_table(name, work, a.seed, split=a.split,
-                                     train_flags=a.train_flags.split()))
+                                     train_flags=a.train_flags.split(), cv_fold=a.cv_fold))
         except Exception as e:  # a job that failed is a result too: say which and go on
             print(f"{name:<11} FAILED: {type(e).__name__}: {str(e)[:300]}", flush=True)
             continue

@@ -81,17 +81,21 @@ def _per_round(model, rows, regression):
     return rows * (means ** 2 if regression else means)
 
 
-def table_seed(table, seed, algorithm, seeds_bagged) -> dict:
-    train, test, label, task = _split(table, seed)
-    base = baseline(train, test, label, task)
+def prepared(train, test, label, task):
+    """The rows as YDF reads them here (strings, a class as text), and the classes."""
     for df in (train, test):
         for c in _strings(df, label):
             df[c] = df[c].astype(str)
         if task != "regression":
             df[label] = df[label].astype(str)
+    return None if task == "regression" else sorted(train[label].unique())
+
+
+def predictions(train, test, label, task, classes, algorithm, seeds_bagged, fold_seed):
+    """(rounds chosen over 4 cross-fitted folds of `train`, {column: `test`'s predictions or
+    probabilities}) for each of COLUMNS."""
     regression = task == "regression"
-    classes = None if regression else sorted(train[label].unique())
-    fold_of = np.random.default_rng(seed + 1000).integers(0, FOLDS, len(train))
+    fold_of = np.random.default_rng(fold_seed).integers(0, FOLDS, len(train))
     grown, losses = [], []
     for k in range(FOLDS):
         fit, held = train[fold_of != k], train[fold_of == k]
@@ -111,13 +115,21 @@ def table_seed(table, seed, algorithm, seeds_bagged) -> dict:
         folds.append(_probs(m, test, classes))
     refits = [_probs(_learner(label, task, 42 + s, algorithm, count, False).train(
         train, verbose=0), test, classes) for s in range(seeds_bagged)]
-    preds = {"refit": refits[0], "folds": np.mean(folds, axis=0),
-             "refit+folds": 0.5 * refits[0] + 0.5 * np.mean(folds, axis=0),
-             "seeds": np.mean(refits, axis=0)}
+    return count, {"refit": refits[0], "folds": np.mean(folds, axis=0),
+                   "refit+folds": 0.5 * refits[0] + 0.5 * np.mean(folds, axis=0),
+                   "seeds": np.mean(refits, axis=0)}
+
+
+def table_seed(table, seed, algorithm, seeds_bagged) -> dict:
+    train, test, label, task = _split(table, seed)
+    base = baseline(train, test, label, task)
+    classes = prepared(train, test, label, task)
+    count, preds = predictions(train, test, label, task, classes, algorithm, seeds_bagged,
+                               fold_seed=seed + 1000)
     vs = {}
     for name, pred in preds.items():
         s = _score(pred, test, label, task, classes)
-        vs[name] = s / base if regression else s - base
+        vs[name] = s / base if task == "regression" else s - base
     return {"task": task, "count": count, "vs": vs}
 
 
