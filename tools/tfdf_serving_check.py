@@ -6,7 +6,8 @@ machine can (no model server runs here):
 2. a side environment (tools/tfdf_side/requirements.txt: Python 3.11, TensorFlow 2.12,
    tensorflow_decision_forests 1.3.0, no ydf-tf) loads each export as the model server does
    (TF1 SavedModel loader, `serve` tag, init op run): each forest is read from `assets/` by
-   TF-DF 1.3.0's own kernel, with its file prefix;
+   TF-DF 1.3.0's own kernel, with its file prefix; several forests load one after another
+   (their loads chained in the init graph: training/exporting/forest_loads.py);
 3. the golden set through `serving_default` there and here (TF 2.21 + ydf-tf): the largest
    difference of every numeric output;
 4. every warmup record replayed there through its signature, as TF Serving's warmup does.
@@ -61,6 +62,18 @@ def forests(export_dir: str) -> list:
                    if n.op == "SimpleMLLoadModelFromPathWithHandle"})
 
 
+def unchained_loads(export_dir: str) -> list:
+    """Forest loads the init graph may run beside another one (training/exporting/
+    forest_loads.py: TF-DF 1.3.0's kernels loading at once served other predictions)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    from training.exporting import forest_loads
+    sm = saved_model_pb2.SavedModel()
+    with open(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
+        sm.ParseFromString(f.read())
+    return [name for g in sm.meta_graphs for name in forest_loads.unchained(g.graph_def)]
+
+
 def here_outputs(export_dir: str) -> dict:
     import tensorflow as tf
 
@@ -76,6 +89,10 @@ def check_export(export: str, side_python: str) -> dict:
     from preprocessing.files import serving_ops
     result = {"export": export, "problems": serving_ops.serving_problems(export),
               "custom_ops": serving_ops.custom_ops(export), "forests": forests(export)}
+    beside = unchained_loads(export)
+    if beside:
+        result["problems"].append(f"{len(beside)} forest load(s) not chained after the one "
+                                  "before: TF-DF's kernels may load them at once")
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "side.json")
         try:

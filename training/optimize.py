@@ -43,10 +43,10 @@ from preprocessing.reference.golden import (
     serve_examples,
 )
 from training.exporting.export import (
+    finish_saved_model,
     model_family,
     next_version_dir,
     serving_api_signatures,
-    set_method_names,
 )
 from training.exporting.quantize import MODES, quantize, weight_constants
 from training.exporting.requests import CLASSIFY_METHOD, REGRESS_METHOD, predict_raw_parsing
@@ -204,7 +204,7 @@ def optimize(model_dir: str, mode: str, tolerance: float = DEFAULT_TOLERANCE) ->
         staged = os.path.join(tmp, "version")
         tf.saved_model.save(module, staged, signatures={
             "serving_default": module.serve_examples, "predict_raw": module.predict_raw, **api})
-        set_method_names(staged, {"classify": CLASSIFY_METHOD, "regress": REGRESS_METHOD})
+        finish_saved_model(staged, {"classify": CLASSIFY_METHOD, "regress": REGRESS_METHOD})
         before, ref = _score(loaded.signatures["serving_default"], examples, labels, schema.task)
         after, got = _score(saved_models.load(staged).signatures["serving_default"],
                             examples, labels, schema.task)

@@ -147,3 +147,34 @@ def test_an_export_of_averaged_forests_loads_every_one_and_serves_their_mean(
     assert s["metrics"]["rmse"] == pytest.approx(m["eval"]["rmse"], rel=1e-4)
     loaded = tf.saved_model.load(m["export_dir"])
     assert "serving_default" in loaded.signatures
+    _loads_one_after_another(m["export_dir"])
+
+
+def _loads_one_after_another(export_dir):
+    """The forests' loads are chained in the init graph (TF-DF 1.3.0's kernels, TF Serving's,
+    gave other predictions when they ran at once: training/exporting/forest_loads.py), and a
+    TF1 session loader, as TF Serving's, runs that graph and serves what the TF2 load does."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    from preprocessing.reference.golden import EXPORT_GOLDEN, read_examples
+    from training.exporting import forest_loads
+    sm = saved_model_pb2.SavedModel()
+    with open(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
+        sm.ParseFromString(f.read())
+    graph = sm.meta_graphs[0].graph_def
+    calls = forest_loads.forest_load_calls(graph)
+    assert len(calls) == 3 and forest_loads.unchained(graph) == []
+    nodes = {n.name: n for n in graph.node}
+    for before, after in zip(calls, calls[1:]):  # unchained() sees a load left beside another
+        nodes[after].input.remove("^" + before)
+    assert forest_loads.unchained(graph) == calls[1:]
+    assert forest_loads.chain(graph) == 2 and forest_loads.unchained(graph) == []
+    rows = read_examples(os.path.join(export_dir, EXPORT_GOLDEN))
+    want = tf.saved_model.load(export_dir).signatures["serving_default"](
+        examples=tf.constant(rows))["predictions"].numpy()
+    with tf.compat.v1.Session(graph=tf.Graph()) as sess:
+        meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], export_dir)
+        sig = meta.signature_def["serving_default"]
+        got = sess.run(sig.outputs["predictions"].name,
+                       {sig.inputs["examples"].name: np.array(rows, object)})
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -8,7 +8,8 @@
   regress          (regression) TF Serving's Regress API: `inputs` -> `outputs` [batch]
 The last two carry the method names TF Serving checks (tensorflow/serving/classify and
 /regress), which `tf.saved_model.save` cannot set (it writes .../predict): they are set in the
-saved graph's protobuf after saving, and the fingerprint is written again.
+saved graph's protobuf after saving, with the forests' loads chained one after another
+(forest_loads.py), and the fingerprint is written again.
 plus `assets.extra/raw_schema.json`, the raw schema that batch/stream jobs parse inputs with,
 `model.json` (the family, the ops it needs beyond TensorFlow's and their package),
 `README.md` (how to load and call it) and `tf_serving_warmup_requests` (warmup.py).
@@ -38,6 +39,7 @@ from preprocessing.reference.golden import (
 )
 from preprocessing.reference.statistics import EXPORT_STATISTICS, STATISTICS_FILE
 from training.data import FeatureInfo
+from training.exporting import forest_loads
 from training.exporting.requests import CLASSIFY_METHOD, REGRESS_METHOD, example_spec
 from training.holding import held, hold
 
@@ -138,9 +140,10 @@ def serving_api_signatures(module, classification: bool) -> dict:
     return {"regress": tf.function(regress, input_signature=spec)}
 
 
-def set_method_names(export_dir: str, methods: dict) -> None:
-    """Rewrites the signatures' method names in saved_model.pb (and the fingerprint that
-    checksums it)."""
+def finish_saved_model(export_dir: str, methods: dict) -> None:
+    """Rewrites saved_model.pb as `tf.saved_model.save` cannot write it (and the fingerprint
+    that checksums it): the signatures' method names, and the forests' loads one after
+    another (forest_loads.chain)."""
     from tensorflow.core.protobuf import saved_model_pb2
     from tensorflow.python.saved_model import fingerprinting_utils
     path = os.path.join(export_dir, "saved_model.pb")
@@ -151,6 +154,7 @@ def set_method_names(export_dir: str, methods: dict) -> None:
         for name, method in methods.items():
             if name in graph.signature_def:
                 graph.signature_def[name].method_name = method
+        forest_loads.chain(graph.graph_def)
     with tf.io.gfile.GFile(path, "wb") as f:
         f.write(proto.SerializeToString())
     fingerprinting_utils.write_fingerprint(export_dir)
@@ -208,7 +212,7 @@ def export_model(model, data_dir: str, info: FeatureInfo, export_dir: str,
     api = module.api_signatures()
     tf.saved_model.save(module, export_dir, signatures={
         "serving_default": module.serve_examples, "predict_raw": module.predict_raw, **api})
-    set_method_names(export_dir, {"classify": CLASSIFY_METHOD, "regress": REGRESS_METHOD})
+    finish_saved_model(export_dir, {"classify": CLASSIFY_METHOD, "regress": REGRESS_METHOD})
     tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
     copied = copy_reference_files(data_dir, export_dir)
     if learned_golden and EXPORT_GOLDEN in copied:
