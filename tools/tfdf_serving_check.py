@@ -65,13 +65,9 @@ def forests(export_dir: str) -> list:
 def unchained_loads(export_dir: str) -> list:
     """Forest loads the init graph may run beside another one (training/exporting/
     forest_loads.py: TF-DF 1.3.0's kernels loading at once served other predictions)."""
-    from tensorflow.core.protobuf import saved_model_pb2
-
+    from preprocessing.files.serving_ops import meta_graph
     from training.exporting import forest_loads
-    sm = saved_model_pb2.SavedModel()
-    with open(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
-        sm.ParseFromString(f.read())
-    return [name for g in sm.meta_graphs for name in forest_loads.unchained(g.graph_def)]
+    return forest_loads.unchained(meta_graph(export_dir).graph_def)
 
 
 def here_outputs(export_dir: str) -> dict:

@@ -154,14 +154,10 @@ def _loads_one_after_another(export_dir):
     """The forests' loads are chained in the init graph (TF-DF 1.3.0's kernels, TF Serving's,
     gave other predictions when they ran at once: training/exporting/forest_loads.py), and a
     TF1 session loader, as TF Serving's, runs that graph and serves what the TF2 load does."""
-    from tensorflow.core.protobuf import saved_model_pb2
-
+    from preprocessing.files.serving_ops import meta_graph
     from preprocessing.reference.golden import EXPORT_GOLDEN, read_examples
     from training.exporting import forest_loads
-    sm = saved_model_pb2.SavedModel()
-    with open(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
-        sm.ParseFromString(f.read())
-    graph = sm.meta_graphs[0].graph_def
+    graph = meta_graph(export_dir).graph_def
     calls = forest_loads.forest_load_calls(graph)
     assert len(calls) == 3 and forest_loads.unchained(graph) == []
     nodes = {n.name: n for n in graph.node}
