@@ -29,10 +29,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from category_encodings import _split  # noqa: E402
-from tabular_quality import baseline_predictions  # noqa: E402
+from tabular_quality import CV_FOLDS, baseline_predictions, cv_fold_of  # noqa: E402
 from tree_bagging import _score, predictions, prepared  # noqa: E402
-
-CV_FOLDS = 4
 
 
 def _figure(pred, rows, label, task) -> float:
@@ -60,7 +58,7 @@ def _versus(ours, theirs, task) -> float:
 def table_seed(table, seed, column, seeds_bagged, random) -> dict:
     train, test, label, task = _split(table, seed)
     on_test = _pair(train, test, label, task, column, seeds_bagged, seed + 1000, random)
-    fold_of = np.random.default_rng(seed + 2000).integers(0, CV_FOLDS, len(train))
+    fold_of = cv_fold_of(seed, len(train))
     ours, theirs = [], []
     for k in range(CV_FOLDS):
         fit, held = train[fold_of != k], train[fold_of == k]

@@ -222,6 +222,11 @@ def _named(name):
 CV_FOLDS = 4  # --cv_fold: folds of the seeded split's train rows
 
 
+def cv_fold_of(seed: int, rows: int) -> np.ndarray:
+    """Each of `rows` train rows' fold of CV_FOLDS (--cv_fold, cv_against_test.py)."""
+    return np.random.default_rng(seed + 2000).integers(0, CV_FOLDS, rows)
+
+
 def run_table(name, work, seed=0, table=None, split=None, train_flags=(), cv_fold=None) -> dict:
     """One table's line; `table` (loader, label, task, leaks) for one outside the lists;
     `split` a preprocess --split other than its default; `train_flags` more flags of
@@ -235,7 +240,7 @@ def run_table(name, work, seed=0, table=None, split=None, train_flags=(), cv_fol
     test_mask = rng.random(len(df)) < 0.2
     train, test = df[~test_mask], df[test_mask]
     if cv_fold is not None:
-        fold_of = np.random.default_rng(seed + 2000).integers(0, CV_FOLDS, len(train))
+        fold_of = cv_fold_of(seed, len(train))
         train, test = train[fold_of != cv_fold], train[fold_of == cv_fold]
     d = os.path.join(work, name.split(":")[0] + ("" if cv_fold is None else f"_fold{cv_fold}"))
     os.makedirs(d, exist_ok=True)
