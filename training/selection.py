@@ -357,9 +357,13 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
         choose_family(losses, network, rows)
     log.info("--model auto: %s (%s; %s)", chosen, "; ".join(
         f"{n} {candidates[n]['validation']}" for n in runs), why)
+    train_rows = int(info.split_rows.get("train") or 0)
+    refit = None if rounds is None else functools.partial(
+        defaults.refit_rounds, rounds, trees_choice.most, info.task,
+        train_rows * (folds - 1) / folds)
     again = functools.partial(_trained_again, cfg, info, chosen, runs, candidates,
-                              refit_network, trees_runs[shape], rounds, forests[0], blend)
-    model, served = again(train_files, int(info.split_rows.get("train") or 0))
+                              refit_network, trees_runs[shape], refit, forests[0], blend)
+    model, served = again(train_files, train_rows)
     final = candidates[chosen]["eval"] if chosen == network and refit_network is None \
         else exact_eval(model, eval_files, served, batch)  # else nothing was trained again
     exported = (model, served)
@@ -373,12 +377,13 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
 
 def _trained_again(cfg: TrainConfig, info, chosen: str, runs: dict, candidates: dict,
                    refit_network: Optional[Callable[..., object]], grown: TreesRun,
-                   rounds: Optional[int], forests: int, blend: Callable, files, rows: int,
-                   key: str = "refit_rows") -> tuple:
+                   refit: Optional[Callable[[int], tuple]], forests: int, blend: Callable,
+                   files, rows: int, key: str = "refit_rows") -> tuple:
     """(model, the info it serves with) of the `chosen` candidate, the families in it
-    trained again on `files` (`rows` rows): the trees always (`forests` averaged), the network when
-    `refit_network` is given. Each family's rows are recorded in `candidates` under `key`;
-    `runs` hold the models trained."""
+    trained again on `files` (`rows` rows): the trees always (`forests` averaged; where the
+    folds chose their count, `refit(rows)`'s rounds, recorded under refit_num_trees' `grown`),
+    the network when `refit_network` is given. Each family's rows are recorded in
+    `candidates` under `key`; `runs` hold the models trained."""
     network = next(n for n in runs if n not in (TREES, BLEND))
     net_info = runs[network][1]
     if chosen != network or refit_network is not None:
@@ -388,7 +393,12 @@ def _trained_again(cfg: TrainConfig, info, chosen: str, runs: dict, candidates: 
         runs[network] = (refit_network(train_files=files), net_info)
         candidates[network][key] = rows
     if chosen != network:
-        kept = _trees_kept(cfg, info, files, grown, grown.shape, rounds, forests)
+        count = None
+        if refit is not None:
+            count, why = refit(rows)
+            candidates[TREES]["refit_num_trees"].setdefault("grown", {})[key] = {
+                "value": count, "why": why}
+        kept = _trees_kept(cfg, info, files, grown, grown.shape, count, forests)
         runs[TREES] = (kept.model, kept.info)
         runs[BLEND] = (blend(runs[network][0], kept.model), kept.info)
         candidates[TREES][key] = None if kept is grown else kept.rows

@@ -33,6 +33,23 @@ def test_the_trees_count_may_grow_past_300_only_where_the_folds_choose_it():
     assert defaults.num_trees(50, defaults.CHOICE_FOLDS) == (50, None, "--num_trees")
 
 
+def test_regression_trees_grown_again_on_more_rows_keep_more_rounds_within_the_bound():
+    """refit_rounds: a regression's folds' count times the refit's rows over a fold's, at
+    most the trees the folds grew; a classification's count as the folds chose it."""
+    rule = defaults.refit_rounds
+    # 4 folds of 300 train rows: each fold's trees grew on 225; the train split is 4/3 of
+    # that, with a 30-row eval split 22/15.
+    assert rule(60, 300, "regression", 225.0, 300) == (80, "the folds' 60 x 300 rows / 225 "
+                                                          "a fold's")
+    assert rule(60, 300, "regression", 225.0, 330)[0] == 88
+    assert rule(60, 300, "classification", 225.0, 330) == (60, "the folds' count")
+    value, why = rule(280, 300, "regression", 225.0, 330)
+    assert value == 300 and why.endswith("at most 300")
+    # no more rows than a fold's (nothing to scale by): the folds' count
+    assert rule(60, 300, "regression", 225.0, 225)[0] == 60
+    assert rule(60, 300, "regression", 0.0, 330)[0] == 60
+
+
 def test_the_model_kept_learns_the_eval_rows_only_where_folds_chose_it():
     """refit_on_eval: on by default where cross-fitted folds chose (the eval split chose
     nothing), off on one slice, with an empty eval split, with --slice_by (it measures the

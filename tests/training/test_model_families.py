@@ -22,6 +22,16 @@ from training.data import HOLDOUT_BUCKETS, load_feature_info, split_files
 from training.target import read_labels
 
 
+def _forest_sizes(export_dir) -> list:
+    """The trees of each forest an export's init graph loads (YDF reads them from assets/)."""
+    import ydf
+
+    from tools.tfdf_serving_check import forests
+    return [ydf.load_model(os.path.join(export_dir, "assets"),
+                           ydf.ModelIOOptions(file_prefix=os.path.basename(p))).num_trees()
+            for p in forests(export_dir)]
+
+
 def _eval_csv(data_dir, src, dest):
     """The rows of `src` that preprocess put in the eval split."""
     bounds = boundaries(json.load(open(os.path.join(data_dir, "summary.json")))["split_fractions"])
@@ -137,6 +147,13 @@ def test_the_kept_shapes_folds_grow_past_the_cap_while_their_loss_falls(preproce
     assert m["model"]["num_trees"]["grown_again_to"] == 60
     kept = m["model"]["candidates"]["boosted_trees"]["refit_num_trees"]
     assert 8 < kept["value"] <= 60 and kept["why"].startswith("of at most 60,")
+    # Grown again on the whole train split (4/3 of a fold's rows), a regression's trees
+    # keep 4/3 of that count, at most the 60 the folds grew (defaults.refit_rounds).
+    assert kept["grown"]["refit_rows"]["value"] == min(60, round(kept["value"] * 4 / 3)), kept
+    if m["model"]["family"] != "wide_deep":
+        sizes = _forest_sizes(m["export_dir"])
+        last = "exported_rows" if m["model"]["refit_on_eval"]["value"] else "refit_rows"
+        assert sizes and set(sizes) == {kept["grown"][last]["value"]}, (sizes, kept)
 
 
 @pytest.mark.slow
@@ -204,6 +221,17 @@ def test_auto_keeps_the_family_better_on_the_validation_slice(preprocessed, taxi
     assert learned["learned"] is True and refit["why"].endswith(": " + learned["why"])
     if model["family"] != "wide_deep":
         assert cands["boosted_trees"]["exported_rows"] == train_rows + added
+        # Regression trees grown again on more rows than a fold's keep more rounds, at
+        # most the 60 given (defaults.refit_rounds); each exported forest holds that many.
+        count = cands["boosted_trees"]["refit_num_trees"]
+        fold_rows = train_rows * (folds - 1) / folds
+        for key, rows in (("refit_rows", train_rows), ("exported_rows", train_rows + added)):
+            assert count["grown"][key]["value"] == min(60, round(count["value"] * rows
+                                                                  / fold_rows)), count
+        assert count["grown"]["exported_rows"]["value"] > count["value"] or \
+            count["value"] == 60
+        sizes = _forest_sizes(m["export_dir"])
+        assert sizes and set(sizes) == {count["grown"]["exported_rows"]["value"]}, sizes
     if model["family"] != "boosted_trees":
         assert cands["wide_deep"]["exported_rows"] == train_rows + added
     s = batch_predict.run(["--model_dir", m["export_dir"], "--input",
