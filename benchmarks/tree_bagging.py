@@ -11,7 +11,10 @@ Each column is one way to make the exported trees from those folds:
 - refit+folds: the refit and the folds' average, averaged (half each);
 - seeds: K forests grown on all the train rows with K random seeds, averaged
   (`--seeds_bagged K`; the trees' randomness is their oblique projections' and RANDOM
-  category splits').
+  category splits');
+- scaled: the same K forests with the count times the train rows over a fold's (4/3,
+  `--refit_scale`), as the trainer grows a regression's (training/defaults.py
+  refit_rounds); here for both tasks, to show why a classification's count is kept.
 Classification averages the forests' probabilities. Prints RMSE over the baseline's or
 accuracy minus the baseline's, per table and seed, then each column's geometric mean
 (regression) and mean (classification) over what was run.
@@ -34,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from category_encodings import _split, _strings  # noqa: E402
 from tabular_quality import baseline  # noqa: E402
 
-COLUMNS = ("refit", "folds", "refit+folds", "seeds")
+COLUMNS = ("refit", "folds", "refit+folds", "seeds", "scaled")
 FOLDS = 4
 LOOK_AHEAD = 50
 
@@ -91,7 +94,8 @@ def prepared(train, test, label, task):
     return None if task == "regression" else sorted(train[label].unique())
 
 
-def predictions(train, test, label, task, classes, algorithm, seeds_bagged, fold_seed):
+def predictions(train, test, label, task, classes, algorithm, seeds_bagged, fold_seed,
+                refit_scale=FOLDS / (FOLDS - 1)):
     """(rounds chosen over 4 cross-fitted folds of `train`, {column: `test`'s predictions or
     probabilities}) for each of COLUMNS."""
     regression = task == "regression"
@@ -113,19 +117,22 @@ def predictions(train, test, label, task, classes, algorithm, seeds_bagged, fold
         while m.num_trees() > count * per_round:
             m.remove_tree(m.num_trees() - 1)
         folds.append(_probs(m, test, classes))
-    refits = [_probs(_learner(label, task, 42 + s, algorithm, count, False).train(
-        train, verbose=0), test, classes) for s in range(seeds_bagged)]
-    return count, {"refit": refits[0], "folds": np.mean(folds, axis=0),
-                   "refit+folds": 0.5 * refits[0] + 0.5 * np.mean(folds, axis=0),
-                   "seeds": np.mean(refits, axis=0)}
+    def refits(rounds):
+        return [_probs(_learner(label, task, 42 + s, algorithm, rounds, False).train(
+            train, verbose=0), test, classes) for s in range(seeds_bagged)]
+    seeded = refits(count)
+    scaled = refits(max(count, int(round(count * refit_scale))))
+    return count, {"refit": seeded[0], "folds": np.mean(folds, axis=0),
+                   "refit+folds": 0.5 * seeded[0] + 0.5 * np.mean(folds, axis=0),
+                   "seeds": np.mean(seeded, axis=0), "scaled": np.mean(scaled, axis=0)}
 
 
-def table_seed(table, seed, algorithm, seeds_bagged) -> dict:
+def table_seed(table, seed, algorithm, seeds_bagged, refit_scale=FOLDS / (FOLDS - 1)) -> dict:
     train, test, label, task = _split(table, seed)
     base = baseline(train, test, label, task)
     classes = prepared(train, test, label, task)
     count, preds = predictions(train, test, label, task, classes, algorithm, seeds_bagged,
-                               fold_seed=seed + 1000)
+                               fold_seed=seed + 1000, refit_scale=refit_scale)
     vs = {}
     for name, pred in preds.items():
         s = _score(pred, test, label, task, classes)
@@ -141,6 +148,9 @@ def main(argv=None) -> None:
     ap.add_argument("--random_for", default="dd",
                     help="tables whose categories are split by YDF's RANDOM search (the "
                     "trainer keeps it on dd)")
+    ap.add_argument("--refit_scale", type=float, default=FOLDS / (FOLDS - 1),
+                    help="the `scaled` column's count over the folds' (default: the train "
+                    "rows over a fold's)")
     ap.add_argument("--use_hessian_gain", action="store_true",
                     help="YDF's split gain with the hessian term (classification)")
     a = ap.parse_args(argv)
@@ -153,7 +163,7 @@ def main(argv=None) -> None:
     for table in a.tables.split(","):
         for seed in (int(s) for s in a.seeds.split(",")):
             r = table_seed(table, seed, "RANDOM" if table in random_for else "CART",
-                           a.seeds_bagged)
+                           a.seeds_bagged, a.refit_scale)
             fmt = "{:.3f}x" if r["task"] == "regression" else "{:+.3f}"
             print(f"{table.split(':')[0]:<12} {seed:>4} {r['count']:>6} "
                   + " ".join(f"{fmt.format(r['vs'][c]):>12}" for c in COLUMNS), flush=True)
