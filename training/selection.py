@@ -301,17 +301,17 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
              batch: int, refit_network: Optional[Callable[..., object]] = None,
              folds: int = 1, trees_runs: Optional[Dict[TreesShape, TreesRun]] = None,
              exported_from: Optional[tuple] = None) -> tuple:
-    """(candidate kept, its model, the info it serves with, its eval metrics, why, (the
-    model exported, its info)). With
-    both families trained their blend joins them, the validation rows decide
-    (choose_family: the slice, or all train rows over `folds` cross-fitted folds), each
-    candidate's eval figure is recorded, and the families kept (alone or in the blend) are
-    trained again on the whole train split before export: the trees always (with the
-    shape chosen on the validation rows; cross-fitted: as many rounds as scored lowest
-    over the folds; `trees_runs` are fold 0's, by shape), the network when `refit_network`
-    is given (no early stopping used the slice). The last element: the model exported and
-    its info, trained a last time on `exported_from` (files, rows) when given (the train and
-    eval splits: the eval figures stay those of the model trained without the eval rows)."""
+    """(candidate kept, its model, the info it serves with, its eval metrics, why, (the model
+    exported, its info)). With both families trained their blend joins them, the validation
+    rows decide (choose_family: the slice, or all train rows over `folds` cross-fitted folds),
+    each candidate's eval figure is recorded, and the families kept (alone or in the blend)
+    are trained again on the whole train split before export: the trees always (with the shape
+    chosen on the validation rows; cross-fitted: the rounds scored lowest over the folds, as
+    defaults.refit_rounds scales them to the rows; `trees_runs` are fold 0's, by shape), the
+    network when `refit_network` is given (no early stopping used the slice). The last
+    element: the model exported and its info, trained a last time on `exported_from` (files,
+    rows) when given (the train and eval splits: the eval figures stay those of the model
+    trained without the eval rows)."""
     if len(runs) == 1:
         chosen = next(iter(runs))
         model, served = runs[chosen]
