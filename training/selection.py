@@ -32,13 +32,11 @@ import time
 from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
-import tensorflow as tf
 
 from preprocessing.reference.evaluation import EvalSums
 from training import data as data_lib
 from training import defaults
 from training.config import TrainConfig
-from training.losses import row_losses
 from training.models.blend import BLEND, BlendModel
 from training.models.forests import seeded, train_forests
 from training.models.trees import (
@@ -49,6 +47,7 @@ from training.models.trees import (
     train_trees,
 )
 from training.reporting.importance import forest_importance
+from training.scoring import exact_eval, scored_sums
 
 log = logging.getLogger("training")
 
@@ -65,44 +64,6 @@ AXIS_ERRORS = 3.0
 # causaldata's social_insure (village, address), seed 1: lower by 2.4, kept as categories,
 # -0.092 accuracy against scikit-learn's (docs/performance.md).
 ENCODING_ERRORS = 2.0
-
-
-def scored_rows(model, files, info, batch_size: int,
-                holdout: Optional[data_lib.Holdout] = None) -> tuple:
-    """(metrics, each row's loss (row_losses); rows of a class never seen in train are left
-    out), over `files` (the `holdout` fold of them) in file order."""
-    sums, losses = _scored(model, files, info, batch_size, holdout)
-    return sums.metrics(info.task), losses
-
-
-def _scored(model, files, info, batch_size: int, holdout) -> Tuple[EvalSums, np.ndarray]:
-    ds = data_lib.make_dataset_fn(files, info, batch_size, training=False, scale_label=False,
-                                  holdout=holdout)()
-    predict = tf.function(lambda x: model(x, training=False), reduce_retracing=True)
-    sums, losses = EvalSums(), []
-    for features, label, weight in ds:
-        out = predict(features).numpy()
-        y, w = label.numpy(), weight.numpy()
-        if info.task == "regression":
-            pred = out[:, 0] if info.label_scaler is None else \
-                info.label_scaler.inverse(out[:, 0]).numpy()
-            sums.add_regression(pred, y[:, 0])
-            losses.append(row_losses(pred, y[:, 0]))
-        else:
-            sums.add_classification(np.argmax(out, -1) == y, w)
-            losses.append(row_losses(out, y, w))
-    return sums, (np.concatenate(losses) if losses else np.zeros(0))
-
-
-def exact_eval(model, files, info, batch_size: int, holdout=None) -> dict:
-    """Metrics over the whole eval split exactly once, on this process (no sharding).
-
-    Per-epoch validation under multi-worker training repeats data to keep workers in step;
-    the final figure in metrics.json must be exact, so batch prediction can reproduce it.
-    """
-    if not files:  # an empty split: preprocess wrote no shard for it
-        return EvalSums().metrics(info.task)
-    return scored_rows(model, files, info, batch_size, holdout)[0]
 
 
 def clearly_lower(loss: np.ndarray, than: np.ndarray, errors: float = 1.0
@@ -242,7 +203,7 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
     # Each shape's trees scored fold by fold on the rows they were grown without (per-row
     # losses, as the families are compared), when there are two to choose from; the kept
     # shape's scores are the trees' own below, not read and scored again.
-    shape_scored = {shape: [_scored(t.model, train_files, t.info, batch,
+    shape_scored = {shape: [scored_sums(t.model, train_files, t.info, batch,
                                     data_lib.choice_fold(fold, folds))
                             for fold, t in enumerate(fold_trees)]
                     for shape, fold_trees in by_shape.items()} if len(by_shape) > 1 else {}
@@ -259,7 +220,7 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
                                                         further)
         most = further
         if shape_scored:
-            shape_scored[shape] = [_scored(t.model, train_files, t.info, batch,
+            shape_scored[shape] = [scored_sums(t.model, train_files, t.info, batch,
                                            data_lib.choice_fold(fold, folds))
                                    for fold, t in enumerate(by_shape[shape])]
     choice = TreesChoice(shape, why, rounds.get(shape), most)
@@ -275,7 +236,7 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
             BLEND: (blend(net_model, trees.model), trees.info)}
         for name, (model, served) in scored.items():
             s, rows = shape_scored[shape][fold] if name == TREES and shape_scored else \
-                _scored(model, train_files, served, batch, data_lib.choice_fold(fold, folds))
+                scored_sums(model, train_files, served, batch, data_lib.choice_fold(fold, folds))
             sums[name] = sums[name].merge(s)
             losses[name].append(rows)
     return sums, {n: np.concatenate(v) for n, v in losses.items()}, choice
