@@ -183,6 +183,13 @@ def baseline(train, test, label, task) -> float:
 def baseline_predictions(train, test, label, task) -> np.ndarray:
     """scikit-learn's HistGradientBoosting with its defaults, fitted on `train`'s labelled
     rows: its prediction for each row of `test` (a class as text for a classification)."""
+    model, x_test = baseline_model(train, test, label, task)
+    return np.asarray(model.predict(x_test))
+
+
+def baseline_model(train, test, label, task):
+    """(scikit-learn's HistGradientBoosting with its defaults fitted on `train`'s labelled
+    rows (classes as text), `test`'s columns as it reads them)."""
     import pandas as pd
     from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
     train = train[train[label].notna()]
@@ -204,11 +211,9 @@ def baseline_predictions(train, test, label, task) -> np.ndarray:
     xs = [x.drop(columns=drop) for x in xs]
     if task == "regression":
         model = HistGradientBoostingRegressor(categorical_features="from_dtype", random_state=0)
-        model.fit(xs[0], train[label].astype(float))
-        return model.predict(xs[1])
+        return model.fit(xs[0], train[label].astype(float)), xs[1]
     model = HistGradientBoostingClassifier(categorical_features="from_dtype", random_state=0)
-    model.fit(xs[0], train[label].astype(str))
-    return np.asarray(model.predict(xs[1]))
+    return model.fit(xs[0], train[label].astype(str)), xs[1]
 
 
 def _named(name):
