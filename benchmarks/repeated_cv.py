@@ -11,7 +11,11 @@ defaults. Log loss is the loss the jobs choose models on; accuracy is what
 benchmarks/tabular_quality.py reports.
 
     PYTHONPATH=/tmp/bench_deps python benchmarks/repeated_cv.py \\
-        --table survival.diabetic:status:classification --draws 20
+        --table survival.diabetic:status:classification --draws 20 [--group id | --relabel id]
+
+`--group C` keeps the rows sharing a value of C in one fold (diabetic's two eyes of a
+patient: no test row's partner is trained on); `--relabel C` swaps C's values among
+themselves (the rows that shared a value still do; its order says nothing).
 
 Prints, after each draw, the running figures: accuracy minus scikit-learn's and the mean
 log loss of each (classification), or RMSE over scikit-learn's; standard errors are over
@@ -55,12 +59,30 @@ def _row_scores(pred, y, classes) -> dict:
     return {"right": (pred.argmax(1) == idx).astype(float), "log_loss": -np.log(p)}
 
 
-def one_draw(full, label, task, draw: int, folds: int) -> tuple:
+def fold_of(full, draw: int, folds: int, group=None) -> np.ndarray:
+    """Each row's fold; with `group`, a column whose rows with one value share a fold."""
+    rng = np.random.default_rng(5000 + draw)
+    if group is None:
+        return rng.permutation(len(full)) % folds
+    keys = full[group].unique()
+    return full[group].map(dict(zip(keys, rng.permutation(len(keys)) % folds))).to_numpy()
+
+
+def relabelled(full, column: str):
+    """`column`'s values swapped among themselves (seeded): rows that shared a value still
+    do, but its order says nothing."""
+    keys = full[column].unique()
+    out = full.copy()
+    out[column] = out[column].map(dict(zip(keys, np.random.default_rng(99).permutation(keys))))
+    return out
+
+
+def one_draw(full, label, task, draw: int, folds: int, group=None) -> tuple:
     """({ours, theirs} each {score: per-row values}) of one draw of `folds`-fold CV."""
-    fold_of = np.random.default_rng(5000 + draw).permutation(len(full)) % folds
+    fold_of_row = fold_of(full, draw, folds, group)
     rows = {"ours": {}, "theirs": {}}
     for k in range(folds):
-        train, test = full[fold_of != k].copy(), full[fold_of == k].copy()
+        train, test = full[fold_of_row != k].copy(), full[fold_of_row == k].copy()
         classes = prepared(train, test, label, task)
         _, preds = predictions(train, test, label, task, classes, "CART", 5,
                                7000 + draw * 10 + k)
@@ -96,13 +118,19 @@ def main(argv=None) -> None:
     ap.add_argument("--table", default="survival.diabetic:status:classification")
     ap.add_argument("--draws", type=int, default=20)
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--group", default=None,
+                    help="a column whose rows with one value go to one fold (a patient's)")
+    ap.add_argument("--relabel", default=None,
+                    help="a column whose values are swapped among themselves first")
     a = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     train, test, label, task = _split(a.table, 0)
     full = pd.concat([train, test]).reset_index(drop=True)
+    if a.relabel:
+        full = relabelled(full, a.relabel)
     done = []
     for draw in range(a.draws):
-        done.append(one_draw(full, label, task, draw, a.folds))
+        done.append(one_draw(full, label, task, draw, a.folds, a.group))
         print(f"{a.table.split(':')[0]} {len(full)} rows, {draw + 1} draws of {a.folds}-fold: "
               f"{_line(done, task)}", flush=True)
 

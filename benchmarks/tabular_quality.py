@@ -232,17 +232,27 @@ def cv_fold_of(seed: int, rows: int) -> np.ndarray:
     return np.random.default_rng(seed + 2000).integers(0, CV_FOLDS, rows)
 
 
-def run_table(name, work, seed=0, table=None, split=None, train_flags=(), cv_fold=None) -> dict:
+def test_rows(df, seed: int, group=None) -> np.ndarray:
+    """The seeded 20% test split's rows; with `group`, a column whose rows with one value
+    fall on one side (a patient's eyes: no test row's partner is trained on)."""
+    rng = np.random.default_rng(seed)
+    if group is None:
+        return rng.random(len(df)) < 0.2
+    keys = df[group].unique()
+    return df[group].map(dict(zip(keys, rng.random(len(keys)) < 0.2))).to_numpy(bool)
+
+
+def run_table(name, work, seed=0, table=None, split=None, train_flags=(), cv_fold=None,
+              group=None) -> dict:
     """One table's line; `table` (loader, label, task, leaks) for one outside the lists;
     `split` a preprocess --split other than its default; `train_flags` more flags of
     training.task (a setting's worth against the defaults); `cv_fold` k: the seeded split's
     test rows set aside, fold k of CV_FOLDS of its train rows is the test file and the
     other folds the train file (cross-validation over the rows the test split does not
-    hold: benchmarks/cv_against_test.py)."""
+    hold: benchmarks/cv_against_test.py); `group` a column test_rows keeps together."""
     loader, label, task, leaks = table or _named(name)
     df = loader().drop(columns=list(leaks))
-    rng = np.random.default_rng(seed)
-    test_mask = rng.random(len(df)) < 0.2
+    test_mask = test_rows(df, seed, group)
     train, test = df[~test_mask], df[test_mask]
     if cv_fold is not None:
         fold_of = cv_fold_of(seed, len(train))
@@ -330,6 +340,9 @@ def main(argv=None):
     ap.add_argument("--cv_fold", type=int, default=None, choices=range(CV_FOLDS),
                     help=f"score fold K of {CV_FOLDS} of the seeded split's train rows "
                     "instead of its test rows (trained on the other folds)")
+    ap.add_argument("--group_split", default=None, metavar="COLUMN",
+                    help="draw the test split by COLUMN's values: rows sharing one stay "
+                    "on one side (default: by row)")
     a = ap.parse_args(argv)
     work = a.work_dir or tempfile.mkdtemp(prefix="tabular_quality_")
     print(f"{'table':<11} {'rows':>6} {'metric':<8} {'ours':>9} {'baseline':>9} {'vs':>9} "
@@ -341,7 +354,8 @@ def main(argv=None):
     for name in names:
         try:
             results.append(run_table(name, work, a.seed, split=a.split,
-                                     train_flags=a.train_flags.split(), cv_fold=a.cv_fold))
+                                     train_flags=a.train_flags.split(), cv_fold=a.cv_fold,
+                                     group=a.group_split))
         except Exception as e:  # a job that failed is a result too: say which and go on
             print(f"{name:<11} FAILED: {type(e).__name__}: {str(e)[:300]}", flush=True)
             continue
