@@ -17,8 +17,8 @@ benchmarks/tabular_quality.py reports.
 patient: no test row's partner is trained on); `--relabel C` swaps C's values among
 themselves (the rows that shared a value still do; its order says nothing).
 
-Prints, after each draw, the running figures: accuracy minus scikit-learn's and the mean
-log loss of each (classification), or RMSE over scikit-learn's; standard errors are over
+Prints, after each draw, the running figures: the accuracy and mean log loss of each and
+their differences (classification), or RMSE over scikit-learn's; standard errors are over
 rows (paired), so they understate the spread between draws, which is printed too.
 Needs the packages of benchmarks/tabular_quality.py's docstring.
 """
@@ -106,7 +106,8 @@ def _line(done: list, task: str) -> str:
     loss = ours["log_loss"] - theirs["log_loss"]
     per_draw = [float((d["ours"]["right"] - d["theirs"]["right"]).mean()) for d in done]
     se = lambda v: float(v.std(ddof=1) / np.sqrt(len(v)))  # noqa: E731
-    return (f"accuracy minus scikit-learn's {diff.mean():+.4f} (se {se(diff):.4f}; draws "
+    return (f"accuracy {ours['right'].mean():.4f} against {theirs['right'].mean():.4f}, "
+            f"difference {diff.mean():+.4f} (se {se(diff):.4f}; draws "
             f"{min(per_draw):+.4f}..{max(per_draw):+.4f}); log loss {ours['log_loss'].mean():.4f}"
             f" against {theirs['log_loss'].mean():.4f}, difference {loss.mean():+.4f} "
             f"(se {se(loss):.4f})")
