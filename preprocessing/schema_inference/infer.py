@@ -276,8 +276,12 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
         else:
             d = decide_column(name, s, prof.complete)
             if name.lower() in KEY_NAMES and not _is_distinct(s):
+                # An entity's rows (a patient's eyes or visits): a split by row puts them on
+                # both sides, and the eval figure reads them off each other.
                 d = dataclasses.replace(d, why=f"named like a key but repeated ({len(s.distinct):,}"
-                                        f" distinct in {s.present:,} rows): {d.why}")
+                                        f" distinct in {s.present:,} rows; the split is by row: "
+                                        f"--key_column {name} keeps each value's rows in one "
+                                        f"split): {d.why}")
             if d.role == "key":
                 if key is None:
                     key = name

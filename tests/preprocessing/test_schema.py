@@ -50,6 +50,7 @@ def test_a_column_named_like_a_key_is_the_key_only_when_distinct_per_row():
     assert schema.key == "rownames"
     assert decisions["id"].role == "feature"
     assert decisions["id"].why.startswith("named like a key but repeated (50 distinct in 200")
+    assert "--key_column id keeps each value's rows in one split" in decisions["id"].why
     unique = [[str(i), f"u{i}", str(i % 3), str(i % 2)] for i in range(200)]
     assert infer_schema(["n", "id", "f", "y"], unique, label="y").key == "id"
 
