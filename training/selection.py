@@ -47,7 +47,7 @@ from training.models.trees import (
     train_trees,
 )
 from training.reporting.importance import forest_importance
-from training.scoring import exact_eval, scored_sums
+from training.reporting.scoring import exact_eval, scored_sums
 
 log = logging.getLogger("training")
 

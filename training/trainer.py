@@ -35,7 +35,7 @@ from training.models.trees import grow_shapes
 from training.reporting import report
 from training.reporting.eval_slices import check_slice_by, eval_slices
 from training.reporting.importance import forest_importance, permutation_importance
-from training.scoring import exact_eval
+from training.reporting.scoring import exact_eval
 from training.selection import keep_one
 
 log = logging.getLogger("training")

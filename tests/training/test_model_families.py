@@ -412,7 +412,7 @@ def test_trees_trained_less_a_fold_score_it_after_every_tree(preprocessed, tmp_p
     trees cut to k predict."""
     from training.data import choice_fold
     from training.models.trees import train_trees
-    from training.scoring import scored_rows
+    from training.reporting.scoring import scored_rows
     data_dir, _ = preprocessed
     cfg = small_train_config(data_dir, str(tmp_path / "job"), model="boosted_trees",
                              num_trees=25)
@@ -439,7 +439,7 @@ def test_a_folds_trees_stop_past_their_best_and_grow_again_to_the_count_chosen(
     start). Asked for more rounds than they kept, the choice grows that fold again."""
     from training.data import choice_fold
     from training.models.trees import train_trees
-    from training.scoring import scored_rows
+    from training.reporting.scoring import scored_rows
     from training.selection import _cut_or_grown
     monkeypatch.setattr(defaults, "FOLD_LOOK_AHEAD", 5)
     data_dir, _ = preprocessed
@@ -541,7 +541,7 @@ def test_folds_trees_grown_at_once_are_the_ones_grown_one_after_another(preproce
 
     from training.data import choice_fold
     from training.models.trees import train_trees
-    from training.scoring import scored_rows
+    from training.reporting.scoring import scored_rows
     data_dir, _ = preprocessed
     cfg = small_train_config(data_dir, str(tmp_path / "job"), model="boosted_trees",
                              num_trees=30)
