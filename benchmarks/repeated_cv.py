@@ -7,7 +7,7 @@ other (K-1)/K of the rows, about the rows a seeded 80/20 split trains on when K 
 The models are those of benchmarks/cv_against_test.py: YDF with the trainer's tree settings
 (its count of trees chosen over 4 inner cross-fitted folds, 5 forests averaged:
 benchmarks/tree_bagging.py's `seeds`) against scikit-learn's HistGradientBoosting with its
-defaults. Log loss is the loss the jobs choose models on; accuracy is what
+defaults. Log loss is what the folds choose the trees' count on; accuracy is what
 benchmarks/tabular_quality.py reports.
 
     PYTHONPATH=/tmp/bench_deps python benchmarks/repeated_cv.py \\
