@@ -95,9 +95,10 @@ def prepared(train, test, label, task):
 
 
 def predictions(train, test, label, task, classes, algorithm, seeds_bagged, fold_seed,
-                refit_scale=FOLDS / (FOLDS - 1)):
+                refit_scale=None):
     """(rounds chosen over 4 cross-fitted folds of `train`, {column: `test`'s predictions or
-    probabilities}) for each of COLUMNS."""
+    probabilities}) for each of COLUMNS; `scaled` only with a `refit_scale` (its forests are
+    grown for it alone)."""
     regression = task == "regression"
     fold_of = np.random.default_rng(fold_seed).integers(0, FOLDS, len(train))
     grown, losses = [], []
@@ -121,10 +122,12 @@ def predictions(train, test, label, task, classes, algorithm, seeds_bagged, fold
         return [_probs(_learner(label, task, 42 + s, algorithm, rounds, False).train(
             train, verbose=0), test, classes) for s in range(seeds_bagged)]
     seeded = refits(count)
-    scaled = refits(max(count, int(round(count * refit_scale))))
-    return count, {"refit": seeded[0], "folds": np.mean(folds, axis=0),
-                   "refit+folds": 0.5 * seeded[0] + 0.5 * np.mean(folds, axis=0),
-                   "seeds": np.mean(seeded, axis=0), "scaled": np.mean(scaled, axis=0)}
+    out = {"refit": seeded[0], "folds": np.mean(folds, axis=0),
+           "refit+folds": 0.5 * seeded[0] + 0.5 * np.mean(folds, axis=0),
+           "seeds": np.mean(seeded, axis=0)}
+    if refit_scale:
+        out["scaled"] = np.mean(refits(max(count, int(round(count * refit_scale)))), axis=0)
+    return count, out
 
 
 def table_seed(table, seed, algorithm, seeds_bagged, refit_scale=FOLDS / (FOLDS - 1)) -> dict:
