@@ -243,13 +243,16 @@ def test_rows(df, seed: int, group=None) -> np.ndarray:
 
 
 def run_table(name, work, seed=0, table=None, split=None, train_flags=(), cv_fold=None,
-              group=None) -> dict:
+              group=None, entity_copy=None) -> dict:
     """One table's line; `table` (loader, label, task, leaks) for one outside the lists;
     `split` a preprocess --split other than its default; `train_flags` more flags of
     training.task (a setting's worth against the defaults); `cv_fold` k: the seeded split's
     test rows set aside, fold k of CV_FOLDS of its train rows is the test file and the
     other folds the train file (cross-validation over the rows the test split does not
-    hold: benchmarks/cv_against_test.py); `group` a column test_rows keeps together."""
+    hold: benchmarks/cv_against_test.py); `group` a column test_rows keeps together;
+    `entity_copy` a column whose values the jobs' files also hold as text, in
+    `<column>_entity` (a number that names an entity, given as a category too; the baseline
+    reads the table's own columns)."""
     loader, label, task, leaks = table or _named(name)
     df = loader().drop(columns=list(leaks))
     test_mask = test_rows(df, seed, group)
@@ -259,8 +262,10 @@ def run_table(name, work, seed=0, table=None, split=None, train_flags=(), cv_fol
         train, test = train[fold_of != cv_fold], train[fold_of == cv_fold]
     d = os.path.join(work, name.split(":")[0] + ("" if cv_fold is None else f"_fold{cv_fold}"))
     os.makedirs(d, exist_ok=True)
-    train.to_csv(os.path.join(d, "train.csv"), index=False)
-    test.to_csv(os.path.join(d, "test.csv"), index=False)
+    for part, file in ((train, "train.csv"), (test, "test.csv")):
+        if entity_copy:
+            part = part.assign(**{f"{entity_copy}_entity": "e" + part[entity_copy].astype(str)})
+        part.to_csv(os.path.join(d, file), index=False)
     secs = {
         "prep": time_job("beam_jobs.preprocess", ["--input", f"{d}/train.csv", "--output",
                                                   f"{d}/prep", "--label_column", label]
@@ -343,6 +348,10 @@ def main(argv=None):
     ap.add_argument("--group_split", default=None, metavar="COLUMN",
                     help="draw the test split by COLUMN's values: rows sharing one stay "
                     "on one side (default: by row)")
+    ap.add_argument("--entity_copy", default=None, metavar="COLUMN",
+                    help="the jobs' files also hold COLUMN's values as text, in "
+                    "COLUMN_entity (an entity's number given as a category too); "
+                    "scikit-learn reads the table's own columns")
     a = ap.parse_args(argv)
     work = a.work_dir or tempfile.mkdtemp(prefix="tabular_quality_")
     print(f"{'table':<11} {'rows':>6} {'metric':<8} {'ours':>9} {'baseline':>9} {'vs':>9} "
@@ -355,7 +364,7 @@ def main(argv=None):
         try:
             results.append(run_table(name, work, a.seed, split=a.split,
                                      train_flags=a.train_flags.split(), cv_fold=a.cv_fold,
-                                     group=a.group_split))
+                                     group=a.group_split, entity_copy=a.entity_copy))
         except Exception as e:  # a job that failed is a result too: say which and go on
             print(f"{name:<11} FAILED: {type(e).__name__}: {str(e)[:300]}", flush=True)
             continue
