@@ -54,7 +54,9 @@ STRING_TRANSFORMS = ("vocabulary", "hash", "datetime")
 DATETIME_PARTS = {"hour": 24, "weekday": 7, "month": 12, "day": 31, "minute": 60}
 # Parts that are numbers, not categories: `days` since 1970-01-01 (a trend over time).
 DATETIME_NUMBERS = ("days",)
-DERIVED_OPS = {"haversine_km": 4}
+DERIVED_OPS = {"haversine_km": 4, "entity": 1}
+# `entity`: a number that names an entity (a household, a patient) hashed as a category too
+# (schema inference adds it for a repeated column named like a key).
 # The raw schema file preprocess writes beside its outputs, and the export carries as
 # assets.extra/RAW_SCHEMA_FILE for serving (one name, every reader).
 RAW_SCHEMA_FILE = "raw_schema.json"
@@ -110,6 +112,7 @@ class DerivedSpec:
     op: str
     inputs: tuple
     transform: str = "zscore"
+    hash_buckets: int = 0   # op `entity`: its transform is `hash`, into this many buckets
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,9 @@ class Schema:
                         out[f"{name}_{p}"] = DATETIME_PARTS[p]
             if c.imputed:
                 out[f"{name}_missing"] = 2
+        for d in self.derived:
+            if d.op == "entity":
+                out[d.name] = d.hash_buckets
         for x in self.crosses:
             out[x.name] = x.hash_buckets
         return out
@@ -227,7 +233,7 @@ class Schema:
     def numeric_outputs(self) -> tuple:
         names = [self.tf_names[c.name] for c in self.feature_columns()
                  if c.transform in ("numeric", "zscore", "scale_0_1", "passthrough")]
-        names += [d.name for d in self.derived]
+        names += [d.name for d in self.derived if d.op != "entity"]
         return tuple(names)
 
     # ---- validation ----------------------------------------------------------------------
@@ -291,7 +297,11 @@ class Schema:
             for i in d.inputs:
                 if i not in seen or self.column(i).type == "string":
                     raise SchemaError(f"derived '{d.name}': input '{i}' must be a numeric column")
-            if d.transform not in ("zscore", "scale_0_1", "passthrough"):
+            if d.op == "entity":
+                if d.transform != "hash" or d.hash_buckets < 1:
+                    raise SchemaError(f"derived '{d.name}': op 'entity' is hashed: transform "
+                                      f"hash, hash_buckets >= 1")
+            elif d.transform not in ("zscore", "scale_0_1", "passthrough"):
                 raise SchemaError(f"derived '{d.name}': transform must be zscore, scale_0_1 or passthrough")
             if d.name in seen:
                 raise SchemaError(f"derived '{d.name}' clashes with a column name")
@@ -325,7 +335,9 @@ class Schema:
                "columns": [col(c) for c in self.columns]}
         if self.derived:
             out["derived"] = [{"name": d.name, "op": d.op, "inputs": list(d.inputs),
-                               "transform": d.transform} for d in self.derived]
+                               "transform": d.transform,
+                               **({"hash_buckets": d.hash_buckets} if d.hash_buckets else {})}
+                              for d in self.derived]
         if self.crosses:
             out["crosses"] = [{"features": list(x.features), "hash_buckets": x.hash_buckets}
                               for x in self.crosses]
@@ -357,7 +369,8 @@ class Schema:
         for x in d.get("derived") or []:
             try:
                 derived.append(DerivedSpec(name=x["name"], op=x["op"], inputs=tuple(x["inputs"]),
-                                           transform=x.get("transform", "zscore")))
+                                           transform=x.get("transform", "zscore"),
+                                           hash_buckets=int(x.get("hash_buckets", 0))))
             except (KeyError, TypeError) as e:
                 raise SchemaError(f"derived entry {x!r} needs name, op and inputs ({e})") from None
         crosses = []

@@ -262,6 +262,9 @@ def make_preprocessing_fn(schema: Schema):
             if d.op == "haversine_km":
                 args = [inputs[schema.tf_name(i)] for i in d.inputs]
                 outputs[d.name] = _scale(haversine_km(*args), d.transform, d.name)
+            elif d.op == "entity":  # the number as text, hashed: a category of its own
+                x = inputs[schema.tf_name(d.inputs[0])]
+                outputs[d.name] = tft.hash_strings(_as_string(x), d.hash_buckets)
         for x in schema.crosses:
             joined = tf.strings.join([_as_string(outputs[f]) for f in x.features], separator="|")
             outputs[x.name] = tft.hash_strings(joined, x.hash_buckets)

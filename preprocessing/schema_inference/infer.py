@@ -26,7 +26,9 @@ stripped:
   not features: the first becomes the key when none is given, the others are left out
   (`transform: none`). Distinct integers in no order under other names (a rank, a score)
   stay numbers;
-- other strings: a vocabulary when few distinct values, else hashed.
+- other strings: a vocabulary when few distinct values, else hashed;
+- a column named like a key that repeats (a patient's `id` over visits) is a feature, not the
+  key; a numeric one is also hashed as a category, the derived `<name>_entity` (_entity).
 
 A numeric feature gets `numeric` (z-score + quantile bucket) and, when values are missing,
 `default: mean`. `report()` says per column what was decided and why.
@@ -38,7 +40,13 @@ import dataclasses
 import io
 from typing import Dict, Iterable, List, Optional, Sequence
 
-from preprocessing.contract.schema import MAX_LABEL_CLASSES, ColumnSpec, Schema, SchemaError
+from preprocessing.contract.schema import (
+    MAX_LABEL_CLASSES,
+    ColumnSpec,
+    DerivedSpec,
+    Schema,
+    SchemaError,
+)
 from preprocessing.contract.values import INTEGER_RE, NUMBER_RE
 from preprocessing.parsing.row_parser import BOM, check_line_ends, header_names
 from preprocessing.schema_inference.profile import (
@@ -264,7 +272,7 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
     by_name = key is None and next((h for h in header if h.lower() in KEY_NAMES and h != label
                                     and _is_distinct(prof.columns[h])), None)
     key = key or by_name or None
-    decisions, cols, chosen = {}, [], None
+    decisions, cols, chosen, entities = {}, [], None, []
     for name in header:
         s = prof.columns[name]
         if name == label:
@@ -278,10 +286,14 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
             if name.lower() in KEY_NAMES and not _is_distinct(s):
                 # An entity's rows (a patient's eyes or visits): a split by row puts them on
                 # both sides, and the eval figure reads them off each other.
+                copy = _entity(name, s, d, header)
+                entities += [copy] if copy else []
                 d = dataclasses.replace(d, why=f"named like a key but repeated ({len(s.distinct):,}"
                                         f" distinct in {s.present:,} rows; the split is by row: "
                                         f"--key_column {name} keeps each value's rows in one "
-                                        f"split): {d.why}")
+                                        f"split): {d.why}" + (f"; and hashed as a category, "
+                                        f"`{copy.name}` (an entity's rows learned as a group)"
+                                        if copy else ""))
             if d.role == "key":
                 if key is None:
                     key = name
@@ -291,7 +303,21 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
                                  "left_out", d.why)
             decisions[name] = d
         cols.append(decisions[name].spec)
-    return Schema(columns=tuple(cols), label=label, key=key, task=chosen), decisions
+    return Schema(columns=tuple(cols), label=label, key=key, task=chosen,
+                  derived=tuple(entities)), decisions
+
+
+def _entity(name: str, s: ColumnStats, d: Decision, header) -> Optional[DerivedSpec]:
+    """A numeric feature that names an entity (a household over its purchases) hashed as a
+    category too: scikit-learn's 255 bins give each of up to 255 households its own, and
+    the trees then read a household's choices; as a number alone ours did not (Ecdat's
+    Cracker, docs/performance.md). None for a string column (a category already) or when
+    the name `<name>_entity` is taken."""
+    copy = f"{name}_entity"
+    if d.role != "feature" or d.spec.type == "string" or copy in header:
+        return None
+    buckets = max(100, min(10_000, s.distinct_count or 10_000))
+    return DerivedSpec(copy, "entity", (name,), "hash", hash_buckets=buckets)
 
 
 def infer_schema(header: Sequence[str], rows: Iterable[Sequence[str]], label: str,

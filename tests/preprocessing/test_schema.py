@@ -1,5 +1,7 @@
 """Schema inference, the spec parser, and value coercion."""
 
+import dataclasses
+
 import pyarrow as pa
 import pytest
 
@@ -53,6 +55,34 @@ def test_a_column_named_like_a_key_is_the_key_only_when_distinct_per_row():
     assert "--key_column id keeps each value's rows in one split" in decisions["id"].why
     unique = [[str(i), f"u{i}", str(i % 3), str(i % 2)] for i in range(200)]
     assert infer_schema(["n", "id", "f", "y"], unique, label="y").key == "id"
+
+
+def test_a_repeated_numeric_id_is_a_number_and_a_hashed_category():
+    """Ecdat's Cracker: a household `id` over its purchases. Kept as a number only, the
+    trees did not read a household's brand as scikit-learn's bins do (docs/performance.md);
+    it stays a number and gets a hashed copy, `id_entity`, which the spec round-trips."""
+    rows = [[str(i), str(100 + i // 4), str(i % 3), str(i % 2)] for i in range(200)]
+    schema, decisions = infer_from_profile(profile_rows(["rownames", "id", "f", "y"], rows), "y")
+    assert schema.column("id").transform == "numeric"
+    (copy,) = schema.derived
+    assert (copy.name, copy.op, copy.inputs, copy.transform) == ("id_entity", "entity", ("id",),
+                                                                 "hash")
+    assert copy.hash_buckets == 100  # 50 households, at least 100 buckets
+    assert "hashed as a category, `id_entity`" in decisions["id"].why
+    assert schema.categorical_outputs()["id_entity"] == 100
+    assert "id_entity" not in schema.numeric_outputs()
+    assert Schema.from_dict(schema.to_dict()) == schema
+    # Not for a string id (a category already), nor when `id` is the key, nor a name taken.
+    named = [[r[0], f"p{r[1]}", r[2], r[3]] for r in rows]
+    assert not infer_from_profile(profile_rows(["rownames", "id", "f", "y"], named), "y")[0].derived
+    assert not infer_from_profile(profile_rows(["rownames", "id", "f", "y"], rows), "y",
+                                  key="id")[0].derived
+    taken = [r + ["x"] for r in rows]
+    assert not infer_from_profile(profile_rows(["rownames", "id", "f", "y", "id_entity"], taken),
+                                  "y")[0].derived
+    with pytest.raises(SchemaError, match="op 'entity' is hashed"):
+        dataclasses.replace(schema, derived=(dataclasses.replace(copy, transform="zscore"),)
+                            ).validate()
 
 
 def test_infer_small_int_label_is_classification():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from preprocessing.contract.schema import ColumnSpec, CrossSpec, Schema
+from preprocessing.contract.schema import ColumnSpec, CrossSpec, DerivedSpec, Schema
 from preprocessing.features.transform import datetime_parts, haversine_km, make_preprocessing_fn
 from tools.datagen import haversine_km as np_haversine
 
@@ -100,12 +100,23 @@ def test_preprocessing_fn_end_to_end_classification():
                  ColumnSpec("n", "int", "bucketize", num_buckets=4),
                  ColumnSpec("c", "string", "vocabulary", top_k=2, num_oov_buckets=1),
                  ColumnSpec("h", "string", "hash", hash_buckets=8),
+                 ColumnSpec("g", "int", "numeric", num_buckets=4),
                  ColumnSpec("y", "string")),
-        label="y", key="id", crosses=(CrossSpec(("n", "c"), hash_buckets=16),))
+        label="y", key="id", crosses=(CrossSpec(("n", "c"), hash_buckets=16),),
+        derived=(DerivedSpec("g_entity", "entity", ("g",), "hash", hash_buckets=1000),))
     rows = [{"id": f"r{i}", "x": float(i), "n": i % 10, "c": ["a", "a", "a", "b", "b", "z"][i % 6],
-             "h": f"h{i % 5}", "y": ["cat", "dog"][i % 2] if i % 7 else "cat"} for i in range(120)]
+             "h": f"h{i % 5}", "g": 1000 + i // 3,
+             "y": ["cat", "dog"][i % 2] if i % 7 else "cat"} for i in range(120)]
     out = _analyze_and_transform(schema, rows)
     assert len(out) == 120
+    # The entity's number stays a number, and its hashed copy groups its rows: one bucket
+    # for an entity's 3 rows, 40 entities in (nearly) 40 buckets of 1000.
+    by_entity = {}
+    for r in out:
+        by_entity.setdefault(round(r["g"], 4), set()).add(r["g_entity"])
+    assert len(by_entity) == 40 and all(len(b) == 1 for b in by_entity.values())
+    assert len({r["g_entity"] for r in out}) >= 38
+    assert all(0 <= r["g_entity"] < 1000 for r in out)
     xs = np.array([r["x"] for r in out])
     assert abs(xs.mean()) < 1e-5 and abs(xs.std() - 1) < 1e-3
     by_id = {r["id"].decode() if isinstance(r["id"], bytes) else r["id"]: r for r in out}
