@@ -40,6 +40,7 @@ import dataclasses
 import io
 from typing import Dict, Iterable, List, Optional, Sequence
 
+from preprocessing.contract.names import tf_names
 from preprocessing.contract.schema import (
     MAX_LABEL_CLASSES,
     ColumnSpec,
@@ -160,8 +161,8 @@ def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:
     if d is not None and d <= MAX_VOCAB and d <= max(10, 0.5 * s.present):
         return Decision(ColumnSpec(name, "string", "vocabulary", default=default), "feature",
                         f"{why}; {d} distinct: a vocabulary")
-    buckets = max(100, min(10_000, d or 10_000))
-    return Decision(ColumnSpec(name, "string", "hash", default=default, hash_buckets=buckets),
+    return Decision(ColumnSpec(name, "string", "hash", default=default,
+                               hash_buckets=_hash_buckets(d)),
                     "feature", f"{why}; {'many' if d is None else d} distinct: hashed")
 
 
@@ -273,6 +274,7 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
                                     and _is_distinct(prof.columns[h])), None)
     key = key or by_name or None
     decisions, cols, chosen, entities = {}, [], None, []
+    taken = set(tf_names(header).values())  # what a copy's name may not be
     for name in header:
         s = prof.columns[name]
         if name == label:
@@ -286,7 +288,7 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
             if name.lower() in KEY_NAMES and not _is_distinct(s):
                 # An entity's rows (a patient's eyes or visits): a split by row puts them on
                 # both sides, and the eval figure reads them off each other.
-                copy = _entity(name, s, d, header)
+                copy = _entity(name, s, d, taken)
                 entities += [copy] if copy else []
                 d = dataclasses.replace(d, why=f"named like a key but repeated ({len(s.distinct):,}"
                                         f" distinct in {s.present:,} rows; the split is by row: "
@@ -307,17 +309,22 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
                   derived=tuple(entities)), decisions
 
 
-def _entity(name: str, s: ColumnStats, d: Decision, header) -> Optional[DerivedSpec]:
+def _hash_buckets(distinct: Optional[int]) -> int:
+    """Buckets for hashing a column's values: one a value, at least 100, at most 10,000."""
+    return max(100, min(10_000, distinct or 10_000))
+
+
+def _entity(name: str, s: ColumnStats, d: Decision, taken) -> Optional[DerivedSpec]:
     """A numeric feature that names an entity (a household over its purchases) hashed as a
     category too: scikit-learn's 255 bins give each of up to 255 households its own, and
     the trees then read a household's choices; as a number alone ours did not (Ecdat's
     Cracker, docs/performance.md). None for a string column (a category already) or when
-    the name `<name>_entity` is taken."""
+    a column's TensorFlow name (`taken`) is `<name>_entity`."""
     copy = f"{name}_entity"
-    if d.role != "feature" or d.spec.type == "string" or copy in header:
+    if d.role != "feature" or d.spec.type == "string" or copy in taken:
         return None
-    buckets = max(100, min(10_000, s.distinct_count or 10_000))
-    return DerivedSpec(copy, "entity", (name,), "hash", hash_buckets=buckets)
+    return DerivedSpec(copy, "entity", (name,), "hash",
+                       hash_buckets=_hash_buckets(s.distinct_count))
 
 
 def infer_schema(header: Sequence[str], rows: Iterable[Sequence[str]], label: str,
