@@ -37,42 +37,21 @@ import json
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from preprocessing.contract.checks import validate
+from preprocessing.contract.kinds import (  # noqa: F401 (SchemaError: re-exported)
+    DATETIME_PARTS,
+    MEAN_DEFAULT,
+    SchemaError,
+)
 from preprocessing.contract.names import tf_names
 from preprocessing.contract.spec_files import parse_spec_text, read_spec_text
-from preprocessing.contract.values import DTYPE_TABLE, coerce_value
+from preprocessing.contract.values import coerce_value
 
-DTYPES = tuple(DTYPE_TABLE)
-TRANSFORMS = ("numeric", "zscore", "scale_0_1", "vocabulary", "bucketize", "hash", "datetime",
-              "passthrough", "identity", "image", "none")
-NUMERIC_TRANSFORMS = ("numeric", "zscore", "scale_0_1", "bucketize", "passthrough")
-# `default: mean` (float columns): a missing value is read as NaN and the transform graph
-# replaces it with the train split's mean, adding a `<name>_missing` 0/1 feature.
-MEAN_DEFAULT = "mean"
-
-STRING_TRANSFORMS = ("vocabulary", "hash", "datetime")
-# Datetime part -> number of values (the categorical cardinality the model sees).
-DATETIME_PARTS = {"hour": 24, "weekday": 7, "month": 12, "day": 31, "minute": 60}
-# Parts that are numbers, not categories: `days` since 1970-01-01 (a trend over time).
-DATETIME_NUMBERS = ("days",)
-DERIVED_OPS = {"haversine_km": 4, "entity": 1}
-# `entity`: a number that names an entity (a household, a patient) hashed as a category too
-# (schema inference adds it for a repeated column named like a key).
 # The raw schema file preprocess writes beside its outputs, and the export carries as
 # assets.extra/RAW_SCHEMA_FILE for serving (one name, every reader).
 RAW_SCHEMA_FILE = "raw_schema.json"
 # Where an export keeps the raw schema it serves (inside the SavedModel folder).
 RAW_SCHEMA_ASSET = "assets.extra/" + RAW_SCHEMA_FILE
-TASKS = ("regression", "classification")
-# Most classes a classification label may have (Vertex AI's tabular bound too): past it a
-# label is rarely classes (a number with text in it, a name), and the trees grow a tree per
-# class per round. Schema inference refuses such a label at launch; a spec may still declare
-# one (`--model auto` then trains no trees past training.defaults.AUTO_TREE_MAX_CLASSES).
-MAX_LABEL_CLASSES = 500
-# Accepts '2025-01-31 13:45:00', '2025-01-31T13:45:00' and a trailing zone word ('UTC').
-
-
-class SchemaError(ValueError):
-    """A spec that cannot be used; the message says which field and why."""
 
 
 @dataclass(frozen=True)
@@ -238,85 +217,8 @@ class Schema:
 
     # ---- validation ----------------------------------------------------------------------
     def validate(self) -> None:
-        if not self.columns:
-            raise SchemaError("spec has no columns")
-        seen = set()
-        for c in self.columns:
-            if c.name in seen:
-                raise SchemaError(f"column '{c.name}' is declared twice")
-            seen.add(c.name)
-            if c.type not in DTYPES:
-                raise SchemaError(f"column '{c.name}': type '{c.type}' is not one of {DTYPES}")
-            if c.transform not in TRANSFORMS:
-                raise SchemaError(
-                    f"column '{c.name}': transform '{c.transform}' is not one of {TRANSFORMS}")
-            if c.type == "string" and c.transform in NUMERIC_TRANSFORMS:
-                raise SchemaError(
-                    f"column '{c.name}': transform '{c.transform}' needs a numeric column")
-            if c.type != "string" and c.transform in ("datetime", "image"):
-                raise SchemaError(f"column '{c.name}': transform '{c.transform}' needs a string "
-                                  f"column")
-            if c.transform == "datetime":
-                bad = [p for p in c.parts if p not in DATETIME_PARTS and p not in DATETIME_NUMBERS]
-                if bad or not c.parts:
-                    raise SchemaError(f"column '{c.name}': datetime parts {list(c.parts)} must be "
-                                      f"a non-empty subset of "
-                                      f"{list(DATETIME_PARTS) + list(DATETIME_NUMBERS)}")
-            for attr in ("num_buckets", "hash_buckets"):
-                if getattr(c, attr) < 1:
-                    raise SchemaError(f"column '{c.name}': {attr} must be >= 1")
-            if c.num_oov_buckets < 0 or (c.top_k is not None and c.top_k < 1):
-                raise SchemaError(f"column '{c.name}': top_k must be >= 1 and num_oov_buckets >= 0")
-            if c.imputed and (c.type != "float" or c.transform not in NUMERIC_TRANSFORMS):
-                raise SchemaError(f"column '{c.name}': default 'mean' needs a float column "
-                                  f"with a numeric transform")
-            if c.default is not None and not c.imputed:
-                try:
-                    coerce_value(str(c.default), c.type)
-                except ValueError as e:
-                    raise SchemaError(f"column '{c.name}': default {c.default!r}: {e}") from None
-        if self.label not in seen:
-            raise SchemaError(f"label column '{self.label}' is not among the columns {sorted(seen)}")
-        if self.key is not None and self.key not in seen:
-            raise SchemaError(f"key column '{self.key}' is not among the columns {sorted(seen)}")
-        if self.key == self.label:
-            raise SchemaError("the key column cannot also be the label")
-        if not self.feature_columns():
-            raise SchemaError(f"no feature columns: the table has only the label '{self.label}'"
-                              + (f" and the key '{self.key}'" if self.key else "")
-                              + "; a model needs at least one input column")
-        if self.task not in TASKS:
-            raise SchemaError(f"task '{self.task}' is not one of {TASKS}")
-        if self.task == "regression" and self.column(self.label).type == "string":
-            raise SchemaError(f"label '{self.label}' is a string column: the task must be classification")
-        for d in self.derived:
-            if d.op not in DERIVED_OPS:
-                raise SchemaError(f"derived '{d.name}': op '{d.op}' is not one of {list(DERIVED_OPS)}")
-            if len(d.inputs) != DERIVED_OPS[d.op]:
-                raise SchemaError(f"derived '{d.name}': op '{d.op}' takes {DERIVED_OPS[d.op]} inputs")
-            for i in d.inputs:
-                if i not in seen or self.column(i).type == "string":
-                    raise SchemaError(f"derived '{d.name}': input '{i}' must be a numeric column")
-            if d.op == "entity":
-                if d.transform != "hash" or d.hash_buckets < 1:
-                    raise SchemaError(f"derived '{d.name}': op 'entity' is hashed: transform "
-                                      f"hash, hash_buckets >= 1")
-            elif d.transform not in ("zscore", "scale_0_1", "passthrough"):
-                raise SchemaError(f"derived '{d.name}': transform must be zscore, scale_0_1 or passthrough")
-            if d.name in seen:
-                raise SchemaError(f"derived '{d.name}' clashes with a column name")
-        categorical = self.categorical_outputs()
-        for x in self.crosses:
-            if len(x.features) < 2:
-                raise SchemaError(f"cross {list(x.features)}: needs at least two features")
-            for f in x.features:
-                if f not in categorical or f.startswith("cross_"):
-                    raise SchemaError(
-                        f"cross {list(x.features)}: '{f}' is not a categorical transformed feature "
-                        f"(one of {sorted(k for k in categorical if not k.startswith('cross_'))})")
-            if x.hash_buckets < 1:
-                raise SchemaError(f"cross {list(x.features)}: hash_buckets must be >= 1")
-        self._check_unique_outputs()
+        """Raises SchemaError on the first thing wrong (preprocessing/contract/checks.py)."""
+        validate(self)
 
     # ---- (de)serialisation ---------------------------------------------------------------
     def to_dict(self) -> dict:

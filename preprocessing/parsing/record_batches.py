@@ -8,7 +8,8 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
-from preprocessing.contract.schema import DTYPE_TABLE, Schema
+from preprocessing.contract.schema import Schema
+from preprocessing.contract.values import DTYPE_TABLE
 
 
 def raw_feature_spec(schema: Schema, columns=None) -> dict:

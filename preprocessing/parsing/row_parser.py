@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 
 from preprocessing.accounting.rejects import Reject
-from preprocessing.contract.schema import DTYPE_TABLE, Schema
-from preprocessing.contract.values import NumberError, coerce_value, looks_like_datetime
+from preprocessing.contract.schema import Schema
+from preprocessing.contract.values import DTYPE_TABLE, NumberError, coerce_value, looks_like_datetime
 from preprocessing.parsing import columns as columns_mod
 
 MAX_RECORD_BYTES = 1 << 20  # defaults of --max_record_bytes / --max_record_lines

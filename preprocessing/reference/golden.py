@@ -20,7 +20,8 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
-from preprocessing.contract.schema import DTYPE_TABLE, Schema
+from preprocessing.contract.schema import Schema
+from preprocessing.contract.values import DTYPE_TABLE
 
 GOLDEN_DIR = "golden"
 GOLDEN_FILE = "golden.tfrecord"

@@ -40,9 +40,9 @@ import dataclasses
 import io
 from typing import Dict, Iterable, List, Optional, Sequence
 
+from preprocessing.contract.kinds import MAX_LABEL_CLASSES
 from preprocessing.contract.names import tf_names
 from preprocessing.contract.schema import (
-    MAX_LABEL_CLASSES,
     ColumnSpec,
     DerivedSpec,
     Schema,

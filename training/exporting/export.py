@@ -27,7 +27,8 @@ from typing import Optional
 
 import tensorflow as tf
 
-from preprocessing.contract.schema import DTYPE_TABLE, RAW_SCHEMA_ASSET, Schema
+from preprocessing.contract.schema import RAW_SCHEMA_ASSET, Schema
+from preprocessing.contract.values import DTYPE_TABLE
 from preprocessing.features.image_transform import decode_batch
 from preprocessing.reference.golden import (
     CALIBRATION_FILE,

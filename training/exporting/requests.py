@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from preprocessing.contract.schema import DTYPE_TABLE, Schema
+from preprocessing.contract.schema import Schema
+from preprocessing.contract.values import DTYPE_TABLE
 from preprocessing.parsing.record_batches import raw_feature_spec
 
 PREDICT_METHOD = "tensorflow/serving/predict"

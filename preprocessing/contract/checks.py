@@ -1,0 +1,100 @@
+"""The checks a Schema must pass (Schema.validate): every spec, inferred or written by hand,
+is checked here before any data is read, each failure a SchemaError naming what to fix."""
+from __future__ import annotations
+
+from preprocessing.contract.kinds import (
+    DATETIME_NUMBERS,
+    DATETIME_PARTS,
+    DERIVED_OPS,
+    DTYPES,
+    NUMERIC_TRANSFORMS,
+    TASKS,
+    TRANSFORMS,
+    SchemaError,
+)
+from preprocessing.contract.values import coerce_value
+
+
+def validate(schema) -> None:
+    """Raises SchemaError on the first thing wrong with `schema`: its columns (types,
+    transforms and their settings, defaults), label, key, task, derived features and
+    crosses, and that no two make one transformed feature."""
+    if not schema.columns:
+        raise SchemaError("spec has no columns")
+    seen = set()
+    for c in schema.columns:
+        if c.name in seen:
+            raise SchemaError(f"column '{c.name}' is declared twice")
+        seen.add(c.name)
+        if c.type not in DTYPES:
+            raise SchemaError(f"column '{c.name}': type '{c.type}' is not one of {DTYPES}")
+        if c.transform not in TRANSFORMS:
+            raise SchemaError(
+                f"column '{c.name}': transform '{c.transform}' is not one of {TRANSFORMS}")
+        if c.type == "string" and c.transform in NUMERIC_TRANSFORMS:
+            raise SchemaError(
+                f"column '{c.name}': transform '{c.transform}' needs a numeric column")
+        if c.type != "string" and c.transform in ("datetime", "image"):
+            raise SchemaError(f"column '{c.name}': transform '{c.transform}' needs a string "
+                              f"column")
+        if c.transform == "datetime":
+            bad = [p for p in c.parts if p not in DATETIME_PARTS and p not in DATETIME_NUMBERS]
+            if bad or not c.parts:
+                raise SchemaError(f"column '{c.name}': datetime parts {list(c.parts)} must be "
+                                  f"a non-empty subset of "
+                                  f"{list(DATETIME_PARTS) + list(DATETIME_NUMBERS)}")
+        for attr in ("num_buckets", "hash_buckets"):
+            if getattr(c, attr) < 1:
+                raise SchemaError(f"column '{c.name}': {attr} must be >= 1")
+        if c.num_oov_buckets < 0 or (c.top_k is not None and c.top_k < 1):
+            raise SchemaError(f"column '{c.name}': top_k must be >= 1 and num_oov_buckets >= 0")
+        if c.imputed and (c.type != "float" or c.transform not in NUMERIC_TRANSFORMS):
+            raise SchemaError(f"column '{c.name}': default 'mean' needs a float column "
+                              f"with a numeric transform")
+        if c.default is not None and not c.imputed:
+            try:
+                coerce_value(str(c.default), c.type)
+            except ValueError as e:
+                raise SchemaError(f"column '{c.name}': default {c.default!r}: {e}") from None
+    if schema.label not in seen:
+        raise SchemaError(f"label column '{schema.label}' is not among the columns {sorted(seen)}")
+    if schema.key is not None and schema.key not in seen:
+        raise SchemaError(f"key column '{schema.key}' is not among the columns {sorted(seen)}")
+    if schema.key == schema.label:
+        raise SchemaError("the key column cannot also be the label")
+    if not schema.feature_columns():
+        raise SchemaError(f"no feature columns: the table has only the label '{schema.label}'"
+                          + (f" and the key '{schema.key}'" if schema.key else "")
+                          + "; a model needs at least one input column")
+    if schema.task not in TASKS:
+        raise SchemaError(f"task '{schema.task}' is not one of {TASKS}")
+    if schema.task == "regression" and schema.column(schema.label).type == "string":
+        raise SchemaError(f"label '{schema.label}' is a string column: the task must be classification")
+    for d in schema.derived:
+        if d.op not in DERIVED_OPS:
+            raise SchemaError(f"derived '{d.name}': op '{d.op}' is not one of {list(DERIVED_OPS)}")
+        if len(d.inputs) != DERIVED_OPS[d.op]:
+            raise SchemaError(f"derived '{d.name}': op '{d.op}' takes {DERIVED_OPS[d.op]} inputs")
+        for i in d.inputs:
+            if i not in seen or schema.column(i).type == "string":
+                raise SchemaError(f"derived '{d.name}': input '{i}' must be a numeric column")
+        if d.op == "entity":
+            if d.transform != "hash" or d.hash_buckets < 1:
+                raise SchemaError(f"derived '{d.name}': op 'entity' is hashed: transform "
+                                  f"hash, hash_buckets >= 1")
+        elif d.transform not in ("zscore", "scale_0_1", "passthrough"):
+            raise SchemaError(f"derived '{d.name}': transform must be zscore, scale_0_1 or passthrough")
+        if d.name in seen:
+            raise SchemaError(f"derived '{d.name}' clashes with a column name")
+    categorical = schema.categorical_outputs()
+    for x in schema.crosses:
+        if len(x.features) < 2:
+            raise SchemaError(f"cross {list(x.features)}: needs at least two features")
+        for f in x.features:
+            if f not in categorical or f.startswith("cross_"):
+                raise SchemaError(
+                    f"cross {list(x.features)}: '{f}' is not a categorical transformed feature "
+                    f"(one of {sorted(k for k in categorical if not k.startswith('cross_'))})")
+        if x.hash_buckets < 1:
+            raise SchemaError(f"cross {list(x.features)}: hash_buckets must be >= 1")
+    schema._check_unique_outputs()
