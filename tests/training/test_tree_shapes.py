@@ -148,6 +148,20 @@ def test_auto_grows_axis_aligned_trees_where_oblique_splits_blur_a_step(tmp_path
     assert trees["split_axis"]["value"] == "AXIS_ALIGNED", trees["split_axis"]
 
 
+def test_a_capped_category_keeps_the_search_the_shape_says(tmp_path):
+    """YDF searches a feature of YDF_RANDOM_ARITY dictionary items or more by RANDOM whatever
+    the learner is told: a feature of 1,000 values, capped at MAX_VOCAB, stays under it."""
+    from training.models.trees import LABEL, MAX_VOCAB, YDF_RANDOM_ARITY, TreesShape, _learner, shape_cfg
+    cfg = small_train_config("d", str(tmp_path / "job"), model="auto")
+    learner, _ = _learner(shape_cfg(cfg, TreesShape()), {"x": "CATEGORICAL"}, regression=True,
+                          small=True, stops_on_fold=False, num_trees=2, threads=1)
+    values = np.repeat(np.arange(1000), 3).astype(str)
+    forest = learner.train({"x": values, LABEL: np.arange(len(values), dtype=np.float32)},
+                           verbose=0)
+    items = next(c for c in forest.data_spec().columns if c.name == "x").categorical
+    assert items.number_of_unique_values == MAX_VOCAB + 1 < YDF_RANDOM_ARITY  # and one OOV
+
+
 def test_the_learner_searches_category_splits_as_the_shape_says(tmp_path):
     """`auto` is no YDF value: each shape's own search reaches the learner (shape_cfg)."""
     from training.models.trees import TreesShape, _learner, shape_cfg

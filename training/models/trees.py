@@ -49,7 +49,12 @@ FREQUENT_MIN_COUNT = 10
 # The most frequent values of a categorical feature the trees split on (YDF's default: 2000);
 # the rest are grouped. openintro's loans (emp_title, 2,077 values kept): the folds' trees
 # took 190 s, 117 s at 300, and scored 1.352 vs 1.347 RMSE over the 4 folds (50: 1.377).
-MAX_VOCAB = 300
+# YDF searches a feature of YDF_RANDOM_ARITY or more dictionary items (its kept values and
+# one out-of-vocabulary item) by RANDOM whatever `categorical_algorithm` says (its
+# arity_limit_for_random, not a Python argument): at 300 kept values every capped feature
+# was, 10-30x slower a tree (AER's PSID7682: 83 s against 3 s; docs/performance.md).
+YDF_RANDOM_ARITY = 300
+MAX_VOCAB = YDF_RANDOM_ARITY - 2
 # `--split_axis auto` grows both kinds where rows are held out; the first is kept unless
 # the other is clearly lower on them (training/selection.py choose_shape), and grown when
 # none are. Each is far ahead on some tables: oblique on ISLR's College (0.861x vs 0.968x of
