@@ -19,6 +19,28 @@ def validate(schema) -> None:
     """Raises SchemaError on the first thing wrong with `schema`: its columns (types,
     transforms and their settings, defaults), label, key, task, derived features and
     crosses, and that no two make one transformed feature."""
+    seen = _columns(schema)
+    if schema.label not in seen:
+        raise SchemaError(f"label column '{schema.label}' is not among the columns {sorted(seen)}")
+    if schema.key is not None and schema.key not in seen:
+        raise SchemaError(f"key column '{schema.key}' is not among the columns {sorted(seen)}")
+    if schema.key == schema.label:
+        raise SchemaError("the key column cannot also be the label")
+    if not schema.feature_columns():
+        raise SchemaError(f"no feature columns: the table has only the label '{schema.label}'"
+                          + (f" and the key '{schema.key}'" if schema.key else "")
+                          + "; a model needs at least one input column")
+    if schema.task not in TASKS:
+        raise SchemaError(f"task '{schema.task}' is not one of {TASKS}")
+    if schema.task == "regression" and schema.column(schema.label).type == "string":
+        raise SchemaError(f"label '{schema.label}' is a string column: the task must be classification")
+    _derived(schema, seen)
+    _crosses(schema)
+    _unique_outputs(schema)
+
+
+def _columns(schema) -> set:
+    """The column names, each column checked on its own."""
     if not schema.columns:
         raise SchemaError("spec has no columns")
     seen = set()
@@ -56,20 +78,11 @@ def validate(schema) -> None:
                 coerce_value(str(c.default), c.type)
             except ValueError as e:
                 raise SchemaError(f"column '{c.name}': default {c.default!r}: {e}") from None
-    if schema.label not in seen:
-        raise SchemaError(f"label column '{schema.label}' is not among the columns {sorted(seen)}")
-    if schema.key is not None and schema.key not in seen:
-        raise SchemaError(f"key column '{schema.key}' is not among the columns {sorted(seen)}")
-    if schema.key == schema.label:
-        raise SchemaError("the key column cannot also be the label")
-    if not schema.feature_columns():
-        raise SchemaError(f"no feature columns: the table has only the label '{schema.label}'"
-                          + (f" and the key '{schema.key}'" if schema.key else "")
-                          + "; a model needs at least one input column")
-    if schema.task not in TASKS:
-        raise SchemaError(f"task '{schema.task}' is not one of {TASKS}")
-    if schema.task == "regression" and schema.column(schema.label).type == "string":
-        raise SchemaError(f"label '{schema.label}' is a string column: the task must be classification")
+    return seen
+
+
+def _derived(schema, seen: set) -> None:
+    """Each derived feature: a known op on numeric columns (`seen`), a name of its own."""
     for d in schema.derived:
         if d.op not in DERIVED_OPS:
             raise SchemaError(f"derived '{d.name}': op '{d.op}' is not one of {list(DERIVED_OPS)}")
@@ -86,6 +99,10 @@ def validate(schema) -> None:
             raise SchemaError(f"derived '{d.name}': transform must be zscore, scale_0_1 or passthrough")
         if d.name in seen:
             raise SchemaError(f"derived '{d.name}' clashes with a column name")
+
+
+def _crosses(schema) -> None:
+    """Each cross: two or more categorical transformed features, at least one bucket."""
     categorical = schema.categorical_outputs()
     for x in schema.crosses:
         if len(x.features) < 2:
@@ -97,4 +114,13 @@ def validate(schema) -> None:
                     f"(one of {sorted(k for k in categorical if not k.startswith('cross_'))})")
         if x.hash_buckets < 1:
             raise SchemaError(f"cross {list(x.features)}: hash_buckets must be >= 1")
-    schema._check_unique_outputs()
+
+
+def _unique_outputs(schema) -> None:
+    """No two columns, derived features or crosses make one transformed feature."""
+    made = {}
+    for name, what in schema.transformed_origins():
+        if name in made:
+            raise SchemaError(f"{made[name]} and {what} both make the transformed feature "
+                              f"'{name}': rename one of the columns")
+        made[name] = what

@@ -201,14 +201,6 @@ class Schema:
             out.append((self.tf_names[self.key], f"key '{self.key}'"))
         return out
 
-    def _check_unique_outputs(self) -> None:
-        seen = {}
-        for name, what in self.transformed_origins():
-            if name in seen:
-                raise SchemaError(f"{seen[name]} and {what} both make the transformed feature "
-                                  f"'{name}': rename one of the columns")
-            seen[name] = what
-
     def numeric_outputs(self) -> tuple:
         names = [self.tf_names[c.name] for c in self.feature_columns()
                  if c.transform in ("numeric", "zscore", "scale_0_1", "passthrough")]
