@@ -11,7 +11,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -28,6 +28,14 @@ AUTOTUNE = tf.data.AUTOTUNE
 MINIBATCH = 64
 
 
+class Entity(NamedTuple):
+    """An entity's category (a derived `entity` feature): the id of an entity never seen in
+    train (its vocabulary's last id), and the number it was made of (a model input, or
+    None), which says nothing of an entity never seen either."""
+    unknown: int
+    number: Optional[str]
+
+
 @dataclass
 class FeatureInfo:
     """What the model needs to know about the transformed features."""
@@ -42,6 +50,20 @@ class FeatureInfo:
     raw_schema: Optional[Schema] = None
     image: Optional[str] = None          # the encoded-image feature, for image data
     label_scaler: Optional[LabelScaler] = None  # regression: the target the network learns
+
+    @property
+    def entities(self) -> Dict[str, Entity]:
+        """Derived `entity` features with exact vocabularies -> their Entity."""
+        schema = self.raw_schema
+        if not schema:
+            return {}
+        out = {}
+        for d in schema.derived:
+            if d.name in schema.entity_vocabularies() and d.name in self.categorical:
+                number = schema.tf_name(d.inputs[0])
+                out[d.name] = Entity(self.categorical[d.name] - 1,
+                                     number if number in self.numeric else None)
+        return out
 
     @property
     def input_names(self) -> List[str]:
@@ -172,8 +194,9 @@ def load_feature_info(data_dir: str, label_key: Optional[str] = None) -> Feature
         elif name in known_cat:
             card = known_cat[name]
             if card is None:  # a vocabulary: its size is known after analysis
-                col = schema.column_of_output(name)
-                card = tft_out.vocabulary_size_by_name(name) + col.num_oov_buckets
+                oov = 1 if name in schema.entity_vocabularies() else \
+                    schema.column_of_output(name).num_oov_buckets
+                card = tft_out.vocabulary_size_by_name(name) + oov
             categorical[name] = card
         elif name in domains:  # a module file's categorical output with a declared domain
             categorical[name] = int(domains[name].max) + 1

@@ -92,9 +92,10 @@ def _derived(schema, seen: set) -> None:
             if i not in seen or schema.column(i).type == "string":
                 raise SchemaError(f"derived '{d.name}': input '{i}' must be a numeric column")
         if d.op == "entity":
-            if d.transform != "hash" or d.hash_buckets < 1:
-                raise SchemaError(f"derived '{d.name}': op 'entity' is hashed: transform "
-                                  f"hash, hash_buckets >= 1")
+            if d.transform not in ("vocabulary", "hash") or \
+                    (d.transform == "hash" and d.hash_buckets < 1):
+                raise SchemaError(f"derived '{d.name}': op 'entity' is a category: transform "
+                                  f"vocabulary, or hash with hash_buckets >= 1")
         elif d.transform not in ("zscore", "scale_0_1", "passthrough"):
             raise SchemaError(f"derived '{d.name}': transform must be zscore, scale_0_1 or passthrough")
         if d.name in seen:

@@ -91,7 +91,10 @@ class DerivedSpec:
     op: str
     inputs: tuple
     transform: str = "zscore"
-    hash_buckets: int = 0   # op `entity`: its transform is `hash`, into this many buckets
+    # op `entity`: transform `vocabulary` (each value seen in train its own id, one more id
+    # for an entity never seen: the trees learn it, training/models/entity_twins.py) or
+    # `hash` (into hash_buckets buckets; a new entity shares a trained one's bucket)
+    hash_buckets: int = 0
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,12 @@ class Schema:
                 return c
         raise KeyError(output)
 
+    def entity_vocabularies(self) -> tuple:
+        """The derived `entity` features given exact vocabularies (one id past the values
+        seen in train: an entity never seen)."""
+        return tuple(d.name for d in self.derived
+                     if d.op == "entity" and d.transform == "vocabulary")
+
     def column(self, name: str) -> ColumnSpec:
         for c in self.columns:
             if c.name == name:
@@ -174,7 +183,7 @@ class Schema:
                 out[f"{name}_missing"] = 2
         for d in self.derived:
             if d.op == "entity":
-                out[d.name] = d.hash_buckets
+                out[d.name] = None if d.transform == "vocabulary" else d.hash_buckets
         for x in self.crosses:
             out[x.name] = x.hash_buckets
         return out

@@ -8,7 +8,8 @@ Transformed feature names (`<name>`: the column's TensorFlow name, schema.tf_nam
   numeric                                     -> float32 `<name>` (z-score) and int64
                                                  `<name>_bucket` (quantile bucket); values
                                                  clipped to the train range first
-  zscore / scale_0_1 / passthrough / derived  -> float32 `<name>`
+  zscore / scale_0_1 / passthrough / derived  -> float32 `<name>` (derived `entity`: int64,
+                                                 its vocabulary's ids, or hash buckets)
   default: mean                               -> also int64 `<name>_missing` (0/1)
   identity / image                            -> `<name>` unchanged (image: encoded JPEG bytes)
   vocabulary / bucketize / hash               -> int64 `<name>` (vocab file named `<name>`)
@@ -31,6 +32,9 @@ from preprocessing.contract.schema import Schema
 from preprocessing.features.module_files import load_module_function
 
 LABEL_VOCAB = "_label_classes"  # column vocabularies are named after TF names: never "_..."
+# An `entity` vocabulary keeps its most frequent values; the rest read as an entity never seen
+# (the trees keep at most training/models/trees.py's MAX_VOCAB of them anyway).
+ENTITY_TOP_K = 10_000
 
 
 def _days_from_civil(y, m, d):
@@ -262,9 +266,13 @@ def make_preprocessing_fn(schema: Schema):
             if d.op == "haversine_km":
                 args = [inputs[schema.tf_name(i)] for i in d.inputs]
                 outputs[d.name] = _scale(haversine_km(*args), d.transform, d.name)
-            elif d.op == "entity":  # the number as text, hashed: a category of its own
-                x = inputs[schema.tf_name(d.inputs[0])]
-                outputs[d.name] = tft.hash_strings(_as_string(x), d.hash_buckets)
+            elif d.op == "entity":  # the number as text: a category of its own
+                x = _as_string(inputs[schema.tf_name(d.inputs[0])])
+                if d.transform == "vocabulary":  # one id past the vocabulary: a new entity
+                    outputs[d.name] = tft.compute_and_apply_vocabulary(
+                        x, top_k=ENTITY_TOP_K, num_oov_buckets=1, vocab_filename=d.name)
+                else:
+                    outputs[d.name] = tft.hash_strings(x, d.hash_buckets)
         for x in schema.crosses:
             joined = tf.strings.join([_as_string(outputs[f]) for f in x.features], separator="|")
             outputs[x.name] = tft.hash_strings(joined, x.hash_buckets)

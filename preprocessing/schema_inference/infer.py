@@ -28,9 +28,9 @@ stripped:
   stay numbers;
 - other strings: a vocabulary when few distinct values, else hashed;
 - a column named like a key that repeats (a patient's `id` over visits) is a feature, not the
-  key. No category copy of it is made: trees that split on an entity's own category predict
-  an entity never trained on badly (docs/performance.md); a hand-written spec may derive one
-  (op `entity`) where every prediction is for an entity trained on.
+  key; a numeric one is also a category, the derived `<name>_entity` (_entity): an exact
+  vocabulary, whose one id past the values seen in train stands for an entity never seen
+  (the models learn both: training/models/entity_twins.py).
 
 A numeric feature gets `numeric` (z-score + quantile bucket) and, when values are missing,
 `default: mean`. `report()` says per column what was decided and why.
@@ -43,8 +43,10 @@ import io
 from typing import Dict, Iterable, List, Optional, Sequence
 
 from preprocessing.contract.kinds import MAX_LABEL_CLASSES
+from preprocessing.contract.names import tf_names
 from preprocessing.contract.schema import (
     ColumnSpec,
+    DerivedSpec,
     Schema,
     SchemaError,
 )
@@ -273,7 +275,8 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
     by_name = key is None and next((h for h in header if h.lower() in KEY_NAMES and h != label
                                     and _is_distinct(prof.columns[h])), None)
     key = key or by_name or None
-    decisions, cols, chosen = {}, [], None
+    decisions, cols, chosen, entities = {}, [], None, []
+    taken = set(tf_names(header).values())  # what a copy's name may not be
     for name in header:
         s = prof.columns[name]
         if name == label:
@@ -287,10 +290,14 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
             if name.lower() in KEY_NAMES and not _is_distinct(s):
                 # An entity's rows (a patient's eyes or visits): a split by row puts them on
                 # both sides, and the eval figure reads them off each other.
+                copy = _entity(name, d, taken)
+                entities += [copy] if copy else []
                 d = dataclasses.replace(d, why=f"named like a key but repeated ({len(s.distinct):,}"
                                         f" distinct in {s.present:,} rows; the split is by row: "
                                         f"--key_column {name} keeps each value's rows in one "
-                                        f"split): {d.why}")
+                                        f"split): {d.why}" + (f"; and a category, `{copy.name}`"
+                                        f" (an entity's rows learned as a group, a new entity "
+                                        f"as one never seen)" if copy else ""))
             if d.role == "key":
                 if key is None:
                     key = name
@@ -300,12 +307,25 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
                                  "left_out", d.why)
             decisions[name] = d
         cols.append(decisions[name].spec)
-    return Schema(columns=tuple(cols), label=label, key=key, task=chosen), decisions
+    return Schema(columns=tuple(cols), label=label, key=key, task=chosen,
+                  derived=tuple(entities)), decisions
 
 
 def _hash_buckets(distinct: Optional[int]) -> int:
     """Buckets for hashing a column's values: one a value, at least 100, at most 10,000."""
     return max(100, min(10_000, distinct or 10_000))
+
+
+def _entity(name: str, d: Decision, taken) -> Optional[DerivedSpec]:
+    """A numeric feature that names an entity (a household over its purchases) as a category
+    too: scikit-learn's 255 bins give each of up to 255 households its own, and the trees
+    then read a household's choices; as a number alone ours did not (Ecdat's Cracker,
+    docs/performance.md). None for a string column (a category already) or when a column's
+    TensorFlow name (`taken`) is `<name>_entity`."""
+    copy = f"{name}_entity"
+    if d.role != "feature" or d.spec.type == "string" or copy in taken:
+        return None
+    return DerivedSpec(copy, "entity", (name,), "vocabulary")
 
 
 def infer_schema(header: Sequence[str], rows: Iterable[Sequence[str]], label: str,

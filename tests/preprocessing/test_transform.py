@@ -70,8 +70,9 @@ def test_haversine_matches_numpy_twin():
     np.testing.assert_allclose(tf_km, np_haversine(lat1, lon1, lat2, lon2), atol=0.02)
 
 
-def _analyze_and_transform(schema, rows):
-    """Analyzes `rows` with tf.transform, then applies the saved transform_fn to them."""
+def _analyze_and_transform(schema, rows, apply_to=None):
+    """Analyzes `rows` with tf.transform, then applies the saved transform_fn to them (or to
+    `apply_to`)."""
     import apache_beam as beam
     import tensorflow_transform as tft
     import tensorflow_transform.beam as tft_beam
@@ -86,6 +87,7 @@ def _analyze_and_transform(schema, rows):
                         | tft_beam.AnalyzeDataset(make_preprocessing_fn(schema)))
         _ = transform_fn | tft_beam.WriteTransformFn(out_dir)
     dtypes = {"float": tf.float32, "int": tf.int64, "string": tf.string}
+    rows = rows if apply_to is None else apply_to
     raw = {c.name: tf.constant([r[c.name] for r in rows], dtypes[c.type]) for c in schema.columns}
     out = tft.TFTransformOutput(out_dir).transform_raw_features(raw)
     cols = {k: v.numpy().tolist() for k, v in out.items()}
@@ -103,7 +105,8 @@ def test_preprocessing_fn_end_to_end_classification():
                  ColumnSpec("g", "int", "numeric", num_buckets=4),
                  ColumnSpec("y", "string")),
         label="y", key="id", crosses=(CrossSpec(("n", "c"), hash_buckets=16),),
-        derived=(DerivedSpec("g_entity", "entity", ("g",), "hash", hash_buckets=1000),))
+        derived=(DerivedSpec("g_entity", "entity", ("g",), "hash", hash_buckets=1000),
+                 DerivedSpec("g_known", "entity", ("g",), "vocabulary")))
     rows = [{"id": f"r{i}", "x": float(i), "n": i % 10, "c": ["a", "a", "a", "b", "b", "z"][i % 6],
              "h": f"h{i % 5}", "g": 1000 + i // 3,
              "y": ["cat", "dog"][i % 2] if i % 7 else "cat"} for i in range(120)]
@@ -117,6 +120,15 @@ def test_preprocessing_fn_end_to_end_classification():
     assert len(by_entity) == 40 and all(len(b) == 1 for b in by_entity.values())
     assert len({r["g_entity"] for r in out}) >= 38
     assert all(0 <= r["g_entity"] < 1000 for r in out)
+    # The vocabulary copy: one id per entity seen, exactly; an entity never seen takes the
+    # one id past them (what the models learn as "never seen").
+    known = {}
+    for r in out:
+        known.setdefault(round(r["g"], 4), set()).add(r["g_known"])
+    assert sorted(i for ids in known.values() for i in ids) == list(range(40))
+    unseen = dict(rows[0], g=99_999)
+    assert [r["g_known"] for r in _analyze_and_transform(schema, rows, [rows[3], unseen])] == \
+        [out[3]["g_known"], 40]
     xs = np.array([r["x"] for r in out])
     assert abs(xs.mean()) < 1e-5 and abs(xs.std() - 1) < 1e-3
     by_id = {r["id"].decode() if isinstance(r["id"], bytes) else r["id"]: r for r in out}

@@ -18,6 +18,7 @@ import tensorflow as tf
 from training import defaults
 from training.config import TrainConfig
 from training.data import FeatureInfo
+from training.models import entity_twins
 from training.models.tree_rows import read_columns
 from training.models.trees import (
     MIN_PROBABILITY,
@@ -68,7 +69,7 @@ def train_forests(cfg: TrainConfig, info: FeatureInfo, train_files, forests: int
     if forests == 1:
         return train_trees(cfg, info, train_files, holdout=None, num_trees=num_trees)
     rows = read_columns(train_files, info, feature_semantics(info), None, cfg.trees_max_rows,
-                        seed=cfg.seed)
+                        seed=cfg.seed, copies=entity_twins.copies(info.entities))
 
     def grow(k: int) -> TreesRun:
         return train_trees(dataclasses.replace(cfg, seed=cfg.seed + k), info, train_files,

@@ -29,18 +29,21 @@ def build_model(info: FeatureInfo, cfg: TrainConfig) -> keras.Model:
         inputs[name] = keras.Input(shape=(), name=name, dtype=tf.float32)
     if info.numeric:
         deep.append(ColumnStack(name="numeric")([inputs[n] for n in info.numeric]))
-    by_dim = {}
+    by_dim, read = {}, {}
     for name, card in info.categorical.items():
-        inputs[name] = keras.Input(shape=(), name=name, dtype=tf.int64)
+        inputs[name] = read[name] = keras.Input(shape=(), name=name, dtype=tf.int64)
         by_dim.setdefault(min(cfg.embedding_dim, card), []).append(name)
+        if name in info.entities:
+            read[name] = NeverSeen(info.entities[name].unknown, seed=cfg.seed,
+                                   name=f"never_seen_{name}")(inputs[name])
     for dim, names in sorted(by_dim.items()):
-        ids = [inputs[n] for n in names]
+        ids = [read[n] for n in names]
         cards = [info.categorical[n] for n in names]
         deep.append(StackedEmbedding(cards, dim, name=f"emb_{dim}")(ids))
     if info.categorical and cfg.model != "dnn":  # wide_deep, and the network `auto` trains
         names = list(info.categorical)
         wide.append(StackedEmbedding([info.categorical[n] for n in names], info.n_classes,
-                                     total=True, name="wide")([inputs[n] for n in names]))
+                                     total=True, name="wide")([read[n] for n in names]))
     if not deep:
         raise TrainingError("no model inputs: every transformed feature is the label, the key "
                             "or a passthrough string; preprocess a table with at least one "
@@ -65,6 +68,27 @@ class ColumnStack(keras.layers.Layer):
 
     def call(self, columns):
         return tf.stack(columns, axis=1)
+
+
+class NeverSeen(keras.layers.Layer):
+    """In training, each id of an entity feature reads as `unknown` (the id of an entity
+    never seen in train) with probability `rate`: what the trees' twin rows teach them
+    (training/models/entity_twins.py), for a network that streams its rows. Its embedding
+    rows for `unknown` then answer a new entity; at inference the ids pass unchanged."""
+
+    def __init__(self, unknown: int, rate: float = 0.5, seed: int = 0, **kw):
+        super().__init__(**kw)
+        self.unknown, self.rate, self.seed = int(unknown), float(rate), int(seed)
+
+    def call(self, ids, training=False):
+        if not training:
+            return ids
+        drop = tf.random.uniform(tf.shape(ids), seed=self.seed) < self.rate
+        return tf.where(drop, tf.constant(self.unknown, ids.dtype), ids)
+
+    def get_config(self):
+        return {**super().get_config(), "unknown": self.unknown, "rate": self.rate,
+                "seed": self.seed}
 
 
 class StackedEmbedding(keras.layers.Layer):

@@ -67,12 +67,16 @@ class TreeRows(NamedTuple):
 
 
 def read_columns(files, info: FeatureInfo, features, holdout: Optional[data_lib.Holdout],
-                 cap: int, seed: int = 0) -> TreeRows:
+                 cap: int, seed: int = 0, copies: int = 1) -> TreeRows:
     """The train records `holdout` keeps; rows whose class was never seen in train (weight 0)
     are left out. More rows than row_limit's (`cap`, or fewer where this machine's memory
     holds fewer) are a uniform sample of about that many rows (seeded), never the first rows
-    of the files (an input sorted by date would be its oldest rows)."""
-    limit, why = row_limit(len(features) + 1, available_memory(), cap)
+    of the files (an input sorted by date would be its oldest rows). `copies`: the trees
+    hold each row that many times (entity_twins.py), which the bound counts."""
+    limit, why = row_limit((len(features) + 1) * copies, available_memory(),
+                           max(cap // copies, 1))
+    if copies > 1:
+        why += f", each row held {copies} times (entity twins)"
     expected = int(info.split_rows.get("train") or 0)
     if holdout is not None:
         expected = int(expected * (1 / holdout.folds if holdout.only

@@ -30,7 +30,7 @@ from training.callbacks import heartbeat
 from training.config import CATEGORICAL_ALGORITHMS, CATEGORY_ENCODINGS, SPLIT_AXES, TrainConfig
 from training.data import FeatureInfo
 from training.guards import TrainingError
-from training.models import category_means
+from training.models import category_means, entity_twins
 from training.models.tree_rows import TreeRows, read_columns
 from training.target import LabelScaler
 
@@ -123,6 +123,9 @@ class TreesModel(tf.Module):
         self._means = list(means)
         encoded = {n for m in self._means for n in m.names}
         self._features = [f for f in features if f not in encoded]
+        # the number an entity's category was made of, missing for one never seen (as the
+        # twin rows taught the forest: entity_twins.py)
+        self._blank = {n: e for n, e in info.entities.items() if e.number in self._features}
         self._regression = info.task == "regression"
         if not self._regression:
             # Column j of YDF's output is class model_classes[j]; map onto the label's ids.
@@ -136,6 +139,10 @@ class TreesModel(tf.Module):
         inputs = {k: features[k] for k in self._features}
         for m in self._means:
             inputs.update(m.lookup(features[m.feature]))
+        for name, e in self._blank.items():
+            number = inputs[e.number]
+            inputs[e.number] = tf.where(tf.equal(tf.cast(features[name], tf.int64), e.unknown),
+                                        tf.fill(tf.shape(number), np.nan), number)
         out = self.forest(inputs)
         if self._regression:
             return tf.reshape(tf.cast(out, tf.float32), [-1, 1])
@@ -268,9 +275,11 @@ def _held_out_rows(train_files, info: FeatureInfo, features, holdout: data_lib.H
     """The rows `holdout` leaves out, as YDF's `valid` set (labels as the train rows'; the
     features in `means` as the train rows' mean labels), or None when there is none: a
     class the train rows lack is not YDF's to score."""
-    valid, labels, _ = read_columns(train_files, info, features, holdout.other(), cap)
+    valid, labels, _ = read_columns(train_files, info, features, holdout.other(), cap,
+                                    copies=entity_twins.copies(info.entities))
     for m in means:
         m.put(valid, m.values(valid.pop(m.feature)))
+    valid, labels = entity_twins.twin(valid, labels, info.entities, means)
     valid[LABEL] = labels.astype(train_labels.dtype)
     if not regression:
         seen = np.isin(valid[LABEL], np.unique(train_labels))
@@ -312,7 +321,8 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     if rows is not None and holdout is not None:
         raise ValueError("rows read beforehand are the whole train split: no holdout")
     if rows is None:
-        rows = read_columns(train_files, info, read, holdout, cfg.trees_max_rows, seed=cfg.seed)
+        rows = read_columns(train_files, info, read, holdout, cfg.trees_max_rows, seed=cfg.seed,
+                            copies=entity_twins.copies(info.entities))
     columns, labels, capped = rows
     columns = dict(columns)  # the label is added below; shared rows stay as read
     regression = info.task == "regression"
@@ -322,8 +332,9 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     if shape.encoding == "target":
         columns, features, means = category_means.encode(columns, read, info, labels,
                                                           cfg.seed)
-    columns[LABEL] = labels.astype(np.float32 if regression else np.int64)
     small = len(labels) < defaults.SMALL_TRAIN_ROWS
+    columns, labels = entity_twins.twin(columns, labels, info.entities, means)
+    columns[LABEL] = labels.astype(np.float32 if regression else np.int64)
     # The left-out fold, scored after each tree (YDF's training logs; the trees grown are
     # the same with or without it).
     valid = _held_out_rows(train_files, info, read, holdout, columns[LABEL], regression,
