@@ -14,7 +14,7 @@ from typing import Optional
 import tensorflow as tf
 
 from training.holding import held, hold
-from training.models.trees import MIN_PROBABILITY
+from training.models.trees_model import MIN_PROBABILITY
 from training.target import LabelScaler
 
 BLEND = "blend"

@@ -21,13 +21,13 @@ from training.data import FeatureInfo
 from training.models import entity_twins
 from training.models.tree_rows import read_columns
 from training.models.trees import (
-    MIN_PROBABILITY,
     TreesRun,
     feature_semantics,
     shape_cfg,
     train_trees,
     tree_threads,
 )
+from training.models.trees_model import MIN_PROBABILITY
 
 
 def seeded(cfg: TrainConfig) -> bool:

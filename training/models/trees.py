@@ -5,7 +5,7 @@ The trees read the preprocess job's transformed TFRecords (numeric z-scores as n
 vocabulary / hash / missing-flag / cross ids as categories, datetime parts and ordinal
 buckets as numbers; a numeric column's quantile bucket is left out: the trees split the
 number itself). YDF's `to_tensorflow_function()` makes the trained forest a TF function
-(its ops come from the `ydf-tf` package, versioned with TensorFlow), which `TreesModel` wraps
+(its ops come from the `ydf-tf` package, versioned with TensorFlow), which `TreesModel` (trees_model.py) wraps
 so that it answers like the network: regression `[batch, 1]` on the label's own scale,
 classification logits `[batch, n_classes]` in the label vocabulary's order. The export then
 embeds the tf.transform graph in front of it exactly as for the network (training/exporting/export.py).
@@ -21,7 +21,6 @@ import time
 from typing import Dict, Optional
 
 import numpy as np
-import tensorflow as tf
 
 from preprocessing import quiet
 from training import data as data_lib
@@ -32,12 +31,12 @@ from training.data import FeatureInfo
 from training.guards import TrainingError
 from training.models import category_means, entity_twins
 from training.models.tree_rows import TreeRows, read_columns
+from training.models.trees_model import TreesModel
 from training.target import LabelScaler
 
 log = logging.getLogger("training")
 
 LABEL = "__label__"      # not a TensorFlow name any column can take (schema.tf_name)
-MIN_PROBABILITY = 1e-7   # logits are log-probabilities, floored so none is -inf
 MIN_VOCAB_SMALL = 2      # on a small table a category seen twice is kept; once, grouped
 # `--category_encoding frequent`: values seen fewer times than this are one value, as
 # scikit-learn's trees leave a category of under 10 rows out of a split's search
@@ -111,45 +110,6 @@ def feature_semantics(info: FeatureInfo) -> Dict[str, str]:
             continue  # the quantile bucket of a number the trees split directly
         out[name] = "NUMERICAL" if name in ordinal else "CATEGORICAL"
     return out
-
-
-class TreesModel(tf.Module):
-    """A trained YDF forest answering like the network (see the module doc); a feature in
-    `means` reaches the forest as its mean labels (category_means)."""
-
-    def __init__(self, forest, info: FeatureInfo, features, model_classes=(), means=()):
-        super().__init__(name="boosted_trees")
-        self.forest = forest
-        self._means = list(means)
-        encoded = {n for m in self._means for n in m.names}
-        self._features = [f for f in features if f not in encoded]
-        # the number an entity's category was made of, missing for one never seen (as the
-        # twin rows taught the forest: entity_twins.py)
-        self._blank = {n: e for n, e in info.entities.items() if e.number in self._features}
-        self._regression = info.task == "regression"
-        if not self._regression:
-            # Column j of YDF's output is class model_classes[j]; map onto the label's ids.
-            to_ids = np.zeros((len(model_classes), info.n_classes), np.float32)
-            for j, c in enumerate(model_classes):
-                to_ids[j, int(c)] = 1.0
-            self._to_ids = tf.constant(to_ids)
-            self._binary = len(model_classes) == 2
-
-    def __call__(self, features, training=False):
-        inputs = {k: features[k] for k in self._features}
-        for m in self._means:
-            inputs.update(m.lookup(features[m.feature]))
-        for name, e in self._blank.items():
-            number = inputs[e.number]
-            inputs[e.number] = tf.where(tf.equal(tf.cast(features[name], tf.int64), e.unknown),
-                                        tf.fill(tf.shape(number), np.nan), number)
-        out = self.forest(inputs)
-        if self._regression:
-            return tf.reshape(tf.cast(out, tf.float32), [-1, 1])
-        probs = tf.cast(out, tf.float32)
-        if self._binary:  # YDF gives the second class's probability only
-            probs = tf.stack([1.0 - probs, probs], axis=-1)
-        return tf.math.log(tf.maximum(tf.matmul(probs, self._to_ids), MIN_PROBABILITY))
 
 
 @dataclasses.dataclass
