@@ -17,10 +17,10 @@ paired difference on those rows.
   whose error on the rows that followed was the largest of the three).
 - The trees' shape is chosen first, on the same rows (choose_shape): oblique splits with
   many-valued categories' frequent values split by CART's search (training/models/trees.py
-  AUTO_ENCODINGS), unless the trees of another split axis, with every value seen twice, with
-  those categories as their mean labels (training/models/category_means.py) or split by
-  YDF's RANDOM search are lower by AXIS_ERRORS (ENCODING_ERRORS for the encoding or search
-  alone) standard errors.
+  AUTO_ENCODINGS; an entity's copy alone, its values: ENTITY_FIRST), unless the trees of
+  another split axis, with every value seen twice, with those categories as their mean
+  labels (training/models/category_means.py) or split by YDF's RANDOM search are lower by
+  AXIS_ERRORS (ENCODING_ERRORS for the encoding or search alone) standard errors.
 """
 from __future__ import annotations
 

@@ -110,3 +110,30 @@ def test_trees_answer_entities_trained_on_by_their_rows_and_new_ones_by_the_rest
     probs = fn(id=ids, x=xs)["probabilities"].numpy()
     np.testing.assert_allclose(probs[:4], probs[4:8], atol=1e-6)
     assert np.abs(probs[:4] - probs[8:]).max() > 0.05  # household 7 is known: its own
+
+
+def test_an_entity_copy_alone_is_split_as_its_values_first(tmp_path):
+    """Where the entity's copy is the only many-valued category, `--category_encoding auto`
+    grows it split as its values first (kept unless another encoding is clearly lower):
+    grouped first, a copy of a few rows an entity stayed grouped, and its twins only took
+    the entity's number from half the rows (geepack's respiratory, docs/performance.md).
+    With another many-valued category, its frequent values still come first."""
+    import dataclasses
+
+    from beam_jobs import preprocess
+    from training.data import choice_fold, load_feature_info
+    from training.models.trees import TreesShape, shapes
+    src = _panel(tmp_path / "panel.csv", range(60), 5, seed=1)
+    prep = str(tmp_path / "prep")
+    preprocess.run(["--input", src, "--output", prep, "--label_column", "brand"])
+    info = load_feature_info(prep)
+    assert set(info.entities) == {"id_entity"}
+    assert info.categorical["id_entity"] > cm.MANY_VALUES
+    cfg = small_train_config(prep, str(tmp_path / "job"), model="auto")
+    held = choice_fold(0, 4).other()
+    grown = shapes(cfg, info, held)
+    assert grown[0] == TreesShape(encoding="categories")
+    assert {s.encoding for s in grown} == {"categories", "frequent", "target"}
+    store = dataclasses.replace(info, categorical={**info.categorical,
+                                                   "store": cm.MANY_VALUES + 1})
+    assert shapes(cfg, store, held)[0] == TreesShape(encoding="frequent")

@@ -69,6 +69,10 @@ ENCODINGS = tuple(e for e in CATEGORY_ENCODINGS if e != "auto")
 # could not tell Caschool's counties grouped from kept (either lower by under 2 standard
 # errors over 4 folds), while on a panel the categories are far lower (docs/performance.md).
 AUTO_ENCODINGS = ("frequent",) + tuple(e for e in ENCODINGS if e != "frequent")
+# Where every many-valued category is an entity's copy (entity_twins.py), its values split
+# come first: grouped first, an entity of a few rows stayed grouped, and its twins only took
+# the entity's number from half the rows (geepack's respiratory, docs/performance.md).
+ENTITY_FIRST = ("categories",) + tuple(e for e in AUTO_ENCODINGS if e != "categories")
 # Where both encodings are grown on a label of over two classes, `--categorical_algorithm
 # auto` grows the categories split by YDF's RANDOM search too. YDF's CART category splits are
 # exact for a regression or a binary label, approximate for more classes, and its docs name
@@ -199,10 +203,10 @@ def shapes(cfg: TrainConfig, info: FeatureInfo, holdout: Optional[data_lib.Holdo
     choose = holdout is not None
     axes = AXES if cfg.split_axis == "auto" and choose else (fixed.split_axis,)
     kinds = [(fixed.category_encoding, fixed.categorical_algorithm)]
-    if choose and int(info.split_rows.get("train") or 0) < defaults.SMALL_TRAIN_ROWS and \
-            category_means.many_valued(feature_semantics(info), info.categorical):
-        encodings = AUTO_ENCODINGS if cfg.category_encoding == "auto" \
-            else (fixed.category_encoding,)
+    many = category_means.many_valued(feature_semantics(info), info.categorical)
+    if choose and int(info.split_rows.get("train") or 0) < defaults.SMALL_TRAIN_ROWS and many:
+        first = ENTITY_FIRST if set(many) <= set(info.entities) else AUTO_ENCODINGS
+        encodings = first if cfg.category_encoding == "auto" else (fixed.category_encoding,)
         searches = ALGORITHMS if cfg.categorical_algorithm == "auto" and \
             info.n_classes > 2 else (fixed.categorical_algorithm,)
         # a feature as its mean labels is no category: one search is enough there; the
