@@ -57,9 +57,9 @@ class FeatureInfo:
         schema = self.raw_schema
         if not schema:
             return {}
-        out = {}
+        out, exact = {}, schema.entity_vocabularies()
         for d in schema.derived:
-            if d.name in schema.entity_vocabularies() and d.name in self.categorical:
+            if d.name in exact and d.name in self.categorical:
                 number = schema.tf_name(d.inputs[0])
                 out[d.name] = Entity(self.categorical[d.name] - 1,
                                      number if number in self.numeric else None)

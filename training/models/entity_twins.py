@@ -23,7 +23,7 @@ from training.data import Entity
 COPIES = 2  # a row and its twin: the trees hold twice the rows read
 
 
-def copies(entities: Dict[str, int]) -> int:
+def copies(entities: Dict[str, Entity]) -> int:
     """How many times the trees hold each row read (tree_rows.read_columns bounds that)."""
     return COPIES if entities else 1
 

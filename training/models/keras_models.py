@@ -29,12 +29,12 @@ def build_model(info: FeatureInfo, cfg: TrainConfig) -> keras.Model:
         inputs[name] = keras.Input(shape=(), name=name, dtype=tf.float32)
     if info.numeric:
         deep.append(ColumnStack(name="numeric")([inputs[n] for n in info.numeric]))
-    by_dim, read = {}, {}
+    by_dim, read, entities = {}, {}, info.entities
     for name, card in info.categorical.items():
         inputs[name] = read[name] = keras.Input(shape=(), name=name, dtype=tf.int64)
         by_dim.setdefault(min(cfg.embedding_dim, card), []).append(name)
-        if name in info.entities:
-            read[name] = NeverSeen(info.entities[name].unknown, seed=cfg.seed,
+        if name in entities:
+            read[name] = NeverSeen(entities[name].unknown, seed=cfg.seed,
                                    name=f"never_seen_{name}")(inputs[name])
     for dim, names in sorted(by_dim.items()):
         ids = [read[n] for n in names]
