@@ -31,7 +31,8 @@ MINIBATCH = 64
 class Entity(NamedTuple):
     """An entity's category (a derived `entity` feature): the id of an entity never seen in
     train (its vocabulary's last id), and the number it was made of (a model input, or
-    None), which says nothing of an entity never seen either."""
+    None: a string column is no model input beside its copy, Schema.entity_sources), which
+    says nothing of an entity never seen either."""
     unknown: int
     number: Optional[str]
 
@@ -185,7 +186,7 @@ def load_feature_info(data_dir: str, label_key: Optional[str] = None) -> Feature
     numeric, categorical = [], {}
     for name, s in sorted(spec.items()):
         if name in (label, schema.tf_name(schema.label),
-                    schema.key and schema.tf_name(schema.key)):
+                    schema.key and schema.tf_name(schema.key)) + schema.entity_sources():
             continue
         if s.dtype == tf.string:
             continue  # passthrough strings are not model inputs

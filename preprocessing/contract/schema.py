@@ -147,6 +147,14 @@ class Schema:
         return tuple(d.name for d in self.derived
                      if d.op == "entity" and d.transform == "vocabulary")
 
+    def entity_sources(self) -> tuple:
+        """The TensorFlow names of string columns an exact `entity` vocabulary is made of:
+        no model input themselves, as the copy holds every value they do and its never-seen
+        id must not be read back from them (training/models/entity_twins.py)."""
+        exact = self.entity_vocabularies()
+        return tuple(self.tf_name(d.inputs[0]) for d in self.derived if d.name in exact
+                     and self.column(d.inputs[0]).type == "string")
+
     def column(self, name: str) -> ColumnSpec:
         for c in self.columns:
             if c.name == name:

@@ -28,9 +28,10 @@ stripped:
   stay numbers;
 - other strings: a vocabulary when few distinct values, else hashed;
 - a column named like a key that repeats (a patient's `id` over visits) is a feature, not the
-  key; a numeric one is also a category, the derived `<name>_entity` (_entity): an exact
-  vocabulary, whose one id past the values seen in train stands for an entity never seen
-  (the models learn both: training/models/entity_twins.py).
+  key, and the derived `<name>_entity` (_entity): an exact vocabulary, whose one id past the
+  values seen in train stands for an entity never seen (the models learn both:
+  training/models/entity_twins.py). A numeric one stays a number too; a string one is
+  read through the copy alone.
 
 A numeric feature gets `numeric` (z-score + quantile bucket) and, when values are missing,
 `default: mean`. `report()` says per column what was decided and why.
@@ -295,7 +296,7 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
                 d = dataclasses.replace(d, why=f"named like a key but repeated ({len(s.distinct):,}"
                                         f" distinct in {s.present:,} rows; the split is by row: "
                                         f"--key_column {name} keeps each value's rows in one "
-                                        f"split): {d.why}" + (f"; and a category, `{copy.name}`"
+                                        f"split): {d.why}" + (f"; {_as_copy(d)}`{copy.name}`"
                                         f" (an entity's rows learned as a group, a new entity "
                                         f"as one never seen)" if copy else ""))
             if d.role == "key":
@@ -316,14 +317,21 @@ def _hash_buckets(distinct: Optional[int]) -> int:
     return max(100, min(10_000, distinct or 10_000))
 
 
+def _as_copy(d: Decision) -> str:
+    """How the models read a feature with an entity copy (_entity)."""
+    return "the models read it as the category " if d.spec.type == "string" else \
+        "and a category, "
+
+
 def _entity(name: str, d: Decision, taken) -> Optional[DerivedSpec]:
-    """A numeric feature that names an entity (a household over its purchases) as a category
-    too: scikit-learn's 255 bins give each of up to 255 households its own, and the trees
-    then read a household's choices; as a number alone ours did not (Ecdat's Cracker,
-    docs/performance.md). None for a string column (a category already) or when a column's
+    """A feature that names an entity (a household over its purchases) as the category the
+    models learn an entity never seen on (entity_twins.py). A number too: scikit-learn's 255
+    bins give each of up to 255 households its own, and the trees then read a household's
+    choices; as a number alone ours did not (Ecdat's Cracker, docs/performance.md). A string
+    column is read through its copy alone (Schema.entity_sources). None when a column's
     TensorFlow name (`taken`) is `<name>_entity`."""
     copy = f"{name}_entity"
-    if d.role != "feature" or d.spec.type == "string" or copy in taken:
+    if d.role != "feature" or copy in taken:
         return None
     return DerivedSpec(copy, "entity", (name,), "vocabulary")
 

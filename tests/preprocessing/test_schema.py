@@ -74,9 +74,13 @@ def test_a_repeated_numeric_id_is_a_number_and_a_category_with_a_never_seen_id()
     assert "--key_column id keeps each value's rows in one split" in decisions["id"].why
     assert "a category, `id_entity`" in decisions["id"].why
     assert Schema.from_dict(schema.to_dict()) == schema
-    # Not for a string id (a category already), nor when `id` is the key, nor a name taken.
+    assert schema.entity_sources() == ()
+    # A string id is read through its copy alone (its own vocabulary would name a new
+    # entity's rows apart from the never-seen id); not when `id` is the key, nor a name taken.
     named = [[r[0], f"p{r[1]}", r[2], r[3]] for r in rows]
-    assert not infer_from_profile(profile_rows(["rownames", "id", "f", "y"], named), "y")[0].derived
+    texts, decisions = infer_from_profile(profile_rows(["rownames", "id", "f", "y"], named), "y")
+    assert texts.derived == (copy,) and texts.entity_sources() == ("id",)
+    assert "the models read it as the category `id_entity`" in decisions["id"].why
     assert not infer_from_profile(profile_rows(["rownames", "id", "f", "y"], rows), "y",
                                   key="id")[0].derived
     taken = [r + ["x"] for r in rows]
@@ -95,6 +99,11 @@ def test_a_repeated_numeric_id_is_a_number_and_a_category_with_a_never_seen_id()
                   dataclasses.replace(hashed, hash_buckets=0)):
         with pytest.raises(SchemaError, match="op 'entity' is a category"):
             dataclasses.replace(schema, derived=(wrong,)).validate()
+    # A copy of the label, or of the key (no model input), is refused in one line.
+    for source in ("y", "rownames"):
+        with pytest.raises(SchemaError, match=f"input '{source}' must be a feature column"):
+            dataclasses.replace(schema, derived=(dataclasses.replace(copy, inputs=(source,)),)
+                                ).validate()
 
 def test_infer_small_int_label_is_classification():
     rows = [[str(i), str(i % 7), str(i % 3)] for i in range(100)]
