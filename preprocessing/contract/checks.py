@@ -108,12 +108,18 @@ def _derived(schema, seen: set) -> None:
 
 
 def _crosses(schema) -> None:
-    """Each cross: two or more categorical transformed features, at least one bucket."""
+    """Each cross: two or more categorical transformed features, at least one bucket; no
+    entity's exact copy or its string source (the twin rows that teach an entity never
+    seen blank the copy, not a cross: training/models/entity_twins.py)."""
     categorical = schema.categorical_outputs()
+    entity = set(schema.entity_vocabularies()) | set(schema.entity_sources())
     for x in schema.crosses:
         if len(x.features) < 2:
             raise SchemaError(f"cross {list(x.features)}: needs at least two features")
         for f in x.features:
+            if f in entity:
+                raise SchemaError(f"cross {list(x.features)}: '{f}' names an entity, whose "
+                                  f"never-seen id a cross would hide; cross other features")
             if f not in categorical or f.startswith("cross_"):
                 raise SchemaError(
                     f"cross {list(x.features)}: '{f}' is not a categorical transformed feature "

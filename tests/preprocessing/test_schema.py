@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from preprocessing import TAXI_SPEC
-from preprocessing.contract.schema import ColumnSpec, DerivedSpec, Schema, SchemaError
+from preprocessing.contract.schema import ColumnSpec, CrossSpec, DerivedSpec, Schema, SchemaError
 from preprocessing.contract.values import coerce_value
 from preprocessing.schema_inference.infer import infer_from_profile, infer_schema, parse_csv_sample
 from preprocessing.schema_inference.profile import profile_rows, profile_tables
@@ -99,6 +99,11 @@ def test_a_repeated_numeric_id_is_a_number_and_a_category_with_a_never_seen_id()
                   dataclasses.replace(hashed, hash_buckets=0)):
         with pytest.raises(SchemaError, match="op 'entity' is a category"):
             dataclasses.replace(schema, derived=(wrong,)).validate()
+    # A cross of an entity's copy, or of a string source read through it, would keep what
+    # the twins hide: refused in one line.
+    for crossed, f in ((schema, "id_entity"), (texts, "id_entity"), (texts, "id")):
+        with pytest.raises(SchemaError, match=f"'{f}' names an entity"):
+            dataclasses.replace(crossed, crosses=(CrossSpec((f, "f_bucket")),)).validate()
     # A copy of the label, or of the key (no model input), is refused in one line.
     for source in ("y", "rownames"):
         with pytest.raises(SchemaError, match=f"input '{source}' must be a feature column"):
