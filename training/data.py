@@ -184,9 +184,10 @@ def load_feature_info(data_dir: str, label_key: Optional[str] = None) -> Feature
             raise LabelKeyError(f"--label_key {label_key} is a string: map it to int ids in "
                                 "the preprocessing_fn (tft.compute_and_apply_vocabulary)")
     numeric, categorical = [], {}
+    not_inputs = {label, schema.tf_name(schema.label), schema.key and schema.tf_name(schema.key),
+                  *schema.entity_sources()}
     for name, s in sorted(spec.items()):
-        if name in (label, schema.tf_name(schema.label),
-                    schema.key and schema.tf_name(schema.key)) + schema.entity_sources():
+        if name in not_inputs:
             continue
         if s.dtype == tf.string:
             continue  # passthrough strings are not model inputs

@@ -84,12 +84,12 @@ def _columns(schema) -> set:
 def _derived(schema, seen: set) -> None:
     """Each derived feature: a known op on columns (`seen`; numeric ones but for `entity`,
     whose values are text anyway), a name of its own."""
+    features = {c.name for c in schema.serving_columns()}
     for d in schema.derived:
         if d.op not in DERIVED_OPS:
             raise SchemaError(f"derived '{d.name}': op '{d.op}' is not one of {list(DERIVED_OPS)}")
         if len(d.inputs) != DERIVED_OPS[d.op]:
             raise SchemaError(f"derived '{d.name}': op '{d.op}' takes {DERIVED_OPS[d.op]} inputs")
-        features = {c.name for c in schema.serving_columns()}
         for i in d.inputs:
             if d.op == "entity" and i not in features:  # served, and not the label
                 raise SchemaError(f"derived '{d.name}': input '{i}' must be a feature column "
