@@ -153,7 +153,7 @@ def main(argv=None) -> None:
                     "trainer keeps it on dd)")
     ap.add_argument("--refit_scale", type=float, default=FOLDS / (FOLDS - 1),
                     help="the `scaled` column's count over the folds' (default: the train "
-                    "rows over a fold's)")
+                    "rows over a fold's; 0: no `scaled` column)")
     ap.add_argument("--use_hessian_gain", action="store_true",
                     help="YDF's split gain with the hessian term (classification)")
     a = ap.parse_args(argv)
@@ -161,7 +161,8 @@ def main(argv=None) -> None:
     HESSIAN = a.use_hessian_gain
     warnings.filterwarnings("ignore")
     random_for = set(a.random_for.split(","))
-    print(f"{'table':<12} seed rounds " + " ".join(f"{c:>12}" for c in COLUMNS), flush=True)
+    columns = COLUMNS if a.refit_scale else COLUMNS[:-1]
+    print(f"{'table':<12} seed rounds " + " ".join(f"{c:>12}" for c in columns), flush=True)
     done = []
     for table in a.tables.split(","):
         for seed in (int(s) for s in a.seeds.split(",")):
@@ -169,14 +170,14 @@ def main(argv=None) -> None:
                            a.seeds_bagged, a.refit_scale)
             fmt = "{:.3f}x" if r["task"] == "regression" else "{:+.3f}"
             print(f"{table.split(':')[0]:<12} {seed:>4} {r['count']:>6} "
-                  + " ".join(f"{fmt.format(r['vs'][c]):>12}" for c in COLUMNS), flush=True)
+                  + " ".join(f"{fmt.format(r['vs'][c]):>12}" for c in columns), flush=True)
             done.append(r)
     for task, fmt, mean in (("regression", "{:.3f}x", lambda v: np.exp(np.mean(np.log(v)))),
                             ("classification", "{:+.4f}", np.mean)):
         rs = [r for r in done if r["task"] == task]
         if rs:
             print(f"{task[:12]:<12} {len(rs):>4}        " + " ".join(
-                f"{fmt.format(mean([r['vs'][c] for r in rs])):>12}" for c in COLUMNS))
+                f"{fmt.format(mean([r['vs'][c] for r in rs])):>12}" for c in columns))
 
 
 if __name__ == "__main__":
