@@ -180,6 +180,10 @@ def test_auto_keeps_the_family_better_on_the_validation_slice(preprocessed, taxi
     if model["family"] != "blend":  # one family is kept only when clearly better there
         other = ({"wide_deep", "boosted_trees"} - {model["family"]}).pop()
         assert rmse[model["family"]] < rmse[other] and "clearly lower" in model["chosen_by"]
+    else:  # its weight scored lowest on the same rows, and its figures are that blend's
+        from training.selection import BLEND_WEIGHTS
+        weight = cands["blend"]["network_weight"]
+        assert weight in BLEND_WEIGHTS and f"the network weighs {weight}" in model["chosen_by"]
     train_rows = json.load(open(os.path.join(data_dir, "summary.json")))["splits"]["train"]
     scored = {c["validation"]["examples"] for c in cands.values()}
     assert scored == {train_rows}
@@ -304,6 +308,25 @@ def test_auto_keeps_the_blend_unless_one_family_is_clearly_better_on_the_same_ro
     assert kept(loss, loss + 1.0, loss + 0.5)[0] == "wide_deep"
     # ... unless the blend is clearly lower than the better family too.
     assert kept(loss + 1.0, loss, loss - 0.2)[0] == "blend"
+
+
+def test_a_blend_kept_weighs_the_network_otherwise_only_where_clearly_lower():
+    from training.selection import BLEND_WEIGHTS, blend_name, choose_blend_weight
+    assert blend_name(0.5) == "blend" and blend_name(0.25) == "blend@0.25"
+    rng = np.random.default_rng(1)
+    net, trees = rng.normal(0.0, 1.0, 300), rng.normal(0.0, 0.5, 300)
+
+    def losses(label):
+        return {w: (w * net + (1 - w) * trees - label) ** 2 for w in BLEND_WEIGHTS}
+    weight, why = choose_blend_weight(losses(0.9 * trees + 0.1 * net))  # nearer the trees
+    assert weight == 0.25 and "the network weighs 0.25" in why and "0.75 " in why
+    assert choose_blend_weight(losses(0.9 * net + 0.1 * trees))[0] == 0.75
+    # Lower on average but within the noise of the paired difference: half each.
+    half = rng.normal(1.0, 0.5, 300) ** 2
+    e = rng.normal(0.0, 0.5, 300)
+    noisy = {0.5: half, 0.25: half - 0.01 + e - e.mean(), 0.75: half + 0.1}
+    assert np.mean(noisy[0.25]) < np.mean(half) and choose_blend_weight(noisy)[0] == 0.5
+    assert choose_blend_weight({w: np.ones(40) for w in BLEND_WEIGHTS})[0] == 0.5
 
 
 def test_classifiers_are_compared_by_the_brier_score_of_their_probabilities():
