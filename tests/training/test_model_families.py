@@ -180,7 +180,7 @@ def test_auto_keeps_the_family_better_on_the_validation_slice(preprocessed, taxi
     if model["family"] != "blend":  # one family is kept only when clearly better there
         other = ({"wide_deep", "boosted_trees"} - {model["family"]}).pop()
         assert rmse[model["family"]] < rmse[other] and "clearly lower" in model["chosen_by"]
-    else:  # its weight scored lowest on the same rows, and its figures are that blend's
+    else:  # its weight, chosen on the same rows, and why
         from training.selection import BLEND_WEIGHTS
         weight = cands["blend"]["network_weight"]
         assert weight in BLEND_WEIGHTS and f"the network weighs {weight}" in model["chosen_by"]
