@@ -5,24 +5,8 @@ each scored row by row (row_losses) on train rows that neither family trained on
 split chooses nothing): a hashed 1-in-10 validation slice of the train split, or, on a small
 table (training/defaults.py choice_folds), every train row: the split is cut into folds
 and each fold is scored by a network and trees trained on the other folds (cross-fitting).
-"Clearly lower" below means a mean loss lower by more than one standard error of the
-paired difference on those rows.
-
-- The blend is kept by default: the average of two different models is rarely worse than
-  the better one and often better than both.
-- If one family is clearly lower than the other, averaging in the worse one would cost:
-  that family is kept, unless the blend is clearly lower than it.
-- A blend kept weighs the two families half each, unless the blend at another weight of
-  BLEND_WEIGHTS is clearly lower (choose_blend_weight); `--model blend` keeps half each.
-- Under MIN_DECISION_ROWS rows nothing is decided (the blend is kept): a standard error
-  from a few rows is itself noise (a 5-row slice of a 150-row table once chose the trees,
-  whose error on the rows that followed was the largest of the three).
-- The trees' shape is chosen first, on the same rows (choose_shape): oblique splits with
-  many-valued categories' frequent values split by CART's search (training/models/trees.py
-  AUTO_ENCODINGS; an entity's copy alone, its values: ENTITY_FIRST), unless the trees of
-  another split axis, with every value seen twice, with those categories as their mean
-  labels (training/models/category_means.py) or split by YDF's RANDOM search are lower by
-  AXIS_ERRORS (ENCODING_ERRORS for the encoding or search alone) standard errors.
+Each model predicts each fold once; the blend at each weight is scored from the two
+families' predictions (BlendModel.combine). The rules that keep one: training/choice_rules.py.
 """
 from __future__ import annotations
 
@@ -31,13 +15,21 @@ import dataclasses
 import functools
 import logging
 import time
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Optional
 
 import numpy as np
 
 from preprocessing.reference.evaluation import EvalSums
 from training import data as data_lib
 from training import defaults
+from training.choice_rules import (
+    BLEND_WEIGHTS,
+    TREES,
+    blend_name,
+    choose_blend_weight,
+    choose_family,
+    choose_shape,
+)
 from training.config import TrainConfig
 from training.models.blend import BLEND, BlendModel
 from training.models.forests import seeded, train_forests
@@ -49,101 +41,9 @@ from training.models.trees import (
     train_trees,
 )
 from training.reporting.importance import forest_importance
-from training.reporting.scoring import exact_eval, scored_sums
+from training.reporting.scoring import Predictions, exact_eval, predicted, sums_of
 
 log = logging.getLogger("training")
-
-TREES = "boosted_trees"
-MIN_DECISION_ROWS = 30   # a smaller validation slice keeps the blend
-# Axis-aligned trees replace the oblique ones (lower on all 11 of the benchmark's regression
-# tables) only when lower by this many standard errors. Switched at 1.4 to 2.3, four tables
-# scored no better or worse on test (titanic2, wage, the demo's taxi data, boot's aids
-# 1.15x -> 1.26x); the four that gained were ahead by 4.1 to 8.2 (docs/performance.md).
-AXIS_ERRORS = 3.0
-# Trees with many-valued categories as their mean labels, or split by RANDOM search, replace
-# those splitting them by CART's when lower by this many standard errors (a shape of another
-# split axis too: AXIS_ERRORS).
-# causaldata's social_insure (village, address), seed 1: lower by 2.4, kept as categories,
-# -0.092 accuracy against scikit-learn's (docs/performance.md).
-ENCODING_ERRORS = 2.0
-# The network's share in a blend kept. On txhousing's seed 0 the blend weighing it 0.25 was
-# clearly lower on 5,675 held-out rows (mean loss 1,825 against half each's 1,979), and its
-# test RMSE went 0.803x -> 0.703x scikit-learn's (docs/performance.md).
-BLEND_WEIGHTS = (0.25, 0.5, 0.75)
-
-
-def clearly_lower(loss: np.ndarray, than: np.ndarray, errors: float = 1.0
-                  ) -> Tuple[bool, str]:
-    """(whether `loss` has a mean lower than `than`'s by more than `errors` standard errors
-    of their paired difference, the figures)."""
-    diff = np.asarray(loss, np.float64) - np.asarray(than, np.float64)
-    n = len(diff)
-    se = float(diff.std(ddof=1) / np.sqrt(n)) if n > 1 else float("inf")
-    mean = float(diff.mean()) if n else 0.0
-    return mean < -errors * se, f"{mean:.4g} (standard error {se:.4g})"
-
-
-def choose_family(losses: Dict[str, np.ndarray], network: str,
-                  rows: str = "validation slice") -> Tuple[str, str]:
-    """(candidate kept, why) from the per-row losses of `network`, TREES and BLEND on the
-    same rows (`rows` says which), by the rule of the module's docstring."""
-    n = len(losses[BLEND])
-    head = f"{rows} of {n} rows"
-    if n < MIN_DECISION_ROWS:
-        return BLEND, (f"{head}, under {MIN_DECISION_ROWS}: too few to tell the candidates "
-                       f"apart; the blend is kept")
-    trees_lower, trees_vs_net = clearly_lower(losses[TREES], losses[network])
-    net_lower, _ = clearly_lower(losses[network], losses[TREES])
-    better = TREES if trees_lower else network if net_lower else None
-    why = f"{head}: mean loss of the trees minus the network's {trees_vs_net}"
-    if better is None:
-        return BLEND, why + "; neither clearly lower: the blend is kept"
-    blend_lower, blend_vs = clearly_lower(losses[BLEND], losses[better])
-    why += f"; the blend minus {better} {blend_vs}"
-    if blend_lower:
-        return BLEND, why + f"; the blend is clearly lower than {better}: kept"
-    return better, why + f"; {better} is clearly lower than the other family: kept"
-
-
-def blend_name(network_weight: float) -> str:
-    """The name a blend is scored under: BLEND at half each, else with its weight."""
-    return BLEND if network_weight == 0.5 else f"{BLEND}@{network_weight}"
-
-
-def choose_blend_weight(losses: Dict[float, np.ndarray]) -> Tuple[float, str]:
-    """(the network's weight in a blend kept, why) from the per-row losses of the blend at
-    each weight of BLEND_WEIGHTS on the same rows: half each, unless another weight's loss
-    is clearly lower; then the lowest of those."""
-    compared = {w: clearly_lower(v, losses[0.5]) for w, v in losses.items() if w != 0.5}
-    lower = [w for w in compared if compared[w][0]]
-    weight = min(lower, key=lambda w: float(np.mean(losses[w]))) if lower else 0.5
-    return weight, (f"the network weighs {weight} in it (mean loss minus half each's: " +
-                    ", ".join(f"{w} {compared[w][1]}" for w in sorted(compared)) + ")")
-
-
-def choose_shape(losses: Dict[TreesShape, np.ndarray]) -> Tuple[TreesShape, str]:
-    """(trees' shape, why) from the per-row losses of each shape's trees on the same
-    held-out rows (the default shape first): the first, unless others are clearly lower,
-    by AXIS_ERRORS standard errors for another split axis (a 1% difference on a few hundred
-    rows is noise: ISLR's Hitters kept axis-aligned trees for one and lost 19% on test),
-    ENCODING_ERRORS for another category encoding or search alone; then the lowest of those."""
-    first, *others = losses
-    if not others:
-        return first, ("the one grown (--split_axis and --category_encoding, or no rows "
-                       "held out)")
-    n = len(losses[first])
-    if n < MIN_DECISION_ROWS:
-        return first, f"{n} held-out rows, under {MIN_DECISION_ROWS}: {first} kept"
-    def errors(shape):
-        return ENCODING_ERRORS if shape.axis == first.axis else AXIS_ERRORS
-    compared = {s: clearly_lower(losses[s], losses[first], errors(s)) for s in others}
-    lower = [s for s in others if compared[s][0]]
-    shown = min(lower or others, key=lambda s: float(np.mean(losses[s])))
-    why = (f"mean loss on {n} held-out rows of {shown} minus {first}'s {compared[shown][1]}"
-           + (f" (the lowest of {len(others)} others)" if len(others) > 1 else ""))
-    if lower:
-        return shown, why + f": lower by over {errors(shown):g} standard errors, {shown} kept"
-    return first, why + f": not lower by {errors(shown):g} standard errors, {first} kept"
 
 
 def _cut_or_grown(cfg: TrainConfig, info, train_files, fold: int, folds: int, run: TreesRun,
@@ -191,12 +91,12 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
     in `runs` on validation fold 0 of `folds` (the rows they were trained without), then of
     each further fold by a network (`refit_network`) and trees trained without that fold,
     and their blend at each weight of BLEND_WEIGHTS (`blend(network, trees, weight)`, under
-    blend_name): the same rows, in the same order, for every candidate. The trees are grown
-    on every fold in each shape of `trees_runs` (fold 0's), and those of the shape
-    choose_shape keeps are scored. Cross-fitted, every
-    fold's trees (each stopped on its fold) are first cut, or grown again, to the count
-    with the lowest loss over the folds (fold_num_trees), the count the trees exported
-    keep: the choices judge the trees that would be kept."""
+    blend_name, combined from the two families' predictions): the same rows, in the same
+    order, for every candidate. The trees are grown on every fold in each shape of
+    `trees_runs` (fold 0's), and those of the shape choose_shape keeps are scored.
+    Cross-fitted, every fold's trees (each stopped on its fold) are first cut, or grown
+    again, to the count with the lowest loss over the folds (fold_num_trees), the count the
+    trees exported keep: the choices judge the trees that would be kept."""
     network = next(n for n in runs if n not in (TREES, BLEND))
     started = time.time()
     others = [data_lib.choice_fold(fold, folds).other() for fold in range(1, folds)]
@@ -223,16 +123,17 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
                            for fold, t in enumerate(by_shape[shape])]
                    for shape, count in rounds.items()}
             by_shape.update({shape: [c.result() for c in done] for shape, done in cut.items()})
-    # Each shape's trees scored fold by fold on the rows they were grown without (per-row
-    # losses, as the families are compared), when there are two to choose from; the kept
-    # shape's scores are the trees' own below, not read and scored again.
-    shape_scored = {shape: [scored_sums(t.model, train_files, t.info, batch,
-                                    data_lib.choice_fold(fold, folds))
-                            for fold, t in enumerate(fold_trees)]
-                    for shape, fold_trees in by_shape.items()} if len(by_shape) > 1 else {}
+    def fold_predictions(fold_trees):
+        return [predicted(t.model, train_files, t.info, batch, data_lib.choice_fold(fold, folds))
+                for fold, t in enumerate(fold_trees)]
+    # Each shape's trees predict fold by fold the rows they were grown without (scored by
+    # per-row losses, as the families are compared), when there are two to choose from; the
+    # kept shape's predictions are the trees' own below, not made again.
+    shape_predicted = {shape: fold_predictions(fold_trees)
+                       for shape, fold_trees in by_shape.items()} if len(by_shape) > 1 else {}
     shape, why = choose_shape(
-        {a: np.concatenate([rows for _, rows in scored]) for a, scored in shape_scored.items()}
-        or {a: np.zeros(0) for a in by_shape})
+        {a: np.concatenate([sums_of(p, t.info)[1] for p, t in zip(preds, by_shape[a])])
+         for a, preds in shape_predicted.items()} or {a: np.zeros(0) for a in by_shape})
     log.info("--model auto: the trees grow %s (%s)", shape, why)
     most, further, _ = defaults.num_trees(cfg.num_trees, folds)
     if further and rounds.get(shape, 0) > most - defaults.FOLD_LOOK_AHEAD:
@@ -242,28 +143,31 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
         by_shape[shape], rounds[shape] = _grown_further(cfg, info, train_files, folds, shape,
                                                         further)
         most = further
-        if shape_scored:
-            shape_scored[shape] = [scored_sums(t.model, train_files, t.info, batch,
-                                           data_lib.choice_fold(fold, folds))
-                                   for fold, t in enumerate(by_shape[shape])]
+        if shape_predicted:
+            shape_predicted[shape] = fold_predictions(by_shape[shape])
     choice = TreesChoice(shape, why, rounds.get(shape), most)
     fold_runs = list(zip([runs[network][0]] + nets, by_shape[shape]))
     first = by_shape[shape][0]
     runs[TREES] = (first.model, first.info)
     runs[BLEND] = (blend(runs[network][0], first.model), first.info)
+    net_info = runs[network][1]
     sums: Dict[str, EvalSums] = {}
     losses: Dict[str, list] = {}
     for fold, (net_model, trees) in enumerate(fold_runs):
-        scored = {network: (net_model, runs[network][1]), TREES: (trees.model, trees.info),
-                  **{blend_name(w): (blend(net_model, trees.model, w), trees.info)
-                     for w in BLEND_WEIGHTS}}
-        for name, (model, served) in scored.items():
-            sums.setdefault(name, EvalSums())
-            losses.setdefault(name, [])
-            s, rows = shape_scored[shape][fold] if name == TREES and shape_scored else \
-                scored_sums(model, train_files, served, batch, data_lib.choice_fold(fold, folds))
-            sums[name] = sums[name].merge(s)
-            losses[name].append(rows)
+        rows = data_lib.choice_fold(fold, folds)
+        net = predicted(net_model, train_files, net_info, batch, rows)
+        tree = shape_predicted[shape][fold] if shape_predicted else \
+            predicted(trees.model, train_files, trees.info, batch, rows)
+        if not np.array_equal(net.label, tree.label):  # the blends below pair them row by row
+            raise RuntimeError(f"fold {fold}: the network and the trees read different rows")
+        scored = {network: (net, net_info), TREES: (tree, trees.info),
+                  **{blend_name(w): (Predictions(
+                      blend(net_model, trees.model, w).combine(net.out, tree.out).numpy(),
+                      tree.label, tree.weight), trees.info) for w in BLEND_WEIGHTS}}
+        for name, (pred, served) in scored.items():
+            fold_sums, fold_losses = sums_of(pred, served)
+            sums[name] = sums.get(name, EvalSums()).merge(fold_sums)
+            losses.setdefault(name, []).append(fold_losses)
     return sums, {n: np.concatenate(v) for n, v in losses.items()}, choice
 
 

@@ -23,8 +23,8 @@ import tensorflow as tf
 import tf_keras as keras
 
 from preprocessing.reference.slices import SliceError
+from training import choice_rules, defaults, guards
 from training import data as data_lib
-from training import defaults, guards, selection
 from training.config import NETWORKS, TrainConfig
 from training.exporting import golden_rows
 from training.exporting.export import export_model, next_version_dir
@@ -120,10 +120,10 @@ def check_rows_for_a_choice(cfg: TrainConfig, info, families: tuple) -> None:
     under MIN_DECISION_ROWS rows cannot fill the folds (3 rows trained for 70 s, then failed
     on an empty fold). Said at launch, in one line."""
     rows = info.split_rows.get("train") or 0
-    if cfg.model == "auto" and len(families) == 2 and rows < selection.MIN_DECISION_ROWS:
+    if cfg.model == "auto" and len(families) == 2 and rows < choice_rules.MIN_DECISION_ROWS:
         raise guards.TrainingError(
             f"the train split has {rows} row(s): --model auto chooses between models on "
-            f"held-out rows and needs at least {selection.MIN_DECISION_ROWS}; add rows (one "
+            f"held-out rows and needs at least {choice_rules.MIN_DECISION_ROWS}; add rows (one "
             "model, --model wide_deep or boosted_trees, needs a non-empty eval split)")
 
 

@@ -181,7 +181,7 @@ def test_auto_keeps_the_family_better_on_the_validation_slice(preprocessed, taxi
         other = ({"wide_deep", "boosted_trees"} - {model["family"]}).pop()
         assert rmse[model["family"]] < rmse[other] and "clearly lower" in model["chosen_by"]
     else:  # its weight, chosen on the same rows, and why
-        from training.selection import BLEND_WEIGHTS
+        from training.choice_rules import BLEND_WEIGHTS
         weight = cands["blend"]["network_weight"]
         assert weight in BLEND_WEIGHTS and f"the network weighs {weight}" in model["chosen_by"]
     train_rows = json.load(open(os.path.join(data_dir, "summary.json")))["splits"]["train"]
@@ -293,7 +293,7 @@ def test_an_input_far_outside_the_training_range_predicts_within_the_labels(trai
 
 
 def test_auto_keeps_the_blend_unless_one_family_is_clearly_better_on_the_same_rows():
-    from training.selection import choose_family
+    from training.choice_rules import choose_family
     rng = np.random.default_rng(0)
     loss = rng.normal(1.0, 0.5, 400) ** 2
 
@@ -311,7 +311,7 @@ def test_auto_keeps_the_blend_unless_one_family_is_clearly_better_on_the_same_ro
 
 
 def test_a_blend_kept_weighs_the_network_otherwise_only_where_clearly_lower():
-    from training.selection import BLEND_WEIGHTS, blend_name, choose_blend_weight
+    from training.choice_rules import BLEND_WEIGHTS, blend_name, choose_blend_weight
     assert blend_name(0.5) == "blend" and blend_name(0.25) == "blend@0.25"
     rng = np.random.default_rng(1)
     net, trees = rng.normal(0.0, 1.0, 300), rng.normal(0.0, 0.5, 300)
@@ -341,7 +341,7 @@ def test_classifiers_are_compared_by_the_brier_score_of_their_probabilities():
 
 
 def test_auto_does_not_decide_on_a_slice_too_small_to_tell():
-    from training.selection import MIN_DECISION_ROWS, choose_family
+    from training.choice_rules import MIN_DECISION_ROWS, choose_family
 
     def trees_lower(n):  # the trees lower by 0.5 on every row, give or take 0.01
         trees = 0.5 + 0.01 * (np.arange(n) % 2)
@@ -452,6 +452,46 @@ def test_trees_trained_less_a_fold_score_it_after_every_tree(preprocessed, tmp_p
     assert cut.num_trees == 10 and run.fold_losses[9] == pytest.approx(cut_losses.sum(),
                                                                        rel=1e-3)
     assert train_trees(cfg, info, files, holdout=None, num_trees=7).num_trees == 7
+
+
+@pytest.mark.slow
+def test_a_blend_scored_from_each_familys_predictions_is_the_blend_run_on_the_rows(
+        preprocessed, tmp_path):
+    """--model auto scores the blend at each weight from the network's and the trees'
+    predictions on a fold, each made once (BlendModel.combine): the same rows, metrics and
+    per-row losses as the blend model run on that fold, for a network that learnt a scaled
+    label (its back-transform applied before the average, the trees' bounds after)."""
+    import dataclasses
+
+    from training.data import choice_fold
+    from training.models.blend import BlendModel
+    from training.models.trees import train_trees
+    from training.reporting.scoring import Predictions, predicted, scored_sums, sums_of
+    from training.target import LabelScaler
+    data_dir, _ = preprocessed
+    cfg = small_train_config(data_dir, str(tmp_path / "job"), model="boosted_trees",
+                             num_trees=10)
+    info = load_feature_info(data_dir)
+    files = split_files(data_dir, "train")
+    fold = choice_fold(1, 4)
+    trees = train_trees(cfg, info, files, holdout=fold.other())
+    scaler = LabelScaler(log=False, mean=10.0, std=4.0, low=0.0, high=40.0)
+
+    def net(features, training=False):  # scaled: 0.8 x the trees + 2 on the label's scale
+        return (trees.model(features) * 0.8 + 2.0 - scaler.mean) / scaler.std
+    net_info = dataclasses.replace(trees.info, label_scaler=scaler)
+    by_net = predicted(net, files, net_info, 512, fold)
+    by_trees = predicted(trees.model, files, trees.info, 512, fold)
+    assert len(by_net.out) > 50 and np.array_equal(by_net.label, by_trees.label)
+    for weight in (0.25, 0.5, 0.75):
+        blend = BlendModel(net, scaler, trees.model, regression=True, network_weight=weight)
+        run_sums, run_losses = scored_sums(blend, files, trees.info, 512, fold)
+        sums, losses = sums_of(Predictions(blend.combine(by_net.out, by_trees.out).numpy(),
+                                           by_trees.label, by_trees.weight), trees.info)
+        np.testing.assert_allclose(losses, run_losses, rtol=1e-5, atol=1e-6)
+        assert sums.metrics("regression") == pytest.approx(run_sums.metrics("regression"))
+        # ... and the weight matters: the network's share moves the loss.
+        assert not np.allclose(losses, sums_of(by_trees, trees.info)[1])
 
 
 @pytest.mark.slow

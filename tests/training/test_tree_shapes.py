@@ -1,6 +1,6 @@
 """The trees' shape under `--split_axis auto` (the default): oblique and axis-aligned
 trees grown on the same rows, the one with the lower loss on the rows held out from them
-kept (training/selection.py choose_shape; the category encoding, the shape's other half:
+kept (training/choice_rules.py choose_shape; the category encoding, the shape's other half:
 tests/training/test_category_means.py)."""
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ from training.data import load_feature_info, split_files
 
 def choose_axis(losses):
     """choose_shape over shapes of one encoding, by axis name."""
+    from training.choice_rules import choose_shape
     from training.models.trees import TreesShape
-    from training.selection import choose_shape
     shape, why = choose_shape({TreesShape(a): rows for a, rows in losses.items()})
     return shape.axis, why
 
 
 def test_the_axis_aligned_trees_are_kept_only_when_clearly_lower_on_the_held_out_rows():
     """Lower by AXIS_ERRORS (3) standard errors of the paired difference."""
-    from training.selection import MIN_DECISION_ROWS
+    from training.choice_rules import MIN_DECISION_ROWS
     rng = np.random.default_rng(0)
     oblique = rng.exponential(1.0, 400)
     # Lower on every row: kept, with the figures.
@@ -53,8 +53,8 @@ def test_the_axis_aligned_trees_are_kept_only_when_clearly_lower_on_the_held_out
 
 
 def test_of_several_shapes_clearly_lower_than_the_default_the_lowest_is_kept():
+    from training.choice_rules import choose_shape
     from training.models.trees import TreesShape
-    from training.selection import choose_shape
     rng = np.random.default_rng(0)
     first = rng.exponential(1.0, 400) + 1.0
     default, aligned = TreesShape(), TreesShape("AXIS_ALIGNED")

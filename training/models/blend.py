@@ -35,8 +35,13 @@ class BlendModel(tf.Module):
         self.network_weight = float(network_weight)
 
     def __call__(self, features, training=False):
-        net = tf.cast(held(self, "network")(features, training=False), tf.float32)
-        trees = tf.cast(self.trees(features, training=False), tf.float32)
+        return self.combine(held(self, "network")(features, training=False),
+                            self.trees(features, training=False))
+
+    def combine(self, net, trees):
+        """The blend of the two families' outputs on the same rows (tensors or arrays): how
+        `--model auto` scores the blend at each weight from predictions made once."""
+        net, trees = tf.cast(net, tf.float32), tf.cast(trees, tf.float32)
         w = self.network_weight
         if self._regression:
             if self._scaler is not None:  # the network learnt a scaled label

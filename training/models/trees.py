@@ -55,7 +55,7 @@ FREQUENT_MIN_COUNT = 10
 YDF_RANDOM_ARITY = 300
 MAX_VOCAB = YDF_RANDOM_ARITY - 2
 # `--split_axis auto` grows both kinds where rows are held out; the first is kept unless
-# the other is clearly lower on them (training/selection.py choose_shape), and grown when
+# the other is clearly lower on them (training/choice_rules.py choose_shape), and grown when
 # none are. Each is far ahead on some tables: oblique on ISLR's College (0.861x vs 0.968x of
 # scikit-learn's RMSE, and lower on average over the benchmark's tables), axis-aligned on
 # dslabs' us_contagious_diseases (43k vs 89k RMSE: a lookup by state and year) and on

@@ -5,6 +5,7 @@ metrics.json's final figures are exact_eval's: every eval row once, on this proc
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional, Tuple
 
 import numpy as np
@@ -23,24 +24,46 @@ def scored_rows(model, files, info, batch_size: int,
     return sums.metrics(info.task), losses
 
 
-def scored_sums(model, files, info, batch_size: int, holdout) -> Tuple[EvalSums, np.ndarray]:
-    """(EvalSums to merge across folds, each row's loss) over `files`' `holdout` rows."""
+@dataclasses.dataclass
+class Predictions:
+    """A model's raw outputs on rows, with their labels and label weights, in file order."""
+    out: np.ndarray     # [rows, 1] regression (the model's scale), [rows, classes] logits
+    label: np.ndarray   # [rows, 1] regression, [rows] class ids
+    weight: np.ndarray  # [rows]; 0 = a class never seen in train
+
+
+def predicted(model, files, info, batch_size: int, holdout) -> Predictions:
+    """`model`'s Predictions over `files`' `holdout` rows."""
     ds = data_lib.make_dataset_fn(files, info, batch_size, training=False, scale_label=False,
                                   holdout=holdout)()
     predict = tf.function(lambda x: model(x, training=False), reduce_retracing=True)
-    sums, losses = EvalSums(), []
+    outs, labels, weights = [], [], []
     for features, label, weight in ds:
-        out = predict(features).numpy()
-        y, w = label.numpy(), weight.numpy()
-        if info.task == "regression":
-            pred = out[:, 0] if info.label_scaler is None else \
-                info.label_scaler.inverse(out[:, 0]).numpy()
-            sums.add_regression(pred, y[:, 0])
-            losses.append(row_losses(pred, y[:, 0]))
-        else:
-            sums.add_classification(np.argmax(out, -1) == y, w)
-            losses.append(row_losses(out, y, w))
-    return sums, (np.concatenate(losses) if losses else np.zeros(0))
+        outs.append(predict(features).numpy())
+        labels.append(label.numpy())
+        weights.append(weight.numpy())
+    if not outs:
+        return Predictions(np.zeros((0, 1), np.float32), np.zeros(0), np.zeros(0))
+    return Predictions(np.concatenate(outs), np.concatenate(labels), np.concatenate(weights))
+
+
+def sums_of(pred: Predictions, info) -> Tuple[EvalSums, np.ndarray]:
+    """(EvalSums to merge across folds, each row's loss) of Predictions made with `info`."""
+    sums = EvalSums()
+    if not len(pred.out):
+        return sums, np.zeros(0)
+    if info.task == "regression":
+        values = pred.out[:, 0] if info.label_scaler is None else \
+            info.label_scaler.inverse(pred.out[:, 0]).numpy()
+        sums.add_regression(values, pred.label[:, 0])
+        return sums, row_losses(values, pred.label[:, 0])
+    sums.add_classification(np.argmax(pred.out, -1) == pred.label, pred.weight)
+    return sums, row_losses(pred.out, pred.label, pred.weight)
+
+
+def scored_sums(model, files, info, batch_size: int, holdout) -> Tuple[EvalSums, np.ndarray]:
+    """(EvalSums to merge across folds, each row's loss) over `files`' `holdout` rows."""
+    return sums_of(predicted(model, files, info, batch_size, holdout), info)
 
 
 def exact_eval(model, files, info, batch_size: int, holdout=None) -> dict:
