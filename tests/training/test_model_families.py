@@ -428,21 +428,27 @@ def test_the_trees_exported_keep_the_count_lowest_over_the_folds():
     assert fold_num_trees([np.array([1.0, 0.5]), np.array([2.0, 1.9, 0.0])]) == 2
 
 
+def _trees_without_a_fold(preprocessed, tmp_path, num_trees: int) -> tuple:
+    """(config, info, train files, fold 1 of 4, trees of `num_trees` grown without it)."""
+    from training.data import choice_fold
+    from training.models.trees import train_trees
+    data_dir, _ = preprocessed
+    cfg = small_train_config(data_dir, str(tmp_path / "job"), model="boosted_trees",
+                             num_trees=num_trees)
+    info = load_feature_info(data_dir)
+    files = split_files(data_dir, "train")
+    fold = choice_fold(1, 4)
+    return cfg, info, files, fold, train_trees(cfg, info, files, holdout=fold.other())
+
+
 @pytest.mark.slow
 def test_trees_trained_less_a_fold_score_it_after_every_tree(preprocessed, tmp_path):
     """The curve fold_num_trees reads: the held-out fold's summed loss after each tree,
     whose last value is what the trees predict for that fold, and whose k-th is what the
     trees cut to k predict."""
-    from training.data import choice_fold
     from training.models.trees import train_trees
     from training.reporting.scoring import scored_rows
-    data_dir, _ = preprocessed
-    cfg = small_train_config(data_dir, str(tmp_path / "job"), model="boosted_trees",
-                             num_trees=25)
-    info = load_feature_info(data_dir)
-    files = split_files(data_dir, "train")
-    fold = choice_fold(1, 4)
-    run = train_trees(cfg, info, files, holdout=fold.other())
+    cfg, info, files, fold, run = _trees_without_a_fold(preprocessed, tmp_path, 25)
     assert run.fold_losses.shape == (25,) and run.fold_losses[-1] < run.fold_losses[0]
     metrics, losses = scored_rows(run.model, files, run.info, 512, holdout=fold)
     assert run.fold_losses[-1] == pytest.approx(losses.sum(), rel=1e-3)
@@ -463,18 +469,10 @@ def test_a_blend_scored_from_each_familys_predictions_is_the_blend_run_on_the_ro
     label (its back-transform applied before the average, the trees' bounds after)."""
     import dataclasses
 
-    from training.data import choice_fold
     from training.models.blend import BlendModel
-    from training.models.trees import train_trees
     from training.reporting.scoring import Predictions, predicted, scored_sums, sums_of
     from training.target import LabelScaler
-    data_dir, _ = preprocessed
-    cfg = small_train_config(data_dir, str(tmp_path / "job"), model="boosted_trees",
-                             num_trees=10)
-    info = load_feature_info(data_dir)
-    files = split_files(data_dir, "train")
-    fold = choice_fold(1, 4)
-    trees = train_trees(cfg, info, files, holdout=fold.other())
+    _, _, files, fold, trees = _trees_without_a_fold(preprocessed, tmp_path, 10)
     scaler = LabelScaler(log=False, mean=10.0, std=4.0, low=0.0, high=40.0)
 
     def net(features, training=False):  # scaled: 0.8 x the trees + 2 on the label's scale
