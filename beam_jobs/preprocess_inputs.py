@@ -99,6 +99,10 @@ class InputsFound:
         progress.show()
         if prof.note:
             logging.warning("preprocess: schema inference %s", prof.note)
+        if prof.not_utf8:
+            logging.warning("preprocess: schema inference left out %s row(s) that are not UTF-8 "
+                            "text; the pipeline dead-letters them (bad_encoding): save the "
+                            "file as UTF-8 to keep them", f"{prof.not_utf8:,}")
         return prof
 
     def _resolve_schema(self, o, header) -> Schema:

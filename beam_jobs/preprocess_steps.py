@@ -79,7 +79,7 @@ class ReadCsvSplits(beam.PTransform):
         chunks, read_rejects, counts = pbegin | "ReadCsv" >> reading.ReadChunks(
             JOB, self.patterns, self.rows_per_batch, block_bytes=self.block_bytes or None,
             total_bytes=self.total_bytes, max_bytes=self.record_bounds[0],
-            max_lines=self.record_bounds[1])
+            max_lines=self.record_bounds[1], delimiter=self.delimiter)
         parsed = chunks | "ParseAndSplit" >> typed_outputs(beam.ParDo(
             ParseAndSplit(self.schema, self.fractions, self.delimiter, self.record_bounds)),
             Any, "rejects", counting.COUNTS, *SPLITS, **SPLIT_TYPES)

@@ -28,7 +28,7 @@ from preprocessing.parsing.row_parser import (
     MAX_RECORD_BYTES,
     MAX_RECORD_LINES,
     RAW_HEAD,
-    check_line_ends,
+    check_first_line,
     header_names,
     split_fields,
 )
@@ -67,8 +67,9 @@ class ReadFileChunks(beam.DoFn):
     def __init__(self, job: str, chunk_rows: int, fmt: str = "csv",
                  block_bytes: Optional[int] = None, total_bytes: Optional[int] = None,
                  header: Optional[tuple] = None, max_bytes: int = MAX_RECORD_BYTES,
-                 max_lines: int = MAX_RECORD_LINES):
+                 max_lines: int = MAX_RECORD_LINES, delimiter: str = ","):
         self.job = job
+        self.delimiter = delimiter  # the header's; the parse step splits the rows
         self.max_bytes, self.max_lines = max_bytes, max_lines
         self.fixed_header = tuple(header) if header else None  # headerless CSV: all is data
         self.chunk_rows = chunk_rows
@@ -132,7 +133,7 @@ class ReadFileChunks(beam.DoFn):
                     while line_rejects:
                         yield from self._line_reject(path, *line_rejects.pop())
                     if fmt == "csv" and header is None:
-                        header = _header(record, path)
+                        header = _header(record, path, self.delimiter)
                         continue
                     chunk.append((pos, record))
                     if len(chunk) >= self.chunk_rows:
@@ -166,7 +167,7 @@ class ReadFileChunks(beam.DoFn):
         counted, line_rejects, header = LineCounter(f), [], None
         for _, record in read_records(counted, "csv", line_rejects, 1, self.max_bytes,
                                       self.max_lines):
-            header = _header(record, path)
+            header = _header(record, path, self.delimiter)
             break
         if line_rejects:
             raise BadHeader(_header_problem(path, line_rejects))
@@ -261,10 +262,10 @@ class BadHeader(ValueError):
     run is partial), not a failure of the whole job."""
 
 
-def _header(record: str, path: str) -> tuple:
+def _header(record: str, path: str, delimiter: str = ",") -> tuple:
     try:
-        check_line_ends(record, path)
-        return header_names(split_fields([record])[0] or [], path)
+        check_first_line(record, path)
+        return header_names(split_fields([record], delimiter)[0] or [], path)
     except ValueError as e:
         raise BadHeader(str(e)) from None
 
@@ -283,15 +284,17 @@ class ReadChunks(beam.PTransform):
     CSV records come as CsvBlocks (see ReadFileChunks). `total_bytes` (the inputs' size, when
     known) gives the progress lines a percentage and an ETA. `header`: CSV files without a
     header row, whose columns are these (every record is data). `max_bytes` / `max_lines`:
-    the bounds of one record (see read_records).
+    the bounds of one record (see read_records). `delimiter`: the CSV header's field
+    delimiter (--delimiter; the rows are split where they are parsed).
     """
 
     def __init__(self, job: str, patterns: Sequence[str], chunk_rows: int = 2000,
                  fmt: str = "csv", block_bytes: Optional[int] = None,
                  total_bytes: Optional[int] = None, header: Optional[tuple] = None,
-                 max_bytes: int = MAX_RECORD_BYTES, max_lines: int = MAX_RECORD_LINES):
+                 max_bytes: int = MAX_RECORD_BYTES, max_lines: int = MAX_RECORD_LINES,
+                 delimiter: str = ","):
         super().__init__()
-        self.header = header
+        self.header, self.delimiter = header, delimiter
         self.bounds = (max_bytes, max_lines)
         self.job = job
         self.patterns = list(patterns)
@@ -308,7 +311,8 @@ class ReadChunks(beam.PTransform):
             | "Open" >> fileio.ReadMatches()
             | "ReadChunks" >> typed_outputs(
                 beam.ParDo(ReadFileChunks(self.job, self.chunk_rows, self.fmt, self.block_bytes,
-                                          self.total_bytes, self.header, *self.bounds)),
+                                          self.total_bytes, self.header, *self.bounds,
+                                          self.delimiter)),
                 Chunk, "rejects", COUNTS, main="chunks")
         )
         # Files are read whole; redistribute their chunks so parsing runs in parallel.

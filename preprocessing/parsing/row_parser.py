@@ -82,9 +82,15 @@ def iter_csv_records(lines: Iterable[str], first_line_no: int = 1,
 BOM = "\ufeff"
 
 
-def check_line_ends(first_line: str, source: str = "the file") -> None:
-    """ValueError when the first line holds a bare CR: the file's line ends are CR only
-    (classic Mac), so it reads as one line and its rows would silently be its header."""
+def check_first_line(first_line: str, source: str = "the file") -> None:
+    """ValueError when a CSV file's first line shows the file cannot be read as rows of
+    UTF-8 text: a bare CR (CR-only line ends, classic Mac: the file reads as one line, its
+    rows silently its header), or a NUL (UTF-16 or UTF-32: every other byte of ASCII text
+    is NUL, and the header would read as garbled names)."""
+    if "\x00" in first_line:
+        raise ValueError(f"{source} is not UTF-8 text: its first line holds NUL bytes (UTF-16 "
+                         f"or UTF-32, as a spreadsheet's 'Unicode text' export is); save it as "
+                         f"CSV UTF-8")
     if "\r" in first_line.rstrip("\r\n"):
         raise ValueError(f"{source} has CR-only line ends (classic Mac): convert them to LF "
                          f"or CRLF")

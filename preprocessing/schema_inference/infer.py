@@ -52,7 +52,7 @@ from preprocessing.contract.schema import (
     SchemaError,
 )
 from preprocessing.contract.values import INTEGER_RE, NUMBER_RE
-from preprocessing.parsing.row_parser import BOM, check_line_ends, header_names
+from preprocessing.parsing.row_parser import BOM, check_first_line, header_names
 from preprocessing.schema_inference.profile import (
     DISTINCT_CAP,
     MIN_ID_ROWS,
@@ -373,7 +373,7 @@ def parse_csv_sample(text: str, delimiter: str = ",", max_rows: int = 10_000):
     if text.startswith(BOM):  # a UTF-8 byte-order mark (spreadsheet exports)
         text = text[len(BOM):]
     try:
-        check_line_ends(text.split("\n", 1)[0], "the input file")
+        check_first_line(text.split("\n", 1)[0], "the input file")
     except ValueError as e:
         raise SchemaError(str(e)) from None
     reader = csv.reader(io.StringIO(text), delimiter=delimiter)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-from typing import BinaryIO, Dict, Iterable, List, Optional, Sequence
+from typing import BinaryIO, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from preprocessing.contract.schema import SchemaError
 from preprocessing.contract.values import INTEGER_PATTERN, NUMBER_PATTERN
 from preprocessing.parsing.columns import PY_WHITESPACE, datetime_ok
-from preprocessing.parsing.row_parser import BOM, header_names
+from preprocessing.parsing.row_parser import BOM, check_first_line, header_names
 
 # Texts that mean "no value" in a numeric column (R, pandas, spreadsheets, surveys).
 NA_TOKENS = ("NA", "N/A", "n/a", "na", "NaN", "nan", "NAN", "null", "NULL", "Null", "None",
@@ -224,6 +224,7 @@ class Profile:
     rows: int = 0
     complete: bool = True
     note: str = ""
+    not_utf8: int = 0  # rows left out: not UTF-8 text (the pipeline rejects: bad_encoding)
 
 
 def add_table(prof: Profile, table: pa.Table) -> None:
@@ -265,6 +266,10 @@ def read_csv_tables(stream: BinaryIO, delimiter: str = ",", block_bytes: int = 8
     first = stream.readline(max_header_bytes).decode("utf-8", errors="replace")
     if first.startswith(BOM):
         first = first[len(BOM):]
+    try:
+        check_first_line(first, "the input file")
+    except ValueError as e:
+        raise SchemaError(str(e)) from None
     fields = next(csv.reader([first.rstrip("\r\n")], delimiter=delimiter), None)
     if not fields:
         raise SchemaError("the input file is empty (no header row)")
@@ -295,6 +300,26 @@ def read_csv_tables(stream: BinaryIO, delimiter: str = ",", block_bytes: int = 8
     return header, tables()
 
 
+def utf8_rows(table: pa.Table) -> Tuple[pa.Table, int]:
+    """(the rows of `table`, string columns read without a UTF-8 check, whose every value is
+    UTF-8 text; how many were left out). The pipeline dead-letters a line that is not
+    (bad_encoding), so inference does not read it (Arrow's string kernels refuse it)."""
+    try:
+        table.validate(full=True)  # checks every string value's UTF-8
+        return table, 0
+    except pa.ArrowInvalid:
+        pass
+    ok = np.ones(table.num_rows, bool)
+    for column in table.columns:
+        for i, value in enumerate(column.cast(pa.binary()).to_pylist()):
+            if value is not None and ok[i]:
+                try:
+                    value.decode("utf-8")
+                except UnicodeDecodeError:
+                    ok[i] = False
+    return table.filter(pa.array(ok)), int((~ok).sum())
+
+
 GATHER_ROWS = 65536  # small tables are gathered up to this many rows per statistics pass
 
 
@@ -322,6 +347,8 @@ def profile_csv(streams: Iterable, delimiter: str = ",", max_bytes: Optional[int
                 if prof is None:
                     prof = Profile(tuple(header), {h: ColumnStats() for h in header})
                 for table in tables:
+                    table, not_utf8 = utf8_rows(table)
+                    prof.not_utf8 += not_utf8
                     if pending and table.column_names != pending[0].column_names:
                         flush()
                     pending.append(table)

@@ -161,6 +161,30 @@ def test_a_file_of_another_delimiter_is_named_in_the_one_line_error(tmp_path):
     assert "is the file ';'-delimited? add --delimiter ';'" in text and len(text) < 300
 
 
+def test_the_delimiter_the_error_advises_reads_every_row(tmp_path):
+    """--delimiter reaches the pipeline's header too, not inference alone: a ';' file's rows
+    all reach the splits (they were once all rejected, the header split at commas)."""
+    src = tmp_path / "eu.csv"
+    src.write_text("town;size;label\n" + "".join(f"t{i % 4};{i};{i % 3}\n" for i in range(60)))
+    out = tmp_path / "o"
+    preprocess.run(["--input", str(src), "--output", str(out), "--label_column", "label",
+                    "--delimiter", ";"])
+    summary = json.load(open(out / "summary.json"))
+    assert summary["rejected"]["total"] == 0 and summary["rows_read"] == 60
+    assert sum(summary["splits"].values()) == 60
+    assert [c["column"] for c in summary["inferred_columns"]] == ["town", "size", "label"]
+
+
+def test_a_utf16_file_fails_at_launch_saying_so(tmp_path):
+    src = tmp_path / "unicode.csv"
+    src.write_bytes("a,label\n1,x\n2,y\n".encode("utf-16"))
+    with pytest.raises(SystemExit) as e:
+        preprocess.run(["--input", str(src), "--output", str(tmp_path / "o"),
+                        "--label_column", "label"])
+    text = str(e.value.code)
+    assert "is not UTF-8 text" in text and "UTF-16" in text and "\n" not in text
+
+
 def test_a_header_past_max_columns_is_refused_before_it_is_profiled(tmp_path):
     """A header of 2,500 columns (a wide table, or a hostile line of commas): the transform's
     graph and the launch's memory grow with the columns, so inferring over them is refused at

@@ -28,6 +28,19 @@ def test_decimals_after_the_first_10000_rows_make_the_column_float():
     assert decisions["price"].role == "feature"
 
 
+def test_rows_that_are_not_utf8_are_left_out_of_inference_and_counted():
+    """A Latin-1 value (é as one byte) in some rows: those rows are left out and counted,
+    as the pipeline dead-letters them (bad_encoding); the others are profiled (Arrow's
+    string kernels once failed the launch on them)."""
+    rows = [f"{i * 37 % 101},{'Biscoé' if i % 4 == 0 else 'Dream'},{i % 2}\n" for i in range(400)]
+    data = ("n,island,y\n" + "".join(rows)).encode("latin-1")
+    prof = profile_csv([("t.csv", lambda: io.BytesIO(data))])
+    assert prof.not_utf8 == 100 and prof.rows == 300
+    assert prof.columns["island"].distinct_count == 1
+    schema, _ = infer_from_profile(prof, "y")
+    assert schema.column("n").type == "int"
+
+
 def test_text_in_a_numeric_column_makes_it_a_string_and_na_tokens_are_missing():
     rows = [[str(i), f"{i * 0.5}", str(i % 3)] for i in range(3000)]
     rows[2500][0] = "unknown"  # text far down a numeric column
