@@ -169,7 +169,8 @@ def launch(o: BatchPredictArgs, options: PipelineOptions) -> BatchPredictConfig:
     return BatchPredictConfig(
         schema=schema,
         source=Source(o.input, patterns, o.rows_per_chunk, o.input_format,
-                      key=o.key_column or schema.key, passthrough=passthrough,
+                      delimiter=o.delimiter, key=o.key_column or schema.key,
+                      passthrough=passthrough,
                       block_bytes=filesys.megabytes(o.csv_block_mb),
                       max_record_bytes=o.max_record_bytes, max_record_lines=o.max_record_lines,
                       total_bytes=filesys.total_size(patterns), images=images),
@@ -231,7 +232,8 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig) -> BatchPredictOut
         inputs = p | "Read" >> ReadInputs(
             JOB, cfg.schema, src.patterns, src.key, src.passthrough, src.rows_per_chunk,
             src.input_format, block_bytes=src.block_bytes, total_bytes=src.total_bytes,
-            record_bounds=(src.max_record_bytes, src.max_record_lines))
+            record_bounds=(src.max_record_bytes, src.max_record_lines),
+            delimiter=src.delimiter)
         batches, read_rejects = inputs.batches, inputs.rejects
         tallies = [inputs.counts]
         written.append(inputs.chunks | "Sources" >> RecordSources(sink.staging))

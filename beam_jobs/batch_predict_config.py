@@ -31,6 +31,7 @@ class Source:
     patterns: Tuple[str, ...]
     rows_per_chunk: int = BatchPredictArgs.max_batch_size
     input_format: str = BatchPredictArgs.input_format
+    delimiter: str = BatchPredictArgs.delimiter       # CSV inputs' field delimiter
     key: Optional[str] = None             # the key column (default: the schema's)
     passthrough: Tuple[str, ...] = ()
     block_bytes: int = filesys.megabytes(BatchPredictArgs.csv_block_mb)  # 0: record by record

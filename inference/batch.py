@@ -63,16 +63,19 @@ class ReadInputs(beam.PTransform):
     """Globs of CSV, JSON lines or tf.Example files -> ParsedInputs: files read in chunks
     (ReadChunks: CSV as CsvBlocks of `block_bytes`, or record by record), parsed against the
     model's raw schema into RowBatches keyed by `key` (else file:line), with the
-    `passthrough` columns. `record_bounds`: (--max_record_bytes, --max_record_lines)."""
+    `passthrough` columns. `record_bounds`: (--max_record_bytes, --max_record_lines);
+    `delimiter`: CSV's field delimiter (blocks are parsed column-wise for a comma only)."""
 
     def __init__(self, job: str, schema: Schema, patterns: Sequence[str],
                  key: Optional[str] = None, passthrough: Sequence[str] = (),
                  rows_per_chunk: int = 2000, input_format: str = "auto",
                  block_bytes: Optional[int] = None, total_bytes: Optional[int] = None,
                  record_bounds: tuple = (row_parser.MAX_RECORD_BYTES,
-                                         row_parser.MAX_RECORD_LINES)):
+                                         row_parser.MAX_RECORD_LINES), delimiter: str = ","):
         super().__init__()
         self.job, self.schema, self.patterns = job, schema, tuple(patterns)
+        self.delimiter = delimiter
+        block_bytes = block_bytes if delimiter == "," else None
         self.key, self.passthrough = key, tuple(passthrough)
         self.rows_per_chunk, self.input_format = rows_per_chunk, input_format
         self.block_bytes, self.total_bytes = block_bytes, total_bytes
@@ -82,9 +85,11 @@ class ReadInputs(beam.PTransform):
         chunks, read_rejects, read_counts = pbegin | "Read" >> reading.ReadChunks(
             self.job, self.patterns, self.rows_per_chunk, self.input_format,
             block_bytes=self.block_bytes or None, total_bytes=self.total_bytes,
-            max_bytes=self.record_bounds[0], max_lines=self.record_bounds[1])
+            max_bytes=self.record_bounds[0], max_lines=self.record_bounds[1],
+            delimiter=self.delimiter)
         parsed = chunks | "Parse" >> typed_outputs(beam.ParDo(
-            ParseInputs(self.job, self.schema, self.key, self.passthrough, self.record_bounds)),
+            ParseInputs(self.job, self.schema, self.key, self.passthrough, self.record_bounds,
+                        self.delimiter)),
             mh.RowBatch, "rejects", counting.COUNTS, main="batches")
         dead = (read_rejects, parsed.rejects) | "ReadRejects" >> beam.Flatten()
         counts = (read_counts, parsed[counting.COUNTS]) | "ReadCounts" >> beam.Flatten()
@@ -95,8 +100,10 @@ class ParseInputs(beam.DoFn):
     """Chunks of CSV/JSON/tf.Example records -> (key, row) with typed raw values, or rejects."""
 
     def __init__(self, job: str, schema: Schema, key: Optional[str], passthrough,
-                 record_bounds: tuple = (row_parser.MAX_RECORD_BYTES, row_parser.MAX_RECORD_LINES)):
+                 record_bounds: tuple = (row_parser.MAX_RECORD_BYTES, row_parser.MAX_RECORD_LINES),
+                 delimiter: str = ","):
         self.record_bounds = tuple(record_bounds)  # (--max_record_bytes, --max_record_lines)
+        self.delimiter = delimiter
         self.schema = schema
         self.key_index = schema.names.index(key) if key in schema.names else None
         self.passthrough = list(passthrough)
@@ -113,7 +120,7 @@ class ParseInputs(beam.DoFn):
             yield from self._parse_block(path, header, records)
             return
         if fmt == "csv":
-            fields_list = row_parser.split_fields([r for _, r in records])
+            fields_list = row_parser.split_fields([r for _, r in records], self.delimiter)
             block, extras = self._serving.parse_csv_block(header, fields_list)
             for i, e in block.errors:
                 pos, raw = records[i]

@@ -22,6 +22,11 @@ from preprocessing.reference import golden
 ON_OFF = ("on", "off")
 
 
+def delimiter_flag():
+    return flag(",", "CSV field delimiter (another than a comma: CSV read record by record).",
+                check=(lambda v: len(v) == 1, "one character"))
+
+
 @dataclasses.dataclass(frozen=True)
 class IOArgs:
     """Flags every batch job shares: input, output and the bounds of a record."""
@@ -140,8 +145,7 @@ class PreprocessArgs(ImageArgs, IOArgs):
               "per split each.", check=at_least(1))
     gzip_level: int = flag(GZIP_LEVEL, "zlib level of the gzip TFRecords, 1 (fastest, the "
                                        "default) to 9 (smallest).", check=within(1, 9))
-    delimiter: str = flag(",", "CSV field delimiter.",
-                          check=(lambda v: len(v) == 1, "one character"))
+    delimiter: str = delimiter_flag()
     infer_scan_mb: int = flag(
         0, "Schema inference profiles every row of every input file at launch (types never "
            "narrower than the data). A bound in MB of rows for very large inputs: past it "
@@ -169,6 +173,7 @@ class BatchPredictArgs(ImageArgs, ModelArgs, IOArgs):
     input_format: str = flag("auto", "auto: by extension (.csv, .json/.jsonl, .tfrecord; +.gz).",
                              choices=("auto", "csv", "jsonl", "tfrecord"))
     output_format: str = flag("jsonl", choices=("jsonl", "csv", "both"))
+    delimiter: str = delimiter_flag()  # the input's (--output_format csv writes commas)
     run_date: Optional[str] = flag(help="YYYY-MM-DD for {date} (default: today, UTC).")
     passthrough_columns: str = flag("", "Comma-separated input columns copied to each "
                                         "prediction.")

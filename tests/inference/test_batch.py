@@ -139,6 +139,32 @@ def test_csv_blocks_give_the_rows_and_dead_letters_record_by_record_reading_give
                     _read(p, schema, src / "*", "blocks", block_bytes=5000)], expect)
 
 
+def test_a_file_of_another_delimiter_gives_the_rows_and_dead_letters_of_its_comma_copy(
+        schema, dirty_csv, tmp_path):
+    """batch_predict --delimiter ';' (a European spreadsheet's CSV): the rows, keys and dead
+    letters of the same file written with commas, block_bytes given or not (blocks are
+    parsed column-wise for commas only)."""
+    import csv
+    with open(dirty_csv, newline="") as f:
+        records = list(csv.reader(f))
+    semi = tmp_path / "semi.csv"
+    with open(semi, "w", newline="") as f:
+        csv.writer(f, delimiter=";").writerows(records)
+
+    def expect(o):
+        commas = o["commas"]
+        assert commas["totals"]["rows_read"] == len(records) - 1 and commas["rejects"]
+        for name in ("semi", "semi_blocks"):
+            assert collections.Counter(o[name]["rows"]) == collections.Counter(commas["rows"])
+            assert [r[2] for r in sorted(o[name]["rejects"])] == \
+                [r[2] for r in sorted(commas["rejects"])]
+
+    _run(lambda p: [_read(p, schema, dirty_csv, "commas"),
+                    _read(p, schema, semi, "semi", delimiter=";"),
+                    _read(p, schema, semi, "semi_blocks", delimiter=";", block_bytes=5000)],
+         expect)
+
+
 def test_a_stray_quote_costs_that_row_alone_in_blocks_and_rows_alike(schema, tmp_path):
     path = tmp_path / "clean.csv"
     write_csv(str(path), 300, seed=21, dirty_fraction=0.0)
