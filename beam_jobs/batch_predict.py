@@ -236,7 +236,7 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig) -> BatchPredictOut
             delimiter=src.delimiter)
         batches, read_rejects = inputs.batches, inputs.rejects
         tallies = [inputs.counts]
-        written.append(inputs.chunks | "Sources" >> RecordSources(sink.staging))
+        written.append(inputs.chunks | "Sources" >> RecordSources(sink.staging, src.delimiter))
     # Each element is already a chunk of rows (see RowBatch), scored max_batch_size at a time.
     handler = mh.SavedModelHandler(model.path, rows_per_call=model.max_batch_size,
                                    intra_op_threads=model.threads)

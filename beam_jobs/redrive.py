@@ -126,7 +126,7 @@ def launch(o: RedriveArgs, options: PipelineOptions) -> RedriveConfig:
         passthrough=tuple(previous.get("passthrough", ())), label=previous.get("label"),
         prediction_files=tuple(sorted(f for f in files if f.endswith(".jsonl"))),
         csv_files=tuple(sorted(f for f in files if f.endswith(".csv"))), previous=previous,
-        headers=_recorded_headers(output), rows_per_chunk=o.max_batch_size)
+        rows_per_chunk=o.max_batch_size, **_recorded_sources(output))
 
 
 def _check_same_shape(previous: dict, schema: Schema) -> None:
@@ -144,15 +144,18 @@ def _check_same_shape(previous: dict, schema: Schema) -> None:
                                 f"{list(recorded)}")
 
 
-def _recorded_headers(output: str) -> Dict[str, Tuple[str, ...]]:
-    """The header the run parsed each CSV source with (OUTPUT/sources.json)."""
+def _recorded_sources(output: str) -> Dict[str, Any]:
+    """RedriveConfig's `headers` (the header the run parsed each CSV source with) and
+    `delimiter` (theirs), from OUTPUT/sources.json."""
     path = FileSystems.join(output, SOURCES_FILE)
     if not FileSystems.exists(path):
         logging.warning("%s: %s has no %s (written before runs recorded their CSV headers): "
                         "its CSV dead letters stay dead letters", JOB, output, SOURCES_FILE)
         return {}
-    recorded = json.loads(filesys.read_text(path)).get("csv_headers") or {}
-    return {str(k): tuple(v) for k, v in recorded.items()}
+    recorded = json.loads(filesys.read_text(path))
+    headers = recorded.get("csv_headers") or {}
+    return {"headers": {str(k): tuple(v) for k, v in headers.items()},
+            "delimiter": str(recorded.get("csv_delimiter") or ",")}
 
 
 def read_letters(p, cfg: RedriveConfig):
@@ -189,7 +192,8 @@ def build_pipeline(p: beam.Pipeline, cfg: RedriveConfig) -> RedriveOutputs:
                   beam.ParDo(SourceChunks(JOB, cfg.rows_per_chunk, cfg.headers)), Chunk,
                   "rejects", main="chunks"))
     parsed = chunks.chunks | "Parse" >> typed_outputs(
-        beam.ParDo(ParseInputs(JOB, cfg.schema, cfg.key, cfg.passthrough)), mh.RowBatch,
+        beam.ParDo(ParseInputs(JOB, cfg.schema, cfg.key, cfg.passthrough,
+                               delimiter=cfg.delimiter)), mh.RowBatch,
         "rejects", counting.COUNTS, main="batches")
     handler = mh.SavedModelHandler(cfg.model_path, rows_per_call=cfg.rows_per_chunk)
     formatted = (parsed.batches | "RunInference" >> RunInference(handler)

@@ -29,4 +29,5 @@ class RedriveConfig:
     csv_files: Tuple[str, ...]          # and .csv, when the run wrote them
     previous: dict                      # the published summary
     headers: Dict[str, Tuple[str, ...]] = dataclasses.field(default_factory=dict)  # per CSV source
+    delimiter: str = ","                # the CSV sources' field delimiter, as the run read them
     rows_per_chunk: int = RedriveArgs.max_batch_size  # rows per parsed batch and model call

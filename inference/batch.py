@@ -30,13 +30,14 @@ OUTPUT_FORMATS = {"jsonl": ["jsonl"], "csv": ["csv"], "both": ["jsonl", "csv"]}
 
 
 class RecordSources(beam.PTransform):
-    """Chunks -> OUTPUT/sources.json: {"csv_headers": {source: [column, ...]}}, the header
-    each CSV source's rows were parsed with, so that a redrive parses its dead letters with
-    the columns this run used, not with whatever the file holds by then."""
+    """Chunks -> OUTPUT/sources.json: {"csv_headers": {source: [column, ...]},
+    "csv_delimiter": d}, the header each CSV source's rows were parsed with and their field
+    delimiter, so that a redrive parses its dead letters as this run did, not with whatever
+    the file holds by then."""
 
-    def __init__(self, staging: str):
+    def __init__(self, staging: str, delimiter: str = ","):
         super().__init__()
-        self.staging = staging
+        self.staging, self.delimiter = staging, delimiter
 
     def expand(self, chunks):
         headers = (chunks
@@ -45,8 +46,9 @@ class RecordSources(beam.PTransform):
                        else [])
                    | "OnePerFile" >> beam.Distinct()
                    | "AllHeaders" >> beam.combiners.ToList()
-                   | "AsRecord" >> beam.Map(lambda pairs: {"csv_headers": {
-                       path: list(header) for path, header in sorted(pairs)}}))
+                   | "AsRecord" >> beam.Map(lambda pairs, d=self.delimiter: {
+                       "csv_headers": {path: list(header) for path, header in sorted(pairs)},
+                       "csv_delimiter": d}))
         return filesys.write_json_file(headers, self.staging, SOURCES_FILE[:-len(".json")])
 
 

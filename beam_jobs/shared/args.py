@@ -22,11 +22,6 @@ from preprocessing.reference import golden
 ON_OFF = ("on", "off")
 
 
-def delimiter_flag():
-    return flag(",", "CSV field delimiter (another than a comma: CSV read record by record).",
-                check=(lambda v: len(v) == 1, "one character"))
-
-
 @dataclasses.dataclass(frozen=True)
 class IOArgs:
     """Flags every batch job shares: input, output and the bounds of a record."""
@@ -55,6 +50,16 @@ class IOArgs:
                                      "summary only; INFO shows Beam's own log).",
                           choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     verbosity: str = quiet.verbosity_flag()
+
+
+@dataclasses.dataclass(frozen=True)
+class CsvArgs:
+    """The CSV inputs' field delimiter: preprocess and batch_predict read the same files."""
+    # A tab is hard to type in a shell or a scheduler's form: `\t` and `tab` name it too.
+    delimiter: str = flag(",", "CSV field delimiter, one character (`tab` or `\\t` for a tab); "
+                               "another than a comma: CSV read record by record.",
+                          type=lambda v: {"tab": "\t", "\\t": "\t"}.get(v, v),
+                          check=(lambda v: len(v) == 1, "one character"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,7 +119,7 @@ class ImageArgs:
 
 
 @dataclasses.dataclass(frozen=True)
-class PreprocessArgs(ImageArgs, IOArgs):
+class PreprocessArgs(ImageArgs, CsvArgs, IOArgs):
     """`python -m beam_jobs.preprocess`: --input (CSV), --output and --key_column (hashed for
     the split; default: the spec's key, a column named key/id, or the whole record) are
     IOArgs'."""
@@ -145,7 +150,6 @@ class PreprocessArgs(ImageArgs, IOArgs):
               "per split each.", check=at_least(1))
     gzip_level: int = flag(GZIP_LEVEL, "zlib level of the gzip TFRecords, 1 (fastest, the "
                                        "default) to 9 (smallest).", check=within(1, 9))
-    delimiter: str = delimiter_flag()
     infer_scan_mb: int = flag(
         0, "Schema inference profiles every row of every input file at launch (types never "
            "narrower than the data). A bound in MB of rows for very large inputs: past it "
@@ -166,14 +170,13 @@ class PreprocessArgs(ImageArgs, IOArgs):
 
 
 @dataclasses.dataclass(frozen=True)
-class BatchPredictArgs(ImageArgs, ModelArgs, IOArgs):
+class BatchPredictArgs(ImageArgs, ModelArgs, CsvArgs, IOArgs):
     """`python -m beam_jobs.batch_predict`: --input/--output ({date} is replaced by
     --run_date), --key_column (rows without a key are keyed file:line) and the model's flags
     are the bases'."""
     input_format: str = flag("auto", "auto: by extension (.csv, .json/.jsonl, .tfrecord; +.gz).",
                              choices=("auto", "csv", "jsonl", "tfrecord"))
     output_format: str = flag("jsonl", choices=("jsonl", "csv", "both"))
-    delimiter: str = delimiter_flag()  # the input's (--output_format csv writes commas)
     run_date: Optional[str] = flag(help="YYYY-MM-DD for {date} (default: today, UTC).")
     passthrough_columns: str = flag("", "Comma-separated input columns copied to each "
                                         "prediction.")

@@ -10,7 +10,7 @@ from typing import Optional, Sequence, Union
 
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions
 
-from beam_jobs.shared.args import ImageArgs, IOArgs, ModelArgs
+from beam_jobs.shared.args import CsvArgs, ImageArgs, IOArgs, ModelArgs
 from beam_jobs.shared.cli import setup_logging
 from beam_jobs.shared.errors import JobError
 from beam_jobs.shared.local_runner import LOCAL_RUNNER
@@ -26,7 +26,7 @@ def options_class(args_cls: type, name: str, module: str = __name__) -> type:
     """The PipelineOptions subclass of the flags `args_cls` itself declares (beam_jobs/shared/args.py),
     named `module.name` where it is bound. Beam registers every subclass in one parser, so a
     flag is defined once: a job's class holds its own flags, and the shared ones are the
-    three below."""
+    four below."""
     def _add_argparse_args(cls, parser):
         flags.add_arguments(parser, args_cls, own=True)
     return type(name, (PipelineOptions,), {
@@ -35,6 +35,7 @@ def options_class(args_cls: type, name: str, module: str = __name__) -> type:
 
 
 IOOptions = options_class(IOArgs, "IOOptions")
+CsvOptions = options_class(CsvArgs, "CsvOptions")
 ModelOptions = options_class(ModelArgs, "ModelOptions")
 ImageOptions = options_class(ImageArgs, "ImageOptions")  # images: the same bounds train and serve
 

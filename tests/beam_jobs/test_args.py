@@ -108,6 +108,14 @@ def test_arguments_are_a_typed_frozen_dataclass():
         batch_predict.launch(batch_predict.parse_args(argv), PipelineOptions(argv))
 
 
+@pytest.mark.parametrize("job", [preprocess, batch_predict])
+@pytest.mark.parametrize("word", ["tab", "\\t", "\t"])
+def test_a_tab_delimiter_can_be_typed(job, word):
+    argv = ["--model_dir", NOWHERE] if job is batch_predict else ["--label_column", "y"]
+    args = job.parse_args(argv + ["--input", "in.tsv", "--output", "out", "--delimiter", word])
+    assert args.delimiter == "\t"
+
+
 @pytest.mark.parametrize("job, argv, bad", [
     (preprocess, ["--input", "in.csv", "--output", "out/", "--label_column", "y"],
      ["--split", "0.5,0.6"]),

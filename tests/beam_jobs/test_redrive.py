@@ -143,8 +143,10 @@ def test_redrive_refuses_what_is_not_a_published_output(tmp_path):
         redrive.run(["--output", str(tmp_path)])
 
 
-def _small_run(trained, root, n=40, broken=(3, 7, 11), fmt="both", src_name="rows.csv"):
-    """n clean rows with pickup_longitude 'n/a' on the given lines, through batch_predict."""
+def _small_run(trained, root, n=40, broken=(3, 7, 11), fmt="both", src_name="rows.csv",
+               delimiter=","):
+    """n clean rows with pickup_longitude 'n/a' on the given lines, through batch_predict
+    (the file written with `delimiter`)."""
     from tools.datagen import write_csv
     src = str(root / src_name)
     write_csv(src, n, seed=5, dirty_fraction=0.0)
@@ -154,10 +156,10 @@ def _small_run(trained, root, n=40, broken=(3, 7, 11), fmt="both", src_name="row
         fields = lines[i].split(",")
         fields[col] = "n/a"
         lines[i] = ",".join(fields)
-    open(src, "w").write("\n".join(lines) + "\n")
+    open(src, "w").write("\n".join(line.replace(",", delimiter) for line in lines) + "\n")
     out = str(root / f"out-{fmt}")
     batch_predict.run(["--model_dir", trained[2]["export_dir"], "--input", src, "--output",
-                       out, "--output_format", fmt])
+                       out, "--output_format", fmt, "--delimiter", delimiter])
     return src, out, lines
 
 
@@ -193,6 +195,17 @@ def test_redrive_parses_with_the_header_the_run_used_not_the_file_as_it_is_now(
     assert all(abs(redriven[k] - expected[k]) < 1e-4 for k in expected), (redriven, expected)
     # The record stays with the output for the next redrive.
     assert json.load(open(os.path.join(out, "sources.json")))["csv_headers"] == sources
+
+
+def test_redrive_parses_with_the_delimiter_the_run_used(trained, tmp_path):
+    """A run over a ';' file (batch_predict --delimiter ';') records its delimiter; the
+    redrive, given no flag, parses the fixed rows with it."""
+    _, out, _ = _small_run(trained, tmp_path, delimiter=";")
+    assert json.load(open(os.path.join(out, "sources.json")))["csv_delimiter"] == ";"
+    assert json.load(open(os.path.join(out, "summary.json")))["rows_predicted"] == 37
+    _fix(out, 3)
+    summary = redrive.run(["--output", out])
+    assert summary["rows_read"] == 40 and summary["rows_predicted"] == 40
 
 
 def test_redrive_of_a_csv_only_output_reads_its_keys_and_takes_no_stranger(trained, tmp_path):
