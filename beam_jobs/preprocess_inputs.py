@@ -95,7 +95,8 @@ class InputsFound:
         readable = [f for f in self.files if filesys.is_readable_input(f)]
         progress = counting.Progress.of(JOB, "profiled for schema inference")
         prof = profile_csv([(f, lambda f=f: filesys.open_input(f)) for f in readable],
-                           o.delimiter, (o.infer_scan_mb << 20) or None, progress.add)
+                           o.delimiter, (o.infer_scan_mb << 20) or None, progress.add,
+                           (o.max_record_bytes, o.max_record_lines))
         progress.show()
         if prof.note:
             logging.warning("preprocess: schema inference %s", prof.note)
@@ -103,6 +104,10 @@ class InputsFound:
             logging.warning("preprocess: schema inference left out %s row(s) that are not UTF-8 "
                             "text; the pipeline dead-letters them (bad_encoding): save the "
                             "file as UTF-8 to keep them", f"{prof.not_utf8:,}")
+        if prof.too_large:
+            logging.warning("preprocess: schema inference left out %s row(s) over "
+                            "--max_record_bytes %s; the pipeline dead-letters them "
+                            "(record_too_large)", f"{prof.too_large:,}", o.max_record_bytes)
         return prof
 
     def _resolve_schema(self, o, header) -> Schema:

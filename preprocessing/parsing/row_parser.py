@@ -20,6 +20,10 @@ from preprocessing.parsing import columns as columns_mod
 
 MAX_RECORD_BYTES = 1 << 20  # defaults of --max_record_bytes / --max_record_lines
 MAX_RECORD_LINES = 1000
+# Python's csv module refuses a field over 128 kB (a malformed_csv reject, where Arrow's
+# blocks read it). Records are bounded by --max_record_bytes before they are split, so a
+# field is bounded by that, not by this process-wide limit.
+csv.field_size_limit(2 ** 31 - 1)
 RAW_HEAD = 2000  # characters of an oversized record kept in its dead letter
 FEW_ROWS = 8  # parse_many takes fewer rows than this row by row (Arrow's per-call cost)
 

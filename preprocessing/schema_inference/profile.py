@@ -19,8 +19,16 @@ import pyarrow.compute as pc
 
 from preprocessing.contract.schema import SchemaError
 from preprocessing.contract.values import INTEGER_PATTERN, NUMBER_PATTERN
+from preprocessing.files.records import read_records
 from preprocessing.parsing.columns import PY_WHITESPACE, datetime_ok
-from preprocessing.parsing.row_parser import BOM, check_first_line, header_names
+from preprocessing.parsing.row_parser import (
+    BOM,
+    MAX_RECORD_BYTES,
+    MAX_RECORD_LINES,
+    check_first_line,
+    header_names,
+    split_fields,
+)
 
 # Texts that mean "no value" in a numeric column (R, pandas, spreadsheets, surveys).
 NA_TOKENS = ("NA", "N/A", "n/a", "na", "NaN", "nan", "NAN", "null", "NULL", "Null", "None",
@@ -225,6 +233,7 @@ class Profile:
     complete: bool = True
     note: str = ""
     not_utf8: int = 0  # rows left out: not UTF-8 text (the pipeline rejects: bad_encoding)
+    too_large: int = 0  # ... and longer than --max_record_bytes (record_too_large)
 
 
 def add_table(prof: Profile, table: pa.Table) -> None:
@@ -263,7 +272,11 @@ def read_csv_tables(stream: BinaryIO, delimiter: str = ",", block_bytes: int = 8
     the wrong field count are skipped (the pipeline dead-letters them); quoted fields may
     span lines."""
     import pyarrow.csv as pacsv
-    first = stream.readline(max_header_bytes).decode("utf-8", errors="replace")
+    raw = stream.readline(max_header_bytes + 1)
+    if len(raw.rstrip(b"\r\n")) > max_header_bytes:
+        raise SchemaError(f"cannot read the header row (line 1: record_too_large: a line over "
+                          f"--max_record_bytes {max_header_bytes})")
+    first = raw.decode("utf-8", errors="replace")
     if first.startswith(BOM):
         first = first[len(BOM):]
     try:
@@ -320,15 +333,72 @@ def utf8_rows(table: pa.Table) -> Tuple[pa.Table, int]:
     return table.filter(pa.array(ok)), int((~ok).sum())
 
 
+def bounded_rows(table: pa.Table, max_bytes: int) -> Tuple[pa.Table, int]:
+    """(the rows of `table` whose values, with their delimiters, hold at most `max_bytes`
+    bytes; how many were left out): the pipeline dead-letters a longer record
+    (record_too_large), so inference does not read it."""
+    if not table.num_rows:
+        return table, 0
+    size = np.full(table.num_rows, max(table.num_columns - 1, 0), np.int64)
+    for column in table.columns:
+        size += pc.fill_null(pc.binary_length(column), 0).to_numpy(zero_copy_only=False)
+    keep = size <= max_bytes
+    return (table, 0) if keep.all() else (table.filter(pa.array(keep)), int((~keep).sum()))
+
+
+def read_csv_records(stream: BinaryIO, delimiter: str = ",",
+                     max_bytes: int = MAX_RECORD_BYTES, max_lines: int = MAX_RECORD_LINES,
+                     rows: int = 10_000):
+    """(header, iterator of Arrow tables of string columns) of a CSV byte stream read record
+    by record by the pipeline's reader (preprocessing/files/records.py): a record past
+    `max_bytes` / `max_lines`, not UTF-8, or of the wrong field count is left out, as the
+    pipeline dead-letters it. Slower than read_csv_tables; for what Arrow cannot block."""
+    skipped: list = []
+    records = (record for _, record in read_records(stream, "csv", skipped, 1, max_bytes,
+                                                     max_lines))
+    first = next(records, None)
+    if skipped:  # the header line itself (the pipeline: a bad_header file)
+        line, _, reason, detail = skipped[0]
+        raise SchemaError(f"cannot read the header row (line {line}: {reason}: {detail})")
+    if first is None:
+        raise SchemaError("the input file is empty (no header row)")
+    try:
+        check_first_line(first, "the input file")
+        header = list(header_names(split_fields([first], delimiter)[0] or []))
+    except ValueError as e:
+        raise SchemaError(str(e)) from None
+
+    def table(batch):
+        fields = [f for f in split_fields(batch, delimiter) if f and len(f) == len(header)]
+        return pa.table({h: pa.array([f[i] for f in fields], pa.string())
+                         for i, h in enumerate(header)})
+
+    def tables():
+        batch = []
+        for record in records:
+            skipped.clear()  # counted by the pipeline, not here
+            batch.append(record)
+            if len(batch) >= rows:
+                yield table(batch)
+                batch = []
+        if batch:
+            yield table(batch)
+
+    return header, tables()
+
+
 GATHER_ROWS = 65536  # small tables are gathered up to this many rows per statistics pass
 
 
 def profile_csv(streams: Iterable, delimiter: str = ",", max_bytes: Optional[int] = None,
-                progress=None) -> Profile:
+                progress=None, record_bounds: Tuple[int, int] = (MAX_RECORD_BYTES,
+                                                                 MAX_RECORD_LINES)) -> Profile:
     """A Profile over CSV files, given as (name, opener) pairs, the first file's header naming
     the columns; `progress(rows)` is called after each block. Reading stops after `max_bytes`
     of rows (None: all), or at a file Arrow cannot read to the end; then `complete` is False
-    and `note` says why."""
+    and `note` says why. A file whose first block holds a record longer than Arrow's block
+    is read record by record instead, within `record_bounds` (--max_record_bytes,
+    --max_record_lines: a longer record is left out, as the pipeline dead-letters it)."""
     prof, seen = None, 0
     pending, gathered = [], 0  # consecutive small tables (many small files): as one
 
@@ -340,28 +410,47 @@ def profile_csv(streams: Iterable, delimiter: str = ",", max_bytes: Optional[int
             pending.clear()
         gathered = 0
 
+    def add(header, tables) -> bool:
+        """Adds a file's tables; True once --infer_scan_mb is reached."""
+        nonlocal prof, seen, gathered
+        if prof is None:
+            prof = Profile(tuple(header), {h: ColumnStats() for h in header})
+        for table in tables:
+            table, not_utf8 = utf8_rows(table)
+            prof.not_utf8 += not_utf8
+            table, too_large = bounded_rows(table, record_bounds[0])
+            prof.too_large += too_large
+            if pending and table.column_names != pending[0].column_names:
+                flush()
+            pending.append(table)
+            gathered += table.num_rows
+            if gathered >= GATHER_ROWS:
+                flush()
+            seen += table.nbytes
+            if progress:
+                progress(table.num_rows)
+            if max_bytes is not None and seen >= max_bytes:
+                flush()
+                prof.complete = False
+                prof.note = f"profiled the first {seen >> 20} MB (--infer_scan_mb)"
+                return True
+        return False
+
     for name, opener in streams:
         try:
             with opener() as f:
-                header, tables = read_csv_tables(f, delimiter)
-                if prof is None:
-                    prof = Profile(tuple(header), {h: ColumnStats() for h in header})
-                for table in tables:
-                    table, not_utf8 = utf8_rows(table)
-                    prof.not_utf8 += not_utf8
-                    if pending and table.column_names != pending[0].column_names:
-                        flush()
-                    pending.append(table)
-                    gathered += table.num_rows
-                    if gathered >= GATHER_ROWS:
-                        flush()
-                    seen += table.nbytes
-                    if progress:
-                        progress(table.num_rows)
-                    if max_bytes is not None and seen >= max_bytes:
-                        flush()
-                        prof.complete = False
-                        prof.note = f"profiled the first {seen >> 20} MB (--infer_scan_mb)"
+                try:
+                    header, tables = read_csv_tables(f, delimiter,
+                                                     max_header_bytes=record_bounds[0])
+                except pa.ArrowInvalid as e:  # a record past Arrow's block in the first one
+                    if "straddl" not in str(e):
+                        raise
+                    header = None
+                if header is not None and add(header, tables):
+                    return prof
+            if header is None:
+                with opener() as f:
+                    if add(*read_csv_records(f, delimiter, *record_bounds)):
                         return prof
         except Exception as e:  # a cut or odd file: the pipeline dead-letters its rows
             if prof is None:

@@ -30,6 +30,14 @@ def test_records_join_quoted_newlines_and_keep_start_line_numbers():
     assert row_parser.split_fields(['1,"x', "2,y"]) == [None, ["2", "y"]]
 
 
+def test_a_field_over_pythons_128kb_csv_limit_splits_as_arrows_blocks_read_it():
+    """Within --max_record_bytes a field of any size is a field (Python's csv module once
+    rejected one over 128 kB as malformed_csv where the column-wise blocks read it)."""
+    text = "w" * 300_000
+    assert row_parser.split_fields([f"1,{text},p", f'2,"{text}",q']) == [
+        ["1", text, "p"], ["2", text, "q"]]
+
+
 def test_a_stray_quote_costs_one_line_not_the_rest_of_the_file():
     body = ["h,v\n", '1,"stray\n'] + [f"{i},ok\n" for i in range(2, 2002)]
     rejects = []

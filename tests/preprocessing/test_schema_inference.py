@@ -41,6 +41,24 @@ def test_rows_that_are_not_utf8_are_left_out_of_inference_and_counted():
     assert schema.column("n").type == "int"
 
 
+def test_a_row_longer_than_arrows_block_is_left_out_as_the_pipeline_rejects_it():
+    """Rows past --max_record_bytes are left out and counted, as the pipeline dead-letters
+    them (record_too_large): one of 3 MB that Arrow reads, and a first row of 20 MB that
+    its reader fails on (past two 8 MB blocks), which is then read past record by record.
+    A header past the bound fails in one line, as the pipeline's bad_header."""
+    from preprocessing.contract.schema import SchemaError
+    rows = "".join(f"{i * 37 % 101},{i % 2}\n" for i in range(500))
+    for mb in (3, 20):
+        data = ("n,y\n" + "1," + "9" * (mb << 20) + "\n" + rows).encode()
+        prof = profile_csv([("t.csv", lambda: io.BytesIO(data))], record_bounds=(1 << 20, 1000))
+        assert prof.rows == 500 and prof.complete and prof.columns["n"].numeric
+        assert prof.too_large == (1 if mb == 3 else 0)  # record by record: not seen at all
+        assert infer_from_profile(prof, "y")[0].column("n").type == "int"
+    with pytest.raises(SchemaError, match="cannot read the header row.*record_too_large"):
+        profile_csv([("t.csv", lambda: io.BytesIO(b"n" * (9 << 20) + b",y\n" + rows.encode()))],
+                    record_bounds=(1 << 20, 1000))
+
+
 def test_text_in_a_numeric_column_makes_it_a_string_and_na_tokens_are_missing():
     rows = [[str(i), f"{i * 0.5}", str(i % 3)] for i in range(3000)]
     rows[2500][0] = "unknown"  # text far down a numeric column
