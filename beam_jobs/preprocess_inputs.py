@@ -104,6 +104,11 @@ class InputsFound:
             logging.warning("preprocess: schema inference left out %s row(s) that are not UTF-8 "
                             "text; the pipeline dead-letters them (bad_encoding): save the "
                             "file as UTF-8 to keep them", f"{prof.not_utf8:,}")
+        commas = [name for name, column in prof.columns.items() if column.decimal_commas]
+        if commas:
+            logging.warning("preprocess: column(s) %s hold numbers written with a decimal comma "
+                            "(39,1), read as text: write them with decimal points to read "
+                            "them as numbers", ", ".join(map(repr, commas)))
         if prof.too_large:
             logging.warning("preprocess: schema inference left out %s row(s) over "
                             "--max_record_bytes %s; the pipeline dead-letters them "

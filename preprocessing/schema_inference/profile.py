@@ -51,6 +51,7 @@ STRAY_TEXT_CHARS = 40        # and their longest: a longer text is data, not a m
 EXAMPLE_CHARS = 40           # an example is cut to this for the log and summary.json
 _NUMBER = f"^{NUMBER_PATTERN}$"
 _INTEGER = f"^{INTEGER_PATTERN}$"
+_DECIMAL_COMMA = r"^[+-]?[0-9]+,[0-9]+$"  # 39,1: a European spreadsheet's number
 _LEADING_ZERO = r"^[+-]?0[0-9]"
 
 
@@ -83,6 +84,8 @@ class ColumnStats:
     low: Optional[int] = None       # integer columns: the smallest and largest value
     high: Optional[int] = None
     fits_int64: bool = True
+    decimal_comma: int = 0          # values like 39,1, while every value is a number or one
+    only_numbers: bool = True       # ... (else decimal_comma stops being counted)
 
     @property
     def present(self) -> int:
@@ -119,6 +122,8 @@ class ColumnStats:
         present = s.filter(pc.invert(pc.or_(empty, na)))
         if not len(present):
             return
+        if self.only_numbers:
+            self._count_decimal_commas(present)
         if not self.mostly_text or self.numeric_examples_wanted():
             is_number = pc.match_substring_regex(present, _NUMBER)
             bad = len(present) - (pc.sum(is_number).as_py() or 0)
@@ -169,6 +174,18 @@ class ColumnStats:
     def examples(self) -> List[str]:
         """The first non-numeric texts met, cut short, for the report."""
         return [short(t) for t in list(self.texts)[:EXAMPLES]]
+
+    def _count_decimal_commas(self, present: pa.Array) -> None:
+        commas = pc.match_substring_regex(present, _DECIMAL_COMMA)
+        either = pc.or_(commas, pc.match_substring_regex(present, _NUMBER))
+        self.only_numbers = bool(pc.all(either).as_py())
+        self.decimal_comma += pc.sum(commas).as_py() or 0
+
+    @property
+    def decimal_commas(self) -> bool:
+        """Every present value a number, some written with a decimal comma (39,1): numbers
+        this job reads as text (its grammar has decimal points only)."""
+        return self.only_numbers and self.decimal_comma > 0
 
     def numeric_examples_wanted(self) -> bool:
         return len(self.texts) < EXAMPLES and self.non_numeric < EXAMPLES

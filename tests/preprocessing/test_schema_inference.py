@@ -59,6 +59,19 @@ def test_a_row_longer_than_arrows_block_is_left_out_as_the_pipeline_rejects_it()
                     record_bounds=(1 << 20, 1000))
 
 
+def test_numbers_with_a_decimal_comma_are_text_and_the_decision_says_so():
+    """A ';'-delimited European file: 39,1 is no number in this job's grammar; the column
+    is text, and its decision (and the launch's warning) says what to change. A column
+    that also holds words is plain text."""
+    rows = "".join(f"{i % 10},{i % 3};{'abc' if i == 3 else f'{i},5'};{i % 2}\n"
+                   for i in range(300))
+    prof = profile_csv([("t.csv", lambda: io.BytesIO(("x;w;y\n" + rows).encode()))], ";")
+    assert prof.columns["x"].decimal_commas and not prof.columns["w"].decimal_commas
+    schema, decisions = infer_from_profile(prof, "y")
+    assert schema.column("x").type == "string" and "decimal comma" in decisions["x"].why
+    assert "decimal comma" not in decisions["w"].why
+
+
 def test_text_in_a_numeric_column_makes_it_a_string_and_na_tokens_are_missing():
     rows = [[str(i), f"{i * 0.5}", str(i % 3)] for i in range(3000)]
     rows[2500][0] = "unknown"  # text far down a numeric column
