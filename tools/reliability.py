@@ -163,9 +163,37 @@ def cases(work: str, quick: bool):
         for _ in range(16 * size_gb):
             f.write(zeros)
     yield f"gzip bomb ({size_gb} GB line in {os.path.getsize(bomb) / 1e6:.1f} MB)", taxi(bomb), 1
+    yield from _inferred_cases(csv, lines, bomb)
     yield from _round3_cases(work, csv, good, header, body)
     yield from _image_cases(work, csv)
     yield from _round4_cases(work, csv, good, header, body)
+
+
+def _inferred_cases(csv, lines, bomb):
+    """Bad inputs through the README's default flow, schema inference (`--label_column`),
+    which profiles every row at launch before the pipeline reads them (2026-12-05: a
+    Latin-1 row, a first row past Arrow's block and a ';' file each failed there)."""
+    header, body = lines[0], lines[1:]
+    n = len(body)
+
+    def inferred(path, *more):
+        return ["--input", path, "--label_column", "fare_amount", *more]
+
+    latin1 = "\n".join([header] + [r.replace("Cab", "Caf\u00e9") for r in body]) + "\n"
+    yield "inferred: a Latin-1 file", inferred(csv("i_latin1.csv", latin1.encode("latin-1"),
+                                                   "wb")), n
+    text = "\n".join(lines) + "\n"
+    yield "inferred: a UTF-16 file", inferred(csv("i_utf16.csv", text.encode("utf-16"),
+                                                  "wb")), None
+    giant = "\n".join([header, "x" * (20 << 20)] + body) + "\n"
+    yield "inferred: a first row of 20 MB", inferred(csv("i_giant.csv", giant)), n + 1
+    wide = [r.split(",") for r in body]
+    wide[5][7] = "w" * 200_000  # payment_type
+    yield "inferred: a 200 kB field", inferred(csv("i_wide.csv", "\n".join(
+        [header] + [",".join(r) for r in wide]) + "\n"), "--csv_block_mb", "0"), n
+    yield "inferred: a ';' file, --delimiter ';'", inferred(
+        csv("i_semi.csv", text.replace(",", ";")), "--delimiter", ";"), n
+    yield "inferred: the gzip bomb", inferred(bomb), None
 
 
 def _round3_cases(work, csv, good, header, body):

@@ -122,8 +122,7 @@ class ColumnStats:
         present = s.filter(pc.invert(pc.or_(empty, na)))
         if not len(present):
             return
-        if self.only_numbers:
-            self._count_decimal_commas(present)
+        is_number = None
         if not self.mostly_text or self.numeric_examples_wanted():
             is_number = pc.match_substring_regex(present, _NUMBER)
             bad = len(present) - (pc.sum(is_number).as_py() or 0)
@@ -135,6 +134,8 @@ class ColumnStats:
                                                     .to_pylist()))
                 self.mostly_text = self.mostly_text or \
                     self.non_numeric > STRAY_TEXT_SHARE * self.present
+        if self.only_numbers:
+            self._count_decimal_commas(present, is_number)
         if self.non_numeric == 0:
             self._add_numbers(present)
         if self.non_datetime == 0:
@@ -175,11 +176,16 @@ class ColumnStats:
         """The first non-numeric texts met, cut short, for the report."""
         return [short(t) for t in list(self.texts)[:EXAMPLES]]
 
-    def _count_decimal_commas(self, present: pa.Array) -> None:
-        commas = pc.match_substring_regex(present, _DECIMAL_COMMA)
-        either = pc.or_(commas, pc.match_substring_regex(present, _NUMBER))
-        self.only_numbers = bool(pc.all(either).as_py())
-        self.decimal_comma += pc.sum(commas).as_py() or 0
+    def _count_decimal_commas(self, present: pa.Array, is_number=None) -> None:
+        """Counts the values that are no number but one with a decimal comma; stops at the
+        first that is neither (a numeric column costs nothing: no value is left)."""
+        if is_number is None:
+            is_number = pc.match_substring_regex(present, _NUMBER)
+        others = present.filter(pc.invert(is_number))
+        if len(others):
+            commas = pc.sum(pc.match_substring_regex(others, _DECIMAL_COMMA)).as_py() or 0
+            self.only_numbers = commas == len(others)
+            self.decimal_comma += commas
 
     @property
     def decimal_commas(self) -> bool:
