@@ -330,7 +330,7 @@ def test_a_blend_kept_weighs_the_network_otherwise_only_where_clearly_lower():
 
 
 def test_classifiers_are_compared_by_the_brier_score_of_their_probabilities():
-    from training.losses import row_losses
+    from training.reporting.losses import row_losses
     y, w = np.array([0, 1, 1]), np.array([1.0, 1.0, 0.0])   # the last class unseen in train
     sure = np.log(np.array([[0.9, 0.1], [0.2, 0.8], [0.5, 0.5]]))
     np.testing.assert_allclose(row_losses(sure, y, w), [0.02, 0.08])

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from training import data as data_lib
 from training.config import TrainConfig
-from training.losses import row_losses
+from training.reporting.losses import row_losses
 
 MAX_ROWS = TrainConfig.importance_rows  # the flag's default, declared once there
 

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from preprocessing.reference.evaluation import EvalSums
 from training import data as data_lib
-from training.losses import row_losses
+from training.reporting.losses import row_losses
 
 
 def scored_rows(model, files, info, batch_size: int,
