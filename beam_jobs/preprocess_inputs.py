@@ -183,6 +183,6 @@ def describe_header(header, delimiter: str) -> str:
     if len(header) == 1:
         seen = [d for d in (";", "\t", "|", ",") if d != delimiter and d in header[0]]
         if seen:
-            flag = "$'\\t'" if seen[0] == "\t" else f"'{seen[0]}'"
+            flag = "tab" if seen[0] == "\t" else f"'{seen[0]}'"
             text += f": one column, is the file {seen[0]!r}-delimited? add --delimiter {flag}"
     return text
