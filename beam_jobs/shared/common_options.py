@@ -3,6 +3,7 @@ them (checked without I/O), and parsing a job's command line."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import logging
 import sys
@@ -10,7 +11,7 @@ from typing import Optional, Sequence, Union
 
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions
 
-from beam_jobs.shared.args import CsvArgs, ImageArgs, IOArgs, ModelArgs
+from beam_jobs.shared.args import JOB_ARGS, CsvArgs, ImageArgs, IOArgs, ModelArgs
 from beam_jobs.shared.cli import setup_logging
 from beam_jobs.shared.errors import JobError
 from beam_jobs.shared.local_runner import LOCAL_RUNNER
@@ -183,10 +184,14 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
     """--help: the job's docstring as written, and each flag's default."""
 
 
-def check_known_flags(job: str, args) -> None:
+def check_known_flags(job: str, args, args_cls: Optional[type] = None) -> None:
     """Refuses what no options class of Beam's or ours defines (Beam would drop it with one
     warning: a misspelt --golden_set switches a safety check off), naming the closest known
-    flag, and a word that is no flag's value."""
+    flag, a word that is no flag's value, and (given the job's `args_cls`) a flag of another
+    of our jobs: Beam registers every job's options in one parser, so `--delimiter` given
+    to stream_predict parsed, and was ignored."""
+    if args_cls is not None:
+        _refuse_other_jobs_flags(job, args, args_cls)
     options = PipelineOptions(list(args))
     beams = logging.getLogger("apache_beam.options.pipeline_options")
     level = beams.level
@@ -210,6 +215,20 @@ def check_known_flags(job: str, args) -> None:
     close = difflib.get_close_matches(first, [f"--{k}" for k in known], n=1)
     hint = f" (did you mean {close[0]}?)" if close else " (--help lists the flags)"
     raise JobError(job, f"unknown flag {first}{hint}")
+
+
+def _refuse_other_jobs_flags(job: str, args, args_cls: type) -> None:
+    mine = {f.name for f in dataclasses.fields(args_cls)}
+    others: dict = {}
+    for name, cls in JOB_ARGS.items():
+        for f in dataclasses.fields(cls):
+            if f.name not in mine:
+                others.setdefault(f.name, []).append(name)
+    for arg in args:
+        name = arg.split("=", 1)[0][2:].replace("-", "_") if arg.startswith("--") else None
+        if name in others:
+            raise JobError(job, f"--{name} is not a flag of {job} (only of "
+                                f"{', '.join(others[name])})")
 
 
 def _stray_word(args, known: dict):
@@ -248,7 +267,7 @@ def job_options(argv, job: str, args_cls: type, doc: str, shared_help: bool = Tr
             cls._add_argparse_args(parser.add_argument_group(f"Beam {cls.__name__}"))
         parser.print_help()
         raise SystemExit(0)
-    check_known_flags(job, args)
+    check_known_flags(job, args, args_cls)
     options = PipelineOptions(args)
     standard = options.view_as(StandardOptions)
     if standard.runner in (None, "DirectRunner"):

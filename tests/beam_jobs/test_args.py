@@ -51,6 +51,10 @@ def test_bad_arguments_fail_before_any_io(job, args, message):
     assert text.startswith(f"{job.JOB}: error:") and message in text and "\n" not in text
 
 
+def _output_flag(job: str) -> str:
+    return "--output_dir" if job == "stream_predict" else "--output"
+
+
 @pytest.mark.parametrize("job", [batch_predict, preprocess, stream_predict, "redrive"])
 @pytest.mark.parametrize("args,message", [
     (["--evaluate_lable", "fare_amount"], "unknown flag --evaluate_lable (did you mean "
@@ -67,10 +71,27 @@ def test_no_flag_is_ever_discarded(job, args, message):
     if job == "redrive":
         from beam_jobs import redrive as job
     with pytest.raises(SystemExit) as e:
-        common_options.job_options(["--output", NOWHERE] + args, job.JOB,
+        common_options.job_options([_output_flag(job.JOB), NOWHERE] + args, job.JOB,
                                    JOB_ARGS[job.JOB], "doc")
     text = str(e.value.code)
     assert text.startswith(f"{job.JOB}: error:") and message in text and "\n" not in text
+
+
+@pytest.mark.parametrize("job, flag, owners", [
+    ("stream_predict", "--delimiter=;", "only of preprocess, batch_predict"),
+    ("redrive", "--delimiter", "only of preprocess, batch_predict"),
+    ("stream_predict", "--csv_block_mb", "only of preprocess, batch_predict, redrive"),
+    ("preprocess", "--model_dir", "only of batch_predict, stream_predict, redrive"),
+])
+def test_another_jobs_flag_is_refused_naming_whose_it_is(job, flag, owners):
+    """Beam registers every job's options in one parser: a flag of another of our jobs
+    parsed, and was ignored (a ';' file streamed with commas)."""
+    with pytest.raises(SystemExit) as e:
+        common_options.job_options([_output_flag(job), NOWHERE, flag, ";"], job,
+                                   JOB_ARGS[job], "doc")
+    text = str(e.value.code)
+    name = flag.split("=")[0]
+    assert text == f"{job}: error: {name} is not a flag of {job} ({owners})"
 
 
 def test_beams_and_dataflows_own_flags_keep_working():
