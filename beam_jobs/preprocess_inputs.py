@@ -74,8 +74,12 @@ class InputsFound:
                 self.labels_header = ("uri", "label")
         else:
             self.image_mode = "folders"
-            self.patterns = [FileSystems.join(src, "*", "*")]
-            self.files = self._match(src, f"no <class>/<image> files under --input {src}")
+            # A glob of image files (photos/*/*.jpg) is read as it matches: each file's class
+            # is its parent folder's name, as under a folder of class folders.
+            globbed = any(c in src for c in "*?[")
+            self.patterns = [src if globbed else FileSystems.join(src, "*", "*")]
+            self.files = self._match(src, f"no image files match --input {src}" if globbed
+                                     else f"no <class>/<image> files under --input {src}")
             self.labels_header = None
         cli.check_output_apart(JOB, self.patterns, self.output)
         cli.check_writable(JOB, self.output)

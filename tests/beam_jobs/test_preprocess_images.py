@@ -95,6 +95,27 @@ def test_labels_csv_relative_uris_and_bad_lines(shapes, tmp_path):
     assert raw["key"] == "uri" and raw["task"] == "classification"
 
 
+@pytest.mark.slow
+def test_a_glob_of_image_files_reads_each_files_class_from_its_folder(shapes, tmp_path):
+    """--input 'shapes/*/*.jpg' (a glob of the files, not their root): the rows and classes
+    of --input shapes; a glob matching nothing fails in one line naming it."""
+    root = shapes / "shapes"
+    outs = {}
+    for name, given in (("root", str(root)), ("glob", str(root / "*" / "*.jpg"))):
+        outs[name] = preprocess.run(["--format", "images", "--input", given, "--output",
+                                     str(tmp_path / name), "--max_side", "32"])
+    assert outs["glob"]["rows_read"] == outs["root"]["rows_read"] == 24
+    assert outs["glob"]["splits"] == outs["root"]["splits"]
+    import tensorflow_transform as tft
+    vocab = [sorted(tft.TFTransformOutput(str(tmp_path / n)).vocabulary_by_name(LABEL_VOCAB))
+             for n in ("root", "glob")]
+    assert vocab[0] == vocab[1] and len(vocab[0]) == 4
+    with pytest.raises(SystemExit) as e:
+        preprocess.run(["--format", "images", "--input", str(root / "*" / "*.png"),
+                        "--output", str(tmp_path / "none")])
+    assert "no image files match --input" in str(e.value.code)
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda d: d, "no <class>/<image> files"),
     # Three columns, none named uri/label: neither a header nor `path,label` lines.
