@@ -28,9 +28,7 @@ from preprocessing.parsing.row_parser import (
     MAX_RECORD_BYTES,
     MAX_RECORD_LINES,
     RAW_HEAD,
-    check_first_line,
-    header_names,
-    split_fields,
+    parse_header,
 )
 
 
@@ -264,8 +262,7 @@ class BadHeader(ValueError):
 
 def _header(record: str, path: str, delimiter: str = ",") -> tuple:
     try:
-        check_first_line(record, path)
-        return header_names(split_fields([record], delimiter)[0] or [], path)
+        return parse_header(record, delimiter, path)
     except ValueError as e:
         raise BadHeader(str(e)) from None
 

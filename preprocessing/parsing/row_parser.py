@@ -119,6 +119,14 @@ def header_names(fields: Sequence[str], source: str = "the file") -> Tuple[str, 
     return tuple(names)
 
 
+def parse_header(record: str, delimiter: str = ",", source: str = "the file") -> Tuple[str, ...]:
+    """A CSV file's first record as its column names (check_first_line, header_names); a
+    ValueError says what makes it unreadable. The pipeline's reader and inference's
+    record-by-record reader read a header alike."""
+    check_first_line(record, source)
+    return header_names(split_fields([record], delimiter)[0] or [], source)
+
+
 def split_fields(records: Sequence[str], delimiter: str = ",") -> List[Optional[List[str]]]:
     """CSV-parses record texts in one call (fast path); None marks a malformed record."""
     try:

@@ -27,6 +27,7 @@ from preprocessing.parsing.row_parser import (
     MAX_RECORD_LINES,
     check_first_line,
     header_names,
+    parse_header,
     split_fields,
 )
 
@@ -386,8 +387,7 @@ def read_csv_records(stream: BinaryIO, delimiter: str = ",",
     if first is None:
         raise SchemaError("the input file is empty (no header row)")
     try:
-        check_first_line(first, "the input file")
-        header = list(header_names(split_fields([first], delimiter)[0] or []))
+        header = list(parse_header(first, delimiter, "the input file"))
     except ValueError as e:
         raise SchemaError(str(e)) from None
 
