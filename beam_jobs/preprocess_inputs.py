@@ -12,7 +12,13 @@ from beam_jobs.shared.args import PreprocessArgs
 from preprocessing.accounting import counting
 from preprocessing.contract.schema import Schema, SchemaError
 from preprocessing.files import filesys
-from preprocessing.schema_inference.infer import image_schema, infer_from_profile, parse_csv_sample, report
+from preprocessing.schema_inference.infer import (
+    DECIMAL_COMMA_NOTE,
+    image_schema,
+    infer_from_profile,
+    parse_csv_sample,
+    report,
+)
 from preprocessing.schema_inference.profile import profile_csv, short
 
 JOB = "preprocess"
@@ -110,9 +116,8 @@ class InputsFound:
                             "file as UTF-8 to keep them", f"{prof.not_utf8:,}")
         commas = [name for name, column in prof.columns.items() if column.decimal_commas]
         if commas:
-            logging.warning("preprocess: column(s) %s hold numbers written with a decimal comma "
-                            "(39,1), read as text: write them with decimal points to read "
-                            "them as numbers", ", ".join(map(repr, commas)))
+            logging.warning("preprocess: column(s) %s: %s", ", ".join(map(repr, commas)),
+                            DECIMAL_COMMA_NOTE)
         if prof.too_large:
             logging.warning("preprocess: schema inference left out %s row(s) over "
                             "--max_record_bytes %s; the pipeline dead-letters them "
