@@ -124,8 +124,9 @@ def cases(work: str, quick: bool):
         f[-1] = v  # fare_amount, the label
         odd[10 + i] = ",".join(f)
     yield "numbers outside the grammar", taxi(csv("num.csv", "\n".join([header] + odd))), n
-    latin1 = "\n".join([header] + [r.replace("Cab", "Caf\u00e9") for r in body]) + "\n"
-    yield "a Latin-1 file", taxi(csv("latin1.csv", latin1.encode("latin-1"), "wb")), n
+    latin1 = csv("latin1.csv", ("\n".join([header] + [r.replace("Cab", "Caf\u00e9") for r in body])
+                                + "\n").encode("latin-1"), "wb")
+    yield "a Latin-1 file", taxi(latin1), n
     yield "CR-only line ends (old Mac)", taxi(csv("cr.csv", "\r".join(lines) + "\r")), None
     devs = os.path.join(work, "devs")
     os.makedirs(devs, exist_ok=True)
@@ -163,13 +164,13 @@ def cases(work: str, quick: bool):
         for _ in range(16 * size_gb):
             f.write(zeros)
     yield f"gzip bomb ({size_gb} GB line in {os.path.getsize(bomb) / 1e6:.1f} MB)", taxi(bomb), 1
-    yield from _inferred_cases(csv, lines, bomb)
+    yield from _inferred_cases(csv, lines, bomb, latin1)
     yield from _round3_cases(work, csv, good, header, body)
     yield from _image_cases(work, csv)
     yield from _round4_cases(work, csv, good, header, body)
 
 
-def _inferred_cases(csv, lines, bomb):
+def _inferred_cases(csv, lines, bomb, latin1):
     """Bad inputs through the README's default flow, schema inference (`--label_column`),
     which profiles every row at launch before the pipeline reads them (2026-12-05: a
     Latin-1 row, a first row past Arrow's block and a ';' file each failed there)."""
@@ -179,9 +180,7 @@ def _inferred_cases(csv, lines, bomb):
     def inferred(path, *more):
         return ["--input", path, "--label_column", "fare_amount", *more]
 
-    latin1 = "\n".join([header] + [r.replace("Cab", "Caf\u00e9") for r in body]) + "\n"
-    yield "inferred: a Latin-1 file", inferred(csv("i_latin1.csv", latin1.encode("latin-1"),
-                                                   "wb")), n
+    yield "inferred: a Latin-1 file", inferred(latin1), n
     text = "\n".join(lines) + "\n"
     yield "inferred: a UTF-16 file", inferred(csv("i_utf16.csv", text.encode("utf-16"),
                                                   "wb")), None
