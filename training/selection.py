@@ -150,13 +150,23 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
     first = by_shape[shape][0]
     runs[TREES] = (first.model, first.info)
     runs[BLEND] = (blend(runs[network][0], first.model), first.info)
-    net_info = runs[network][1]
+    sums, losses = _families_scored(fold_runs, network, runs[network][1], blend, train_files,
+                                    batch, folds, shape_predicted.get(shape))
+    return sums, losses, choice
+
+
+def _families_scored(fold_runs, network: str, net_info, blend: Callable, train_files,
+                     batch: int, folds: int, trees_predicted: Optional[list]) -> tuple:
+    """({candidate: EvalSums}, {candidate: per-row losses}) of the network, the trees and
+    their blend at each weight of BLEND_WEIGHTS over the folds of `fold_runs` ((network,
+    trees) trained without each fold): each family predicts a fold once (the trees'
+    `trees_predicted` when the shape choice made them), the blends are combined from that."""
     sums: Dict[str, EvalSums] = {}
     losses: Dict[str, list] = {}
     for fold, (net_model, trees) in enumerate(fold_runs):
         rows = data_lib.choice_fold(fold, folds)
         net = predicted(net_model, train_files, net_info, batch, rows)
-        tree = shape_predicted[shape][fold] if shape_predicted else \
+        tree = trees_predicted[fold] if trees_predicted else \
             predicted(trees.model, train_files, trees.info, batch, rows)
         if not np.array_equal(net.label, tree.label):  # the blends below pair them row by row
             raise RuntimeError(f"fold {fold}: the network and the trees read different rows")
@@ -168,7 +178,7 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
             fold_sums, fold_losses = sums_of(pred, served)
             sums[name] = sums.get(name, EvalSums()).merge(fold_sums)
             losses.setdefault(name, []).append(fold_losses)
-    return sums, {n: np.concatenate(v) for n, v in losses.items()}, choice
+    return sums, {n: np.concatenate(v) for n, v in losses.items()}
 
 
 def _trees_kept(cfg: TrainConfig, info, train_files, grown: TreesRun, shape: TreesShape,
@@ -224,21 +234,8 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
                                                    trees_runs)
     rounds = trees_choice.rounds
     shape = trees_choice.shape
-    candidates[TREES]["split_axis"] = {"value": shape.axis, "why": trees_choice.why}
-    candidates[TREES]["category_encoding"] = {
-        "value": shape.encoding, "why": trees_choice.why,
-        "features": trees_runs[shape].encoded}
-    candidates[TREES]["categorical_algorithm"] = {"value": shape.algorithm,
-                                                  "why": trees_choice.why}
-    candidates[TREES]["num_trees"] = trees_runs[shape].num_trees
     forests = defaults.num_forests(cfg.num_forests, folds, seeded(shape_cfg(cfg, shape)))
-    candidates[TREES]["num_forests"] = {"value": forests[0], "why": forests[1]}
-    if rounds is not None:
-        candidates[TREES]["refit_num_trees"] = {
-            "value": rounds, "why": f"of at most {trees_choice.most}, the count with the lowest "
-            f"loss summed over the {folds} cross-fitted folds"}
-        log.info("--model auto: the trees keep %d of %d rounds (%s)", rounds, trees_choice.most,
-                 candidates[TREES]["refit_num_trees"]["why"])
+    _record_trees_choice(candidates[TREES], trees_choice, trees_runs[shape], forests, folds)
     rows = "validation slice" if folds == 1 else f"{folds} cross-fitted folds"
     chosen, why = (BLEND, "--model blend") if cfg.model == BLEND else \
         choose_family(losses, network, rows)
@@ -270,6 +267,24 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
             "the kept model trained on the train split alone; the one exported was trained "
             "again on the train and eval splits (refit_on_eval)"))
     return chosen, model, served, final, why, exported
+
+
+def _record_trees_choice(record: dict, choice: TreesChoice, grown: TreesRun, forests: tuple,
+                         folds: int) -> None:
+    """metrics.json's record of the trees' shape, count and forests the held-out rows chose."""
+    shape = choice.shape
+    record["split_axis"] = {"value": shape.axis, "why": choice.why}
+    record["category_encoding"] = {"value": shape.encoding, "why": choice.why,
+                                   "features": grown.encoded}
+    record["categorical_algorithm"] = {"value": shape.algorithm, "why": choice.why}
+    record["num_trees"] = grown.num_trees
+    record["num_forests"] = {"value": forests[0], "why": forests[1]}
+    if choice.rounds is not None:
+        record["refit_num_trees"] = {
+            "value": choice.rounds, "why": f"of at most {choice.most}, the count with the "
+            f"lowest loss summed over the {folds} cross-fitted folds"}
+        log.info("--model auto: the trees keep %d of %d rounds (%s)", choice.rounds,
+                 choice.most, record["refit_num_trees"]["why"])
 
 
 def _trained_again(cfg: TrainConfig, info, chosen: str, runs: dict, candidates: dict,
