@@ -1,5 +1,6 @@
 """The boosted trees' count chosen over 4 cross-fitted folds by each fold's log loss (the
-trainer's rule, training/models/trees.py fold_num_trees) against by its error rate, measured
+trainer's rule until 2026-12-06) against by its error rate and by the larger of the two (the
+trainer's rule since: training/models/fold_count.py), measured
 outside the jobs: YDF on the table's own columns with the trainer's tree settings
 (benchmarks/tree_bagging.py), every fold grown to 300 trees without stopping, on the seeded
 80/20 rows of benchmarks/tabular_quality.py, against scikit-learn's HistGradientBoosting

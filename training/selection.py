@@ -32,14 +32,9 @@ from training.choice_rules import (
 )
 from training.config import TrainConfig
 from training.models.blend import BLEND, BlendModel
+from training.models.fold_count import FoldCount, fold_count
 from training.models.forests import seeded, train_forests
-from training.models.trees import (
-    TreesRun,
-    TreesShape,
-    fold_num_trees,
-    shape_cfg,
-    train_trees,
-)
+from training.models.trees import TreesRun, TreesShape, shape_cfg, train_trees
 from training.reporting.importance import forest_importance
 from training.reporting.scoring import Predictions, exact_eval, predicted, sums_of
 
@@ -61,26 +56,62 @@ class TreesChoice:
     """What the held-out rows chose for the trees exported."""
     shape: TreesShape
     why: str
-    rounds: Optional[int] = None   # cross-fitted: the count of rounds (fold_num_trees)
+    count: Optional[FoldCount] = None  # cross-fitted: the folds' count of rounds
     most: Optional[int] = None     # ... of at most this many
+
+    @property
+    def rounds(self) -> Optional[int]:
+        return None if self.count is None else self.count.rounds
+
+
+def _fold_count(info, fold_trees) -> FoldCount:
+    """The folds' count; by errors too for a classification of ERRORS_COUNT_MIN_ROWS train
+    rows or more."""
+    errors = fold_trees[0].fold_errors is not None and \
+        int(info.split_rows.get("train") or 0) >= defaults.ERRORS_COUNT_MIN_ROWS
+    return fold_count([t.fold_losses for t in fold_trees],
+                      [t.fold_errors for t in fold_trees] if errors else None)
 
 
 def _grown_further(cfg: TrainConfig, info, train_files, folds: int, shape: TreesShape,
-                   most: int) -> tuple:
-    """(the shape's trees on each fold, their count of rounds): grown again to at most
-    `most` rounds, each stopped on its fold, then cut or grown to the count lowest over the
-    folds (fold_num_trees). For the kept shape whose folds' best count came within
-    FOLD_LOOK_AHEAD rounds of the trees grown: their loss was still falling."""
+                   most: int, stop_on_fold: bool = True) -> tuple:
+    """(the shape's trees on each fold, their FoldCount): grown again to at most `most`
+    rounds, each stopped on its fold unless `stop_on_fold` is False, then cut or grown to
+    the folds' count (fold_count.py). For the kept shape whose folds' count came within
+    FOLD_LOOK_AHEAD rounds of the trees grown: their loss (or errors) was still falling."""
     cfg = shape_cfg(cfg, shape)
     with concurrent.futures.ThreadPoolExecutor(defaults.FOLD_TREE_WORKERS) as pool:
         grown = list(pool.map(
-            lambda fold: train_trees(cfg, info, train_files, num_trees=most, stop_on_fold=True,
+            lambda fold: train_trees(cfg, info, train_files, num_trees=most,
+                                     stop_on_fold=stop_on_fold,
                                      holdout=data_lib.choice_fold(fold, folds).other()),
             range(folds)))
-        count = fold_num_trees([t.fold_losses for t in grown])
+        count = _fold_count(info, grown)
         return list(pool.map(lambda ft: _cut_or_grown(cfg, info, train_files, ft[0], folds,
-                                                      ft[1], count),
+                                                      ft[1], count.rounds),
                              enumerate(grown))), count
+
+
+def _grown_again(kept: Optional[FoldCount], shape: TreesShape, num_trees: Optional[int],
+                 folds: int) -> tuple:
+    """((the most rounds, stopping on the fold) the kept shape's folds are grown again to,
+    or None; the most rounds the folds' count is chosen from), for `--num_trees`
+    `num_trees`: further where their lowest loss came near the trees grown, to the end
+    without stopping where a classification's fewest errors came near a stop on log loss."""
+    most, further, _ = defaults.num_trees(num_trees, folds)
+    look_ahead = defaults.FOLD_LOOK_AHEAD
+    if kept and further and kept.by_loss > most - look_ahead:
+        log.info("--model auto: the folds' best count of %s trees, %d, is within %d rounds of "
+                 "the %d grown; growing them again to at most %d", shape, kept.by_loss,
+                 look_ahead, most, further)
+        return (further, True), further
+    if kept and kept.errors_unsettled(look_ahead, most):
+        log.info("--model auto: the folds' fewest errors of %s trees, at %d rounds, came "
+                 "within %d of the %d every fold grew (stopped on their log loss); growing "
+                 "them again to %d without stopping", shape, kept.by_errors, look_ahead,
+                 kept.reached, most)
+        return (most, False), most
+    return None, most
 
 
 def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: int,
@@ -95,8 +126,8 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
     order, for every candidate. The trees are grown on every fold in each shape of
     `trees_runs` (fold 0's), and those of the shape choose_shape keeps are scored.
     Cross-fitted, every fold's trees (each stopped on its fold) are first cut, or grown
-    again, to the count with the lowest loss over the folds (fold_num_trees), the count the
-    trees exported keep: the choices judge the trees that would be kept."""
+    again, to the folds' count (fold_count.py), the count the trees exported keep: the
+    choices judge the trees that would be kept."""
     network = next(n for n in runs if n not in (TREES, BLEND))
     started = time.time()
     others = [data_lib.choice_fold(fold, folds).other() for fold in range(1, folds)]
@@ -115,11 +146,11 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
             log.info("--model auto: folds 2-%d trained in %.1f s", folds, time.time() - started)
         rounds = {}
         if folds > 1:
-            rounds = {shape: fold_num_trees([t.fold_losses for t in fold_trees])
+            rounds = {shape: _fold_count(info, fold_trees)
                       for shape, fold_trees in by_shape.items()
                       if all(t.fold_losses is not None for t in fold_trees)}
             cut = {shape: [pool.submit(_cut_or_grown, shape_cfg(cfg, shape), info,
-                                       train_files, fold, folds, t, count)
+                                       train_files, fold, folds, t, count.rounds)
                            for fold, t in enumerate(by_shape[shape])]
                    for shape, count in rounds.items()}
             by_shape.update({shape: [c.result() for c in done] for shape, done in cut.items()})
@@ -135,14 +166,10 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
         {a: np.concatenate([sums_of(p, t.info)[1] for p, t in zip(preds, by_shape[a])])
          for a, preds in shape_predicted.items()} or {a: np.zeros(0) for a in by_shape})
     log.info("--model auto: the trees grow %s (%s)", shape, why)
-    most, further, _ = defaults.num_trees(cfg.num_trees, folds)
-    if further and rounds.get(shape, 0) > most - defaults.FOLD_LOOK_AHEAD:
-        log.info("--model auto: the folds' best count of %s trees, %d, is within %d rounds of "
-                 "the %d grown; growing them again to at most %d", shape, rounds[shape],
-                 defaults.FOLD_LOOK_AHEAD, most, further)
+    again, most = _grown_again(rounds.get(shape), shape, cfg.num_trees, folds)
+    if again:
         by_shape[shape], rounds[shape] = _grown_further(cfg, info, train_files, folds, shape,
-                                                        further)
-        most = further
+                                                        *again)
         if shape_predicted:
             shape_predicted[shape] = fold_predictions(by_shape[shape])
     choice = TreesChoice(shape, why, rounds.get(shape), most)
@@ -279,10 +306,10 @@ def _record_trees_choice(record: dict, choice: TreesChoice, grown: TreesRun, for
     record["categorical_algorithm"] = {"value": shape.algorithm, "why": choice.why}
     record["num_trees"] = grown.num_trees
     record["num_forests"] = {"value": forests[0], "why": forests[1]}
-    if choice.rounds is not None:
+    if choice.count is not None:
         record["refit_num_trees"] = {
-            "value": choice.rounds, "why": f"of at most {choice.most}, the count with the "
-            f"lowest loss summed over the {folds} cross-fitted folds"}
+            "value": choice.rounds, "why": f"of at most {choice.most}, "
+            f"{choice.count.why(folds)}"}
         log.info("--model auto: the trees keep %d of %d rounds (%s)", choice.rounds,
                  choice.most, record["refit_num_trees"]["why"])
 

@@ -418,14 +418,89 @@ def test_trees_read_numbers_and_categories_and_skip_a_numbers_bucket():
 
 
 def test_the_trees_exported_keep_the_count_lowest_over_the_folds():
-    from training.models.trees import fold_num_trees
+    from training.models.fold_count import fold_count
     trees = np.arange(1, 301)
     overfit = [(t - 40) ** 2 / 100 + 50 + k for k, t in enumerate([trees] * 3)]
-    assert fold_num_trees(overfit) == 40
+    assert fold_count(overfit).rounds == 40
     # Summed over the folds, not decided by one; the shortest curve bounds the count.
-    assert fold_num_trees([np.array([3.0, 1.0, 2.0]), np.array([1.0, 3.0, 0.0]),
-                           np.array([2.0, 2.0, 1.0, 0.0])]) == 3
-    assert fold_num_trees([np.array([1.0, 0.5]), np.array([2.0, 1.9, 0.0])]) == 2
+    assert fold_count([np.array([3.0, 1.0, 2.0]), np.array([1.0, 3.0, 0.0]),
+                       np.array([2.0, 2.0, 1.0, 0.0])]).rounds == 3
+    assert fold_count([np.array([1.0, 0.5]), np.array([2.0, 1.9, 0.0])]).rounds == 2
+
+
+def test_a_classifications_count_is_the_larger_of_its_lowest_log_loss_and_fewest_errors():
+    """Accuracy still rising past the lowest log loss keeps the trees growing; errors lowest
+    early (by chance, on a few rows) do not cut them short of the log loss's count."""
+    from training.models.fold_count import fold_count
+    trees = np.arange(1, 301)
+    loss = [(trees - 90) ** 2 / 1e3 + 100 + k for k in range(2)]
+    falling = [np.maximum(40 - trees / 10, 20) + k for k in range(2)]   # fewest from 200
+    count = fold_count(loss, falling)
+    assert (count.by_loss, count.by_errors, count.rounds, count.reached) == (90, 200, 200, 300)
+    early = [np.where(trees == 5, 10.0, 30.0)] * 2
+    assert fold_count(loss, early).rounds == 90
+    # A tie in errors goes to the lower log loss; float32 noise in YDF's accuracy is a tie.
+    flat = [np.full(300, 25.0) + np.where(trees == 150, 1e-5, 0.0)] * 2
+    assert fold_count(loss, flat).by_errors == 90
+    # Curves cut 50 rounds past the lowest log loss while errors still fall: unsettled.
+    cut = fold_count([f[:140] for f in loss], [f[:140] for f in falling])
+    assert cut.rounds == 140 and cut.errors_unsettled(50, most=300)
+    assert not cut.errors_unsettled(50, most=140) and not count.errors_unsettled(50, 300)
+    assert fold_count(loss).by_errors is None and not fold_count(loss).errors_unsettled(50, 300)
+
+
+def test_the_kept_shapes_folds_grow_again_where_a_count_came_near_their_end():
+    """Further (stopping on the fold) where the lowest loss neared the trees grown; to the
+    end without stopping where a classification's fewest errors neared a stop on log loss;
+    not at all where the count is settled or --num_trees was given."""
+    from training.models.fold_count import FoldCount
+    from training.models.trees import TreesShape
+    from training.selection import _grown_again
+    shape, ahead = TreesShape(), defaults.FOLD_LOOK_AHEAD
+    most, further = defaults.NUM_TREES, defaults.FOLD_MAX_TREES
+    assert _grown_again(FoldCount(most - 10, None, most), shape, None, 4) == \
+        ((further, True), further)
+    unsettled = FoldCount(90, 130, 140)
+    assert _grown_again(unsettled, shape, None, 4) == ((most, False), most)
+    assert _grown_again(unsettled, shape, 140, 4) == (None, 140)   # its folds grew all 140
+    assert _grown_again(FoldCount(90, 140 - ahead, 140), shape, None, 4) == (None, most)
+    assert _grown_again(None, shape, None, 1) == (None, most)
+
+
+@pytest.mark.slow
+def test_a_classifications_fold_curves_count_its_errors_and_grow_unstopped(tmp_path,
+                                                                           monkeypatch):
+    """A classification's trees grown less a fold count that fold's errors after each
+    round, the last the errors their predictions make there. The folds' count reads them
+    on a train split of ERRORS_COUNT_MIN_ROWS rows or more; grown again without stopping
+    (_grown_further), every fold's curve runs to the end, and each fold's trees are cut to
+    the count chosen over them."""
+    from tests.training.test_forests import _three_classes
+    from training.data import choice_fold
+    from training.models.fold_count import fold_count
+    from training.models.trees import TreesShape, train_trees
+    from training.reporting.scoring import predicted
+    from training.selection import _grown_further
+    prep = _three_classes(tmp_path)
+    info, files = load_feature_info(prep), split_files(prep, "train")
+    cfg = small_train_config(prep, str(tmp_path / "job"), model="boosted_trees",
+                             num_trees=40, shrinkage=0.3)
+    fold = choice_fold(1, 4)
+    run = train_trees(cfg, info, files, holdout=fold.other())
+    assert run.fold_errors.shape == run.fold_losses.shape == (40,)
+    pred = predicted(run.model, files, run.info, 512, fold)
+    wrong = np.sum((np.argmax(pred.out, -1) != pred.label) * (pred.weight > 0))
+    assert wrong > 0 and run.fold_errors[-1] == pytest.approx(wrong, abs=1e-3)
+    # A train split of 600 rows: the count by log loss alone, unless the bound is lowered
+    assert info.split_rows["train"] < defaults.ERRORS_COUNT_MIN_ROWS
+    assert _grown_further(cfg, info, files, 4, TreesShape(), 40)[1].by_errors is None
+    monkeypatch.setattr(defaults, "ERRORS_COUNT_MIN_ROWS", 100)
+    monkeypatch.setattr(defaults, "FOLD_LOOK_AHEAD", 3)   # stopped, a curve would be short
+    grown, count = _grown_further(cfg, info, files, 4, TreesShape(), 40, stop_on_fold=False)
+    assert count.reached == 40 and count.by_errors is not None
+    again = [train_trees(cfg, info, files, holdout=choice_fold(k, 4).other()) for k in range(4)]
+    assert count == fold_count([t.fold_losses for t in again], [t.fold_errors for t in again])
+    assert [t.rounds for t in grown] == [count.rounds] * 4
 
 
 def _trees_without_a_fold(preprocessed, tmp_path, num_trees: int) -> tuple:
@@ -443,7 +518,7 @@ def _trees_without_a_fold(preprocessed, tmp_path, num_trees: int) -> tuple:
 
 @pytest.mark.slow
 def test_trees_trained_less_a_fold_score_it_after_every_tree(preprocessed, tmp_path):
-    """The curve fold_num_trees reads: the held-out fold's summed loss after each tree,
+    """The curve fold_count reads: the held-out fold's summed loss after each tree,
     whose last value is what the trees predict for that fold, and whose k-th is what the
     trees cut to k predict."""
     from training.models.trees import train_trees

@@ -126,9 +126,11 @@ class TreesRun:
     features: Dict[str, str]
     early_stopping: bool
     # Trained less a fold on a small table: the loss summed over that fold's rows after each
-    # round of trees (squared errors, or log losses), for fold_num_trees. Stopped on the
-    # fold, the curve runs FOLD_LOOK_AHEAD rounds past the trees kept (YDF keeps its best).
+    # round of trees (squared errors, or log losses), and a classification's errors, for
+    # fold_count.py. Stopped on the fold, the curves run FOLD_LOOK_AHEAD rounds past the
+    # trees kept (YDF keeps its best).
     fold_losses: Optional[np.ndarray] = None
+    fold_errors: Optional[np.ndarray] = None
     forest: object = None    # the YDF model
     model_classes: tuple = ()  # YDF's label classes, in its output's order
     shape: TreesShape = TreesShape()
@@ -156,7 +158,7 @@ class TreesRun:
 
     def truncated(self, rounds: int) -> "TreesRun":
         """These trees cut to their first `rounds` rounds (at most self.rounds), in place:
-        what the cross-fitted folds score once fold_num_trees has chosen the count."""
+        what the cross-fitted folds score once fold_count has chosen the count."""
         if self.forests > 1:
             raise ValueError("an average of forests is not cut")
         if rounds > self.rounds:
@@ -166,16 +168,6 @@ class TreesRun:
         model = TreesModel(self.forest.to_tensorflow_function(), self.info, self.features,
                            self.model_classes, self.means)
         return dataclasses.replace(self, model=model, num_trees=self.forest.num_trees())
-
-
-def fold_num_trees(fold_losses) -> int:
-    """The number of rounds of trees with the lowest loss summed over the held-out folds
-    (over the rounds every fold's curve reaches): on a small table, the cross-fitted choice
-    of how many of the `--num_trees` the trees keep (each fold's trees, stopped at the same
-    count, scored on rows they never saw). 300 trees at a shrinkage of 0.05 overfit a small
-    noisy table (docs/performance.md)."""
-    total = np.sum([f[:min(len(g) for g in fold_losses)] for f in fold_losses], axis=0)
-    return int(np.argmin(total)) + 1
 
 
 def shape_cfg(cfg: TrainConfig, shape: Optional[TreesShape] = None) -> TrainConfig:
@@ -226,11 +218,16 @@ def grow_shapes(cfg: TrainConfig, info: FeatureInfo, train_files,
             for shape in shapes(cfg, info, holdout)}
 
 
-def _per_tree_losses(forest, rows: int, regression: bool) -> np.ndarray:
-    """The validation loss after each tree, summed over the `rows` rows (YDF logs a mean:
-    the RMSE of a regression, the log loss of a classification)."""
-    means = np.array([e.evaluation.loss for e in forest.training_logs()], np.float64)
-    return rows * (means ** 2 if regression else means)
+def _fold_curves(forest, rows: int, regression: bool) -> tuple:
+    """(the validation loss after each round, a classification's errors or None), summed
+    over the `rows` rows (YDF logs means: the RMSE of a regression, the log loss and the
+    accuracy of a classification)."""
+    logs = forest.training_logs()
+    means = np.array([e.evaluation.loss for e in logs], np.float64)
+    if regression:
+        return rows * means ** 2, None
+    return rows * means, rows * (1 - np.array([e.evaluation.accuracy for e in logs],
+                                              np.float64))
 
 
 def _held_out_rows(train_files, info: FeatureInfo, features, holdout: data_lib.Holdout,
@@ -318,8 +315,8 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
              f"{threads} thread(s)" if threads else "a thread per core")
     with heartbeat(f"boosted_trees: growing {shape.axis} trees on {len(labels):,} rows"):
         forest = learner.train(columns, valid=valid, verbose=0)
-    fold_losses = None if valid is None else \
-        _per_tree_losses(forest, len(valid[LABEL]), regression)
+    fold_losses, fold_errors = (None, None) if valid is None else \
+        _fold_curves(forest, len(valid[LABEL]), regression)
     seconds = time.time() - started
     model_classes = () if regression else tuple(forest.label_classes())
     model = TreesModel(forest.to_tensorflow_function(), info, features, model_classes, means)
@@ -330,8 +327,8 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     return TreesRun(model=model, info=served, seconds=round(seconds, 2), rows=len(labels),
                     num_trees=forest.num_trees(), features=features,
                     early_stopping=early_stopping or stops_on_fold, fold_losses=fold_losses,
-                    forest=forest, model_classes=model_classes, shape=shape, means=means,
-                    capped=capped)
+                    fold_errors=fold_errors, forest=forest, model_classes=model_classes,
+                    shape=shape, means=means, capped=capped)
 
 
 def _learner(cfg: TrainConfig, features: Dict[str, str], regression: bool, small: bool,
