@@ -81,19 +81,38 @@ def _png(size, text_chunk: int = 0) -> bytes:
     return buf.getvalue()
 
 
-def cases(work: str, quick: bool):
-    """(name, preprocess args, data lines the input holds or None) for each bad input."""
-    lines = _taxi_lines()
-    header, body = lines[0], lines[1:]
-
+def _writer(work: str):
+    """A function writing `text` to a file named `name` in `work`, returning its path."""
     def csv(name, text, mode="w"):
         path = os.path.join(work, name)
         with open(path, mode) as f:
             f.write(text)
         return path
+    return csv
 
-    def taxi(path):
-        return ["--input", path, "--schema_spec", SPEC]
+
+def _taxi(path: str) -> list:
+    return ["--input", path, "--schema_spec", SPEC]
+
+
+def cases(work: str, quick: bool):
+    """(name, preprocess args, data lines the input holds or None) for each bad input."""
+    lines = _taxi_lines()
+    header, body = lines[0], lines[1:]
+    csv = _writer(work)
+    yield from _row_cases(csv, lines)
+    yield from _file_cases(work, csv, lines, quick)
+    good = os.path.join(work, "a_good.csv")
+    yield from _inferred_cases(csv, lines, os.path.join(work, "bomb.csv.gz"),
+                               os.path.join(work, "latin1.csv"))
+    yield from _round3_cases(work, csv, good, header, body)
+    yield from _image_cases(work, csv)
+    yield from _round4_cases(work, csv, good, header, body)
+
+
+def _row_cases(csv, lines):
+    """Bad rows, line ends and encodings in one file of the taxi table."""
+    header, body = lines[0], lines[1:]
 
     def quote(row):
         b = list(body)
@@ -103,38 +122,44 @@ def cases(work: str, quick: bool):
         return "\n".join([header] + b) + "\n"
 
     n = len(body)
-    yield "clean", taxi(csv("clean.csv", "\n".join(lines) + "\n")), n
-    yield "stray quote, first row", taxi(csv("q1.csv", quote(0))), n
-    yield "stray quote, middle row", taxi(csv("q2.csv", quote(n // 2))), n
-    yield "CRLF line ends", taxi(csv("crlf.csv", "\r\n".join(lines) + "\r\n")), n
-    yield "UTF-8 BOM", taxi(csv("bom.csv", "\ufeff" + "\n".join(lines) + "\n")), n
-    yield "no final newline", taxi(csv("nonl.csv", "\n".join(lines))), n
+    yield "clean", _taxi(csv("clean.csv", "\n".join(lines) + "\n")), n
+    yield "stray quote, first row", _taxi(csv("q1.csv", quote(0))), n
+    yield "stray quote, middle row", _taxi(csv("q2.csv", quote(n // 2))), n
+    yield "CRLF line ends", _taxi(csv("crlf.csv", "\r\n".join(lines) + "\r\n")), n
+    yield "UTF-8 BOM", _taxi(csv("bom.csv", "\ufeff" + "\n".join(lines) + "\n")), n
+    yield "no final newline", _taxi(csv("nonl.csv", "\n".join(lines))), n
     bad_utf8 = ("\n".join(lines[:20]) + "\n").encode() + b"\xff\xfe,bad\n" + \
         ("\n".join(lines[20:]) + "\n").encode()
-    yield "a line that is not UTF-8", taxi(csv("utf8.csv", bad_utf8, "wb")), n + 1
+    yield "a line that is not UTF-8", _taxi(csv("utf8.csv", bad_utf8, "wb")), n + 1
     nul = list(body)
     nul[3] = nul[3].replace(",", ",\x00\x07", 1)
-    yield "control characters in a field", taxi(csv("ctl.csv", "\n".join([header] + nul))), n
-    yield "blank lines", taxi(csv("blank.csv", "\n\n".join(lines) + "\n")), n
+    yield "control characters in a field", _taxi(csv("ctl.csv", "\n".join([header] + nul))), n
+    yield "blank lines", _taxi(csv("blank.csv", "\n\n".join(lines) + "\n")), n
     huge = "\n".join(lines[:50]) + "\n" + "x" * (50 << 20) + "\n" + "\n".join(lines[50:]) + "\n"
-    yield "one 50 MB line", taxi(csv("huge.csv", huge)), n + 1
+    yield "one 50 MB line", _taxi(csv("huge.csv", huge)), n + 1
     odd = list(body)
     for i, v in enumerate(["1_000", "1e-400", "1e39", "nan", "0x10", "\u0661\u0662", "+.5e1"]):
         f = odd[10 + i].split(",")
         f[-1] = v  # fare_amount, the label
         odd[10 + i] = ",".join(f)
-    yield "numbers outside the grammar", taxi(csv("num.csv", "\n".join([header] + odd))), n
+    yield "numbers outside the grammar", _taxi(csv("num.csv", "\n".join([header] + odd))), n
     latin1 = csv("latin1.csv", ("\n".join([header] + [r.replace("Cab", "Caf\u00e9") for r in body])
                                 + "\n").encode("latin-1"), "wb")
-    yield "a Latin-1 file", taxi(latin1), n
-    yield "CR-only line ends (old Mac)", taxi(csv("cr.csv", "\r".join(lines) + "\r")), None
+    yield "a Latin-1 file", _taxi(latin1), n
+    yield "CR-only line ends (old Mac)", _taxi(csv("cr.csv", "\r".join(lines) + "\r")), None
+
+
+def _file_cases(work: str, csv, lines, quick: bool):
+    """Bad files among the inputs: devices, other encodings, empty, broken gzip, a bomb."""
+    header, body = lines[0], lines[1:]
+    n = len(body)
     devs = os.path.join(work, "devs")
     os.makedirs(devs, exist_ok=True)
     os.symlink("/dev/zero", os.path.join(devs, "b_zero.csv"))
     os.mkfifo(os.path.join(devs, "c_fifo.csv"))
     with open(os.path.join(devs, "a.csv"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    yield "/dev/zero and a FIFO among the inputs", taxi(os.path.join(devs, "*.csv")), n + 2
+    yield "/dev/zero and a FIFO among the inputs", _taxi(os.path.join(devs, "*.csv")), n + 2
     mixed = os.path.join(work, "mixed")
     os.makedirs(mixed, exist_ok=True)
     for name, data in (("a.csv", ("\n".join(lines) + "\n").encode()),
@@ -142,20 +167,20 @@ def cases(work: str, quick: bool):
                        ("c_cr.csv", ("\r".join(lines) + "\r").encode())):
         with open(os.path.join(mixed, name), "wb") as f:
             f.write(data)
-    yield "UTF-16 and CR-only files among the inputs", taxi(os.path.join(mixed, "*.csv")), n + 2
-    yield "header only", taxi(csv("header.csv", header + "\n")), 0
-    yield "empty file", taxi(csv("empty.csv", "")), 0
+    yield "UTF-16 and CR-only files among the inputs", _taxi(os.path.join(mixed, "*.csv")), n + 2
+    yield "header only", _taxi(csv("header.csv", header + "\n")), 0
+    yield "empty file", _taxi(csv("empty.csv", "")), 0
     yield "duplicate header name", ["--input", csv("dup.csv", "\n".join(
         [header.replace("fare_amount", "company")] + body)), "--label_column", "key"], None
     data = gzip.compress(("\n".join(lines) + "\n").encode())
     good = csv("a_good.csv", "\n".join(lines) + "\n")
-    yield "truncated .gz", taxi(good + "," + csv("b_cut.csv.gz", data[: len(data) // 2],
+    yield "truncated .gz", _taxi(good + "," + csv("b_cut.csv.gz", data[: len(data) // 2],
                                                  "wb")), None
-    yield ".gz that is not gzip", taxi(good + "," + csv("c_plain.csv.gz", "\n".join(lines),
+    yield ".gz that is not gzip", _taxi(good + "," + csv("c_plain.csv.gz", "\n".join(lines),
                                                         "w")), None
-    yield ".gz that is not gzip, first file", taxi(csv("plain.csv.gz", "\n".join(lines))), None
+    yield ".gz that is not gzip, first file", _taxi(csv("plain.csv.gz", "\n".join(lines))), None
     os.makedirs(os.path.join(work, "dir.csv"), exist_ok=True)
-    yield "a folder named .csv", taxi(os.path.join(work, "dir.csv")), None
+    yield "a folder named .csv", _taxi(os.path.join(work, "dir.csv")), None
     bomb = os.path.join(work, "bomb.csv.gz")
     size_gb = 1 if quick else 4
     with gzip.open(bomb, "wb", compresslevel=9) as f:
@@ -163,11 +188,7 @@ def cases(work: str, quick: bool):
         zeros = b"0" * (64 << 20)
         for _ in range(16 * size_gb):
             f.write(zeros)
-    yield f"gzip bomb ({size_gb} GB line in {os.path.getsize(bomb) / 1e6:.1f} MB)", taxi(bomb), 1
-    yield from _inferred_cases(csv, lines, bomb, latin1)
-    yield from _round3_cases(work, csv, good, header, body)
-    yield from _image_cases(work, csv)
-    yield from _round4_cases(work, csv, good, header, body)
+    yield f"gzip bomb ({size_gb} GB line in {os.path.getsize(bomb) / 1e6:.1f} MB)", _taxi(bomb), 1
 
 
 def _inferred_cases(csv, lines, bomb, latin1):
