@@ -62,11 +62,11 @@ AUTO_TREE_MAX_CLASSES = 20
 # A classification's folds choose the larger of their counts by log loss and by errors
 # (training/models/fold_count.py) on a train split of this many rows or more, the count by
 # log loss alone on fewer: the fewest errors over 300 rounds, counted on a few hundred rows,
-# is the luck of a few of them. Through the jobs, seed 0 (docs/performance.md): on ISLR's
-# titanic, AER's CreditCard and SwissLabor and MASS's birthwt (150-1,070 train rows) the
-# errors' count moved accuracy -0.004 to +0.006, and birthwt by -0.059 (2 of its 34 test
-# rows); on modeldata's hpc_data, carData's KosteckiDillon and Ecdat's Cracker (2,600-3,450)
-# +0.003 to +0.022 and once -0.002.
+# is the luck of a few of them. Through the jobs, seed 0 (docs/performance.md): on
+# carData's TitanicSurvival, AER's CreditCard and SwissLabor, lifelines' dd and MASS's
+# birthwt (135-1,300 train rows) the errors' count moved accuracy -0.004 to +0.006, and
+# birthwt's by -0.059 (2 of its 34 test rows); on modeldata's hpc_data, carData's
+# KosteckiDillon and Ecdat's Cracker (2,370-3,100; seeds 0-2) +0.002 to +0.022, once -0.002.
 ERRORS_COUNT_MIN_ROWS = 2000
 FOLD_TREE_WORKERS = 2  # the cross-fitted folds' trees grown at once (training/selection.py)
 # Forests averaged in the export where the count was chosen on cross-fitted folds and the kept
