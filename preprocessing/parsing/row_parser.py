@@ -122,9 +122,14 @@ def header_names(fields: Sequence[str], source: str = "the file") -> Tuple[str, 
 def parse_header(record: str, delimiter: str = ",", source: str = "the file") -> Tuple[str, ...]:
     """A CSV file's first record as its column names (check_first_line, header_names); a
     ValueError says what makes it unreadable. The pipeline's reader and inference's
-    record-by-record reader read a header alike."""
+    record-by-record reader read a header alike, as does its block reader
+    (schema_inference/csv_tables.py)."""
     check_first_line(record, source)
-    return header_names(split_fields([record], delimiter)[0] or [], source)
+    fields = split_fields([record], delimiter)[0]
+    if fields is None:  # read as no column at all, each row would be `missing_column`
+        raise ValueError(f"the header of {source} is not valid CSV (a quote inside a field "
+                         f"not doubled, or text after a closing quote): {record[:RAW_HEAD]!r}")
+    return header_names(fields, source)
 
 
 def split_fields(records: Sequence[str], delimiter: str = ",") -> List[Optional[List[str]]]:

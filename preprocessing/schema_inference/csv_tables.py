@@ -4,7 +4,6 @@ record reader; and the rows the pipeline would not read (not UTF-8, over
 --max_record_bytes) left out, as it dead-letters them."""
 from __future__ import annotations
 
-import csv
 from typing import BinaryIO, Tuple
 
 import numpy as np
@@ -17,8 +16,6 @@ from preprocessing.parsing.row_parser import (
     BOM,
     MAX_RECORD_BYTES,
     MAX_RECORD_LINES,
-    check_first_line,
-    header_names,
     parse_header,
     split_fields,
 )
@@ -38,16 +35,11 @@ def read_csv_tables(stream: BinaryIO, delimiter: str = ",", block_bytes: int = 8
     if first.startswith(BOM):
         first = first[len(BOM):]
     try:
-        check_first_line(first, "the input file")
+        header = list(parse_header(first.rstrip("\r\n"), delimiter, "the input file"))
     except ValueError as e:
         raise SchemaError(str(e)) from None
-    fields = next(csv.reader([first.rstrip("\r\n")], delimiter=delimiter), None)
-    if not fields:
+    if not header:
         raise SchemaError("the input file is empty (no header row)")
-    try:
-        header = list(header_names(fields))
-    except ValueError as e:
-        raise SchemaError(str(e)) from None
     names = [f"c{i}" for i in range(len(header))]
     try:
         reader = pacsv.open_csv(

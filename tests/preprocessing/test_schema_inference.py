@@ -236,3 +236,22 @@ def test_a_column_of_dates_is_a_datetime_with_a_trend_not_an_identifier():
     rows[5][0] = "2012-01-06 10:00:00"  # a time of day in one row: the usual datetime parts
     schema, _ = infer_from_profile(profile_rows(["date", "x", "y"], rows), "y")
     assert schema.column("date").parts == ("hour", "weekday", "month")
+
+
+def test_a_header_that_is_not_valid_csv_is_refused_alike_by_every_reader():
+    """Inference's block and record readers and the pipeline's reader parse a header by
+    one function (row_parser.parse_header): a quoted name followed by text is refused in one
+    line. Before, inference read it leniently and the pipeline as no column at all, so
+    every row was rejected as `missing_column`."""
+    from preprocessing.contract.schema import SchemaError
+    from preprocessing.files.reading import BadHeader, _header
+    from preprocessing.schema_inference.csv_tables import read_csv_records, read_csv_tables
+    data = b'x,"y"z,label\n1,2,3\n4,5,6\n'
+    for read in (read_csv_tables, read_csv_records):
+        with pytest.raises(SchemaError, match="header of the input file is not valid CSV"):
+            read(io.BytesIO(data))
+    with pytest.raises(BadHeader, match="is not valid CSV"):
+        _header('x,"y"z,label', "f.csv")
+    # A quote within a name, as Python's csv and Arrow read it, is still a name.
+    assert read_csv_tables(io.BytesIO(b'x,b"q",label\n1,2,3\n'))[0] == ["x", 'b"q"', "label"]
+    assert _header('x,b"q",label', "f.csv") == ("x", 'b"q"', "label")
