@@ -12,7 +12,7 @@ from preprocessing.contract.kinds import (
     TRANSFORMS,
     SchemaError,
 )
-from preprocessing.contract.values import coerce_value
+from preprocessing.contract.values import DECIMAL_MARKS, coerce_value
 
 
 def validate(schema) -> None:
@@ -73,6 +73,9 @@ def _columns(schema) -> set:
         if c.imputed and (c.type != "float" or c.transform not in NUMERIC_TRANSFORMS):
             raise SchemaError(f"column '{c.name}': default 'mean' needs a float column "
                               f"with a numeric transform")
+        if c.decimal not in DECIMAL_MARKS or (c.decimal != "." and c.type != "float"):
+            raise SchemaError(f"column '{c.name}': decimal {c.decimal!r} must be '.', or ',' "
+                              f"for a float column")
         if c.default is not None and not c.imputed:
             try:
                 coerce_value(str(c.default), c.type)

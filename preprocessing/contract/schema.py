@@ -17,6 +17,7 @@ Spec file format (YAML shown; JSON has the same keys)::
     columns:
       - {name: pickup_datetime, type: string, transform: datetime, parts: [hour, weekday]}
       - {name: pickup_longitude, type: float, transform: zscore}
+      - {name: tip_share, type: float, decimal: ",", transform: zscore}  # written 0,15
       - {name: passenger_count, type: int, default: 1, transform: scale_0_1}
       - {name: payment_type, type: string, transform: vocabulary, top_k: 10, num_oov_buckets: 1}
       - {name: trip_seconds, type: float, transform: bucketize, num_buckets: 10}
@@ -66,6 +67,9 @@ class ColumnSpec:
     hash_buckets: int = 100
     parts: tuple = ("hour", "weekday", "month")
     missing: tuple = ()  # texts read as a missing value besides the empty field ("NA", "?")
+    # The decimal mark of a float column's numbers: "," where they are written 39,1 (a
+    # European spreadsheet's ';'-delimited file); every reader parses them as 39.1.
+    decimal: str = "."
 
     @property
     def required(self) -> bool:

@@ -36,6 +36,11 @@ DATETIME_TAIL_RE = re.compile(DATETIME_TAIL_PATTERN)
 NUMBER_PATTERN = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 INTEGER_PATTERN = r"[+-]?[0-9]+"
 NUMBER_RE = re.compile(NUMBER_PATTERN)
+# A float column's decimal mark (ColumnSpec.decimal): a European spreadsheet's ';'-delimited
+# file writes 39,1. Every reader replaces it by a point before the grammar above; a value
+# with a point in such a column is refused (1.234 there is a thousand and more, not 1.234).
+DECIMAL_MARKS = (".", ",")
+DECIMAL_COMMA_PATTERN = r"[+-]?[0-9]+,[0-9]+"  # 39,1
 INTEGER_RE = re.compile(INTEGER_PATTERN)
 NONZERO_MANTISSA_PATTERN = r"[^eE]*[1-9]"  # a number that must not round to zero (1e-400)
 NONZERO_MANTISSA_RE = re.compile(NONZERO_MANTISSA_PATTERN)
@@ -95,11 +100,20 @@ def float32_storable(values: np.ndarray) -> np.ndarray:
     return ok
 
 
-def coerce_value(text: str, dtype: str):
-    """Parses one stripped field as the column's type (the grammar above); raises
-    NumberError with the reject reason and a short message."""
+def coerce_value(text: str, dtype: str, decimal: str = "."):
+    """Parses one stripped field as the column's type (the grammar above), its numbers
+    written with `decimal` as their mark (DECIMAL_MARKS); raises NumberError with the reject
+    reason and a short message."""
     if dtype == "string":
         return text
+    if decimal != ".":
+        if "." in text:  # 1.234 where the mark is a comma: a thousands separator, not 1.234
+            raise NumberError("unparsable_number", f"{text!r} has a decimal point; this "
+                              f"column's numbers are written with a decimal {decimal!r}")
+        try:
+            return coerce_value(text.replace(decimal, "."), dtype)
+        except NumberError as e:
+            raise NumberError(e.reason, f"{e} (written {text!r})") from None
     if dtype == "int" and INTEGER_RE.fullmatch(text):
         v = int(text)
         if not INT64_MIN <= v <= INT64_MAX:

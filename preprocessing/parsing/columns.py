@@ -53,16 +53,20 @@ def stripped(texts: pa.Array) -> pa.Array:
     return pc.utf8_trim(texts, characters=PY_WHITESPACE)
 
 
-def convert(s: pa.Array, dtype: str, is_datetime: bool):
+def convert(s: pa.Array, dtype: str, is_datetime: bool, decimal: str = "."):
     """(values, bad) for one column of stripped, non-null texts `s`: values as an Arrow
-    string array (strings) or a numpy array (numbers), `bad` a numpy mask of the positions
-    the row-by-row parser must redo (their value here is a placeholder)."""
+    string array (strings) or a numpy array (numbers, written with `decimal` as their mark),
+    `bad` a numpy mask of the positions the row-by-row parser must redo (their value here is
+    a placeholder)."""
     bad = mask(pc.equal(s, ""))
     empty = bad.copy()
     if is_datetime:
         bad |= ~datetime_ok(s)
     if dtype == "string":
         return s, bad
+    if decimal != ".":  # coerce_value's rule: a point there is refused, the mark read as one
+        bad |= mask(pc.match_substring(s, "."))
+        s = pc.replace_substring(s, decimal, ".")
     if dtype == "int":
         ok = mask(pc.match_substring_regex(s, _INT))
         bad |= ~ok

@@ -15,7 +15,13 @@ import pyarrow as pa
 
 from preprocessing.accounting.rejects import Reject
 from preprocessing.contract.schema import Schema
-from preprocessing.contract.values import DTYPE_TABLE, NumberError, coerce_value, looks_like_datetime
+from preprocessing.contract.values import (
+    DTYPE_TABLE,
+    JsonNumber,
+    NumberError,
+    coerce_value,
+    looks_like_datetime,
+)
 from preprocessing.parsing import columns as columns_mod
 
 MAX_RECORD_BYTES = 1 << 20  # defaults of --max_record_bytes / --max_record_lines
@@ -162,6 +168,7 @@ class ColumnPlan:
     is_datetime: bool       # must look like YYYY-MM-DD HH:MM:SS
     optional: bool          # empty (or absent) without a default reads as None
     missing: frozenset = frozenset()  # texts that read as an empty field ("NA", "?")
+    decimal: str = "."      # a number's decimal mark (ColumnSpec.decimal)
 
 
 class RowParser:
@@ -179,9 +186,12 @@ class RowParser:
                                 and c.name not in optional]
         self.plan = [ColumnPlan(
             c.name, positions.get(c.name), c.type, c.typed_default(),
-            c.transform == "datetime", c.name in optional, frozenset(c.missing))
+            c.transform == "datetime", c.name in optional, frozenset(c.missing), c.decimal)
             for c in schema.columns]
         self.width = len(self.header)
+        # field position -> the decimal mark of a column not written with a point
+        self._marks = {c.pos: c.decimal for c in self.plan
+                       if c.pos is not None and c.decimal != "."}
 
     def parse(self, fields: Optional[Sequence[str]]) -> tuple:
         if fields is None:
@@ -208,10 +218,11 @@ class RowParser:
                 raise Reject("unparsable_datetime", f"column '{c.name}': {text!r} is not "
                                                     "YYYY-MM-DD[ HH:MM:SS[.fff][Z|UTC|+HH:MM]]")
             try:
-                values.append(coerce_value(text, c.dtype))
+                values.append(coerce_value(text, c.dtype, c.decimal))
             except NumberError as e:
+                mark = "" if c.decimal == "." else f" with a decimal {c.decimal!r}"
                 raise Reject(e.reason, f"column '{c.name}': cannot read {text!r} as "
-                                       f"{c.dtype} ({e.reason})") from None
+                                       f"{c.dtype}{mark} ({e.reason})") from None
         return tuple(values)
 
     def parse_many(self, fields_list: Sequence[Optional[Sequence[str]]]) -> "ColumnBlock":
@@ -240,7 +251,7 @@ class RowParser:
                 slow.update(range(len(rows)))
                 columns.append(("values", [None] * len(rows)))
                 continue
-            values, bad = columns_mod.convert(texts, c.dtype, c.is_datetime)
+            values, bad = columns_mod.convert(texts, c.dtype, c.is_datetime, c.decimal)
             if c.dtype == "string":
                 values = values.to_pylist()
             slow.update(np.flatnonzero(bad).tolist())
@@ -275,11 +286,17 @@ class RowParser:
         return ColumnBlock(columns, index, errors)
 
     def parse_dict(self, obj: dict) -> tuple:
-        """Parses a JSON-style mapping (values may already be typed)."""
+        """Parses a JSON-style mapping (values may already be typed). A JSON number is a
+        number in any column: in one written with a decimal comma, its point is read as the
+        mark (texts there follow the column's mark, as a CSV file's do)."""
         fields = []
-        for h in self.header:
+        for i, h in enumerate(self.header):
             v = obj.get(h)
-            fields.append("" if v is None else str(v))
+            text = "" if v is None else str(v)
+            if i in self._marks and isinstance(v, (int, float, JsonNumber)) and \
+                    not isinstance(v, bool):
+                text = text.replace(".", self._marks[i])
+            fields.append(text)
         return self.parse(fields)
 
 

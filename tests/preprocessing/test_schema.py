@@ -194,6 +194,15 @@ def test_taxi_spec_round_trips_through_json():
     assert s.categorical_outputs()[s.crosses[0].name] == 168
 
 
+def test_a_decimal_comma_round_trips_and_an_older_schema_reads_a_point():
+    spec = {"label": "y", "columns": [{"name": "x", "type": "float", "decimal": ","},
+                                      {"name": "y", "type": "float"}]}
+    schema = Schema.from_dict(spec)
+    assert schema.column("x").decimal == "," and schema.column("y").decimal == "."
+    assert Schema.loads(schema.dumps(), "x.json") == schema
+    assert "decimal" not in schema.to_dict()["columns"][1]  # a file of before reads the same
+
+
 @pytest.mark.parametrize("spec, message", [
     ({"columns": [{"name": "a", "type": "float"}]}, "no 'label'"),
     ({"label": "a", "columns": [{"name": "a", "type": "double"}]}, "type 'double'"),
@@ -213,6 +222,11 @@ def test_taxi_spec_round_trips_through_json():
     ({"label": "a", "bogus": 1, "columns": [{"name": "a", "type": "float"}]}, "unknown spec keys"),
     ({"label": "a", "columns": [{"name": "a", "type": "float"}, {"name": "a", "type": "int"}]},
      "declared twice"),
+    ({"label": "a", "columns": [{"name": "a", "type": "float"},
+                                {"name": "b", "type": "int", "decimal": ","}]},
+     "decimal ',' must be '.', or ',' for a float column"),
+    ({"label": "a", "columns": [{"name": "a", "type": "float", "decimal": ";"}]},
+     "decimal ';' must be"),
 ])
 def test_bad_specs_are_rejected_with_the_reason(spec, message):
     with pytest.raises(SchemaError, match=message):

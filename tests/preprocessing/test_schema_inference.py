@@ -8,7 +8,7 @@ import pytest
 from preprocessing.contract.names import tf_name
 from preprocessing.contract.schema import Schema
 from preprocessing.parsing.row_parser import Reject, RowParser, header_names
-from preprocessing.schema_inference.infer import infer_from_profile
+from preprocessing.schema_inference.infer import DECIMAL_COMMA_NOTE, infer_from_profile
 from preprocessing.schema_inference.profile import profile_csv, profile_rows
 from tests.helpers import late_decimals_csv
 
@@ -59,17 +59,29 @@ def test_a_row_longer_than_arrows_block_is_left_out_as_the_pipeline_rejects_it()
                     record_bounds=(1 << 20, 1000))
 
 
-def test_numbers_with_a_decimal_comma_are_text_and_the_decision_says_so():
-    """A ';'-delimited European file: 39,1 is no number in this job's grammar; the column
-    is text, and its decision (and the launch's warning) says what to change. A column
-    that also holds words is plain text."""
-    rows = "".join(f"{i % 10},{i % 3};{'abc' if i == 3 else f'{i},5'};{i % 2}\n"
-                   for i in range(300))
-    prof = profile_csv([("t.csv", lambda: io.BytesIO(("x;w;y\n" + rows).encode()))], ";")
-    assert prof.columns["x"].decimal_commas and not prof.columns["w"].decimal_commas
+def test_numbers_with_a_decimal_comma_are_numbers_in_a_file_not_delimited_by_commas():
+    """A ';'-delimited European file: 39,1 is a number written with a decimal comma, and the
+    column a float read so (ColumnSpec.decimal ","), a regression label too. A column that
+    also holds words is plain text; one that mixes 39,1 and 39.5 is text whose decision says
+    what to change (1.234 may be a thousand there)."""
+    rows = "".join(f"{i % 10},{i % 3};{'abc' if i == 3 else f'{i},5'};"
+                   f"{f'{i % 20}.5' if i % 7 else f'{i % 20},5'};{i % 2};{i % 4},25\n" for i in range(300))
+    prof = profile_csv([("t.csv", lambda: io.BytesIO(("x;w;m;c;y\n" + rows).encode()))], ";")
+    assert prof.columns["x"].comma_numbers() is not None
+    assert prof.columns["w"].comma_numbers() is None and prof.columns["m"].comma_numbers() is None
     schema, decisions = infer_from_profile(prof, "y")
-    assert schema.column("x").type == "string" and "decimal comma" in decisions["x"].why
-    assert "decimal comma" not in decisions["w"].why
+    x, y = schema.column("x"), schema.column("y")
+    assert (x.type, x.transform, x.decimal) == ("float", "numeric", ",")
+    assert (y.type, y.decimal, schema.task) == ("float", ",", "regression")
+    assert decisions["x"].why.endswith("written with a decimal comma (39,1): read as numbers")
+    assert schema.column("w").type == "string" and "decimal comma" not in decisions["w"].why
+    assert schema.column("m").type == "string" and DECIMAL_COMMA_NOTE in decisions["m"].why
+    assert schema.column("c").decimal == "."  # integers: nothing to read with a comma
+    # A comma-delimited file's quoted "39,1" stays text: there "1,234" is a thousand.
+    quoted = "".join(f'"{i % 10},{i % 3}",{i % 2}\n' for i in range(300))
+    prof = profile_csv([("t.csv", lambda: io.BytesIO(("x,y\n" + quoted).encode()))])
+    schema, decisions = infer_from_profile(prof, "y")
+    assert schema.column("x").type == "string" and DECIMAL_COMMA_NOTE in decisions["x"].why
 
 
 def test_text_in_a_numeric_column_makes_it_a_string_and_na_tokens_are_missing():
