@@ -9,6 +9,7 @@ whether integers rise strictly in file order (row numbers).
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -87,8 +88,10 @@ class ColumnStats:
     fits_int64: bool = True
     decimal_comma: int = 0          # values like 39,1, while every value is a number or one
     only_numbers: bool = True       # ... (else decimal_comma stops being counted)
-    # A file whose delimiter is not a comma: the same values with 39,1 read as 39.1 (for
-    # `comma_numbers`), fed while they may all be numbers; `points`: values with a point.
+    # A file whose delimiter is not a comma (`reads_commas`): the same values with 39,1 read
+    # as 39.1 (for `comma_numbers`), a copy made at the first such value and fed while they
+    # may all be numbers; `points`: values with a point.
+    reads_commas: bool = False
     comma_view: Optional["ColumnStats"] = None
     points: int = 0
 
@@ -96,7 +99,7 @@ class ColumnStats:
     def for_delimiter(cls, delimiter: str) -> "ColumnStats":
         """Empty statistics of a column of a file with `delimiter`: where it is not a
         comma, 39,1 may be a number (in a comma-delimited file "1,234" is a thousand)."""
-        return cls(comma_view=cls() if delimiter != "," else None)
+        return cls(reads_commas=delimiter != ",")
 
     @property
     def present(self) -> int:
@@ -119,6 +122,8 @@ class ColumnStats:
     def add(self, values: pa.Array) -> None:
         """Adds one batch of a column's raw text values (in file order)."""
         s = pc.utf8_trim(values, characters=PY_WHITESPACE)
+        if self.reads_commas:
+            self._view_with_commas(s)
         self.rows += len(s)
         empty = pc.equal(s, "")
         self.empty += pc.sum(empty).as_py() or 0
@@ -131,7 +136,6 @@ class ColumnStats:
                                 counts.field("counts").to_pylist()):
                 self.na_counts[token] = self.na_counts.get(token, 0) + n
         present = s.filter(pc.invert(pc.or_(empty, na)))
-        self._view_with_commas(s, present)
         if not len(present):
             return
         is_number = None
@@ -199,15 +203,21 @@ class ColumnStats:
             self.only_numbers = commas == len(others)
             self.decimal_comma += commas
 
-    def _view_with_commas(self, s: pa.Array, present: pa.Array) -> None:
-        """Feeds comma_view the values with a decimal comma read as a point, while no value
-        holds a point and they may all be numbers."""
-        view = self.comma_view
-        if view is None or self.points or view.mostly_text or not self.only_numbers:
+    def _view_with_commas(self, s: pa.Array) -> None:
+        """Feeds comma_view the stripped values `s` (before they are added here) with a
+        decimal comma read as a point, while no value holds a point and they may all be
+        numbers; until the first such value the view would equal these statistics, so it
+        is copied from them then."""
+        if self.points or not self.only_numbers or (self.comma_view and
+                                                    self.comma_view.mostly_text):
             return
-        self.points += pc.sum(pc.match_substring(present, ".")).as_py() or 0
-        comma = pc.match_substring_regex(s, f"^{DECIMAL_COMMA_PATTERN}$")
-        view.add(pc.if_else(comma, pc.replace_substring(s, ",", "."), s))
+        self.points += pc.sum(pc.match_substring(s, ".")).as_py() or 0
+        comma = pc.match_substring_regex(s, _DECIMAL_COMMA)
+        if self.points or (self.comma_view is None and not pc.any(comma).as_py()):
+            return
+        if self.comma_view is None:
+            self.comma_view = dataclasses.replace(copy.deepcopy(self), reads_commas=False)
+        self.comma_view.add(pc.if_else(comma, pc.replace_substring(s, ",", "."), s))
 
     def comma_numbers(self) -> Optional["ColumnStats"]:
         """The statistics of the column read with a decimal comma (ColumnSpec.decimal ","),

@@ -84,6 +84,21 @@ def test_numbers_with_a_decimal_comma_are_numbers_in_a_file_not_delimited_by_com
     assert schema.column("x").type == "string" and DECIMAL_COMMA_NOTE in decisions["x"].why
 
 
+def test_a_decimal_comma_first_met_in_a_later_statistics_pass_is_read_over_every_row():
+    """Integers for 70,000 rows (one statistics pass: GATHER_ROWS), then 39,1 in the next
+    file: the column is a float read with a decimal comma over all its rows; a point after
+    that leaves it text."""
+    head = ("x;y\n" + "".join(f"{i % 50};{i % 2}\n" for i in range(70_000))).encode()
+    for tail, comma in (("7,25;1\n", True), ("7,25;1\n8.5;0\n", False)):
+        files = [("a.csv", lambda: io.BytesIO(head)),
+                 ("b.csv", lambda tail=tail: io.BytesIO(("x;y\n" + tail).encode()))]
+        column = profile_csv(files, ";").columns["x"]
+        view = column.comma_numbers()
+        assert (view is not None) == comma
+        if comma:
+            assert view.rows == column.rows == 70_001 and view.distinct_count == 51
+
+
 def test_text_in_a_numeric_column_makes_it_a_string_and_na_tokens_are_missing():
     rows = [[str(i), f"{i * 0.5}", str(i % 3)] for i in range(3000)]
     rows[2500][0] = "unknown"  # text far down a numeric column
