@@ -12,6 +12,7 @@ from beam_jobs.shared.args import PreprocessArgs
 from preprocessing.accounting import counting
 from preprocessing.contract.schema import Schema, SchemaError
 from preprocessing.files import filesys
+from preprocessing.parsing import row_parser
 from preprocessing.schema_inference.infer import (
     DECIMAL_COMMA_NOTE,
     image_schema,
@@ -146,7 +147,7 @@ class InputsFound:
                                       f"--schema_spec of the columns to use")
                 if o.label_column not in header:  # before reading the whole input
                     raise SchemaError(f"label column '{o.label_column}' is not in the header "
-                                      f"{describe_header(header, o.delimiter)}")
+                                      f"{describe_header(header)}")
                 prof = self._profile(o)
                 schema, decisions = infer_from_profile(prof, o.label_column, o.key_column,
                                                        None if o.task == "auto" else o.task)
@@ -167,11 +168,11 @@ class InputsFound:
             raise errors.JobError(JOB, str(e))
         if schema.label not in header:
             raise errors.JobError(JOB, f"label column '{schema.label}' is not in the header of "
-                                       f"{self.files[0]}: {describe_header(header, o.delimiter)}")
+                                       f"{self.files[0]}: {describe_header(header)}")
         missing = [c.name for c in schema.columns if c.required and c.name not in header]
         if missing:
             raise errors.JobError(JOB, f"columns {missing} of the spec are not in the header of "
-                                       f"{self.files[0]}: {describe_header(header, o.delimiter)}")
+                                       f"{self.files[0]}: {describe_header(header)}")
         return schema
 
     def _resolve_preprocessing_fn(self, o):
@@ -184,15 +185,10 @@ class InputsFound:
             raise errors.JobError(JOB, f"--module_file {o.module_file}: {e}")
 
 
-def describe_header(header, delimiter: str) -> str:
+def describe_header(header) -> str:
     """A header for a one-line error: its first names, each cut short (a file read with the
     wrong delimiter has one name as long as its first line), and the delimiter it seems to
     have when it has one column."""
     names = [short(h) for h in header[:20]]
-    text = f"{names}" + (f" and {len(header) - 20:,} more" if len(header) > 20 else "")
-    if len(header) == 1:
-        seen = [d for d in (";", "\t", "|", ",") if d != delimiter and d in header[0]]
-        if seen:
-            flag = "tab" if seen[0] == "\t" else f"'{seen[0]}'"
-            text += f": one column, is the file {seen[0]!r}-delimited? add --delimiter {flag}"
-    return text
+    return f"{names}" + (f" and {len(header) - 20:,} more" if len(header) > 20 else "") + \
+        row_parser.delimiter_hint(header)

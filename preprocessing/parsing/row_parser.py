@@ -138,6 +138,18 @@ def parse_header(record: str, delimiter: str = ",", source: str = "the file") ->
     return header_names(fields, source)
 
 
+def delimiter_hint(header: Sequence[str]) -> str:
+    """For a header of one column holding another delimiter (a ';' file read at commas):
+    ": one column, is the file ';'-delimited? add --delimiter ';'", else ""."""
+    if len(header) != 1:
+        return ""
+    seen = [d for d in (";", "\t", "|", ",") if d in header[0]]
+    if not seen:
+        return ""
+    flag = "tab" if seen[0] == "\t" else f"'{seen[0]}'"
+    return f": one column, is the file {seen[0]!r}-delimited? add --delimiter {flag}"
+
+
 def split_fields(records: Sequence[str], delimiter: str = ",") -> List[Optional[List[str]]]:
     """CSV-parses record texts in one call (fast path); None marks a malformed record."""
     try:
@@ -198,7 +210,8 @@ class RowParser:
             raise Reject("malformed_csv", "the record is not valid CSV (unbalanced quotes?)")
         if self.missing_columns:
             raise Reject("missing_column",
-                           f"the file's header lacks required column(s) {self.missing_columns}")
+                         f"the file's header lacks required column(s) {self.missing_columns}"
+                         f"{delimiter_hint(self.header)}")
         if len(fields) != self.width:
             raise Reject("wrong_column_count",
                            f"expected {self.width} fields, found {len(fields)}")

@@ -261,6 +261,17 @@ def test_column_wise_parse_of_a_header_missing_a_required_column():
     parser = row_parser.RowParser(SCHEMA, HEADER[:-2])
     block = parser.parse_many([GOOD[:-2]] * 3)
     assert len(block) == 0 and {e.reason for _, e in block.errors} == {"missing_column"}
+    assert "delimited" not in block.errors[0][1].detail
+
+
+def test_a_header_read_as_one_column_names_the_delimiter_it_holds():
+    """A ';' file read at commas (batch_predict without --delimiter): every row's dead
+    letter says which flag reads it."""
+    for header, flag in ((";".join(HEADER), "';'"), ("\t".join(HEADER), "tab")):
+        parser = row_parser.RowParser(SCHEMA, [header])
+        reject = _reject_of(parser, [header])
+        assert reject.reason == "missing_column" and reject.detail.endswith(
+            f"-delimited? add --delimiter {flag}")
 
 
 def test_one_registry_of_reject_reasons():
