@@ -213,6 +213,8 @@ def _inferred_cases(csv, lines, bomb, latin1):
         [header] + [",".join(r) for r in wide]) + "\n"), "--csv_block_mb", "0"), n
     yield "inferred: a ';' file, --delimiter ';'", inferred(
         csv("i_semi.csv", text.replace(",", ";")), "--delimiter", ";"), n
+    yield "inferred: a ';' file with decimal commas (39,1)", inferred(
+        csv("i_comma.csv", text.replace(",", ";").replace(".", ",")), "--delimiter", ";"), n
     yield "inferred: the gzip bomb", inferred(bomb), None
 
 

@@ -211,7 +211,8 @@ class ColumnStats:
         if self.points or not self.only_numbers or (self.comma_view and
                                                     self.comma_view.mostly_text):
             return
-        self.points += pc.sum(pc.match_substring(s, ".")).as_py() or 0
+        na = pc.is_in(s, value_set=pa.array(NA_TOKENS, s.type))  # "." is a missing mark
+        self.points += pc.sum(pc.and_(pc.match_substring(s, "."), pc.invert(na))).as_py() or 0
         comma = pc.match_substring_regex(s, _DECIMAL_COMMA)
         if self.points or (self.comma_view is None and not pc.any(comma).as_py()):
             return

@@ -64,7 +64,7 @@ def test_numbers_with_a_decimal_comma_are_numbers_in_a_file_not_delimited_by_com
     column a float read so (ColumnSpec.decimal ","), a regression label too. A column that
     also holds words is plain text; one that mixes 39,1 and 39.5 is text whose decision says
     what to change (1.234 may be a thousand there)."""
-    rows = "".join(f"{i % 10},{i % 3};{'abc' if i == 3 else f'{i},5'};"
+    rows = "".join(f"{'.' if i == 5 else f'{i % 10},{i % 3}'};{'abc' if i == 3 else f'{i},5'};"
                    f"{f'{i % 20}.5' if i % 7 else f'{i % 20},5'};{i % 2};{i % 4},25\n" for i in range(300))
     prof = profile_csv([("t.csv", lambda: io.BytesIO(("x;w;m;c;y\n" + rows).encode()))], ";")
     assert prof.columns["x"].comma_numbers() is not None
@@ -72,6 +72,7 @@ def test_numbers_with_a_decimal_comma_are_numbers_in_a_file_not_delimited_by_com
     schema, decisions = infer_from_profile(prof, "y")
     x, y = schema.column("x"), schema.column("y")
     assert (x.type, x.transform, x.decimal) == ("float", "numeric", ",")
+    assert "." in x.missing and x.default == "mean"  # SAS's missing mark is no point
     assert (y.type, y.decimal, schema.task) == ("float", ",", "regression")
     assert decisions["x"].why.endswith("written with a decimal comma (39,1): read as numbers")
     assert schema.column("w").type == "string" and "decimal comma" not in decisions["w"].why
