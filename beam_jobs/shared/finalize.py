@@ -45,7 +45,7 @@ from beam_jobs.shared.publish import (
     remove_tree,
 )
 from preprocessing.accounting import counting
-from preprocessing.accounting.counting import Tallies
+from preprocessing.accounting.counting import FirstRejects, Tallies
 from preprocessing.accounting.rejects import FILE_REASONS
 from preprocessing.files import filesys
 
@@ -115,21 +115,26 @@ def summarize(info: dict, tallies: Dict[str, int], outputs: Dict[str, str],
 
 def finalize(_, tallies, *written, spec: OutputSpec, staging: str, output: str, info: dict,
              started: float, stale_staging_hours: float = STALE_STAGING_HOURS,
-             scratch: Sequence[str] = ()):
+             scratch: Sequence[str] = (), first_rejects: Optional[Mapping[str, str]] = None):
     """The body of the Finalize step (see the module docstring). Returns the summary.
-    `scratch`: this run's temporary folders, removed whatever the outcome."""
+    `scratch`: this run's temporary folders, removed whatever the outcome; `first_rejects`:
+    each reason's first dead letter (FirstRejects)."""
     del written  # side inputs only so that this runs after every sink has finished
     try:
-        return _finalize(tallies, spec, staging, output, info, started, stale_staging_hours)
+        return _finalize(tallies, spec, staging, output, info, started, stale_staging_hours,
+                         dict(first_rejects or {}))
     finally:
         for path in scratch:
             remove_tree(path)
 
 
-def _finalize(tallies, spec, staging, output, info, started, stale_staging_hours):
+def _finalize(tallies, spec, staging, output, info, started, stale_staging_hours,
+              first_rejects):
     job, outputs_key = spec.job, spec.outputs_key
     summary = summarize(info, dict(tallies), dict(spec.outputs), outputs_key,
                         time.time() - started)
+    if first_rejects:
+        summary["first_rejects"] = dict(sorted(first_rejects.items()))
     for key, name in spec.attach.items():
         path = FileSystems.join(staging, name)
         if FileSystems.exists(path):
@@ -151,10 +156,13 @@ def _finalize(tallies, spec, staging, output, info, started, stale_staging_hours
     if empty or not summary["rows_read"]:
         failed = discard(staging, output)
         what = f"no rows reached {', '.join(empty)}" if summary["rows_read"] else "no rows read"
+        by_reason = summary["rejected"]["by_reason"]
+        top = max(by_reason, key=by_reason.get) if by_reason else None
+        why = f"; the first {top}: {first_rejects[top]}" if top in first_rejects else ""
         raise EmptyOutput(f"{job}: {what} ({summary['rows_read']} rows read, "
-                          f"{summary['rejected']['total']} rejected "
-                          f"{summary['rejected']['by_reason']}); nothing was published, the "
-                          f"previous output stays (summary and dead letters in {failed})")
+                          f"{summary['rejected']['total']} rejected {by_reason}{why}); nothing "
+                          f"was published, the previous output stays (summary and dead "
+                          f"letters in {failed})")
     try:
         with PublishLock(output, staging.rstrip("/").rsplit("/", 1)[-1], job):
             recover(output, job)  # a publish a kill interrupted: completed before this one
@@ -215,6 +223,7 @@ class Finalize(beam.PTransform):
         counts, rejects = inputs
         totals = (counts, rejects) | "Tallies" >> Tallies()
         waits = [beam.pvalue.AsList(w) for w in self.written]
+        first = rejects | "FirstRejects" >> FirstRejects()
         return (counts.pipeline | "Once" >> beam.Create([None])
                 | "Publish" >> beam.Map(finalize, beam.pvalue.AsSingleton(totals), *waits,
-                                        **self.kw))
+                                        first_rejects=beam.pvalue.AsDict(first), **self.kw))

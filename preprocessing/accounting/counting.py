@@ -126,6 +126,27 @@ class SumTallies(beam.CombineFn):
         return acc
 
 
+EXAMPLE_DETAIL_CHARS = 300  # of a reason's first dead letter, in the summary
+
+
+class FirstRejects(beam.PTransform):
+    """Dead letters -> (reason, "source:line: detail") of each reason's first letter in
+    (source, line) order: what the summary and a failed run's one line show of why."""
+
+    def expand(self, rejects):
+        def keyed(letter):
+            line = letter.line if isinstance(letter.line, int) and \
+                not isinstance(letter.line, bool) else -1
+            return letter.reason, (str(letter.source), line,
+                                   str(letter.detail)[:EXAMPLE_DETAIL_CHARS])
+
+        def shown(item):
+            reason, (source, line, detail) = item
+            return reason, f"{source}{f':{line}' if line >= 0 else ''}: {detail}"
+        return (rejects | "ByReason" >> beam.Map(keyed)
+                | "First" >> beam.CombinePerKey(min) | "Shown" >> beam.Map(shown))
+
+
 class Tallies(beam.PTransform):
     """Sums Counts, plus one `rejected_<reason>` per dead-letter record, into one
     {name: total} dict."""

@@ -205,6 +205,22 @@ def test_rows_all_rejected_publish_nothing_and_keep_the_dead_letters(tmp_path):
     assert [r["reason"] for r in failed] == ["record_too_large"]
 
 
+def test_a_run_rejecting_every_row_says_why_in_its_one_line_and_its_summary(tmp_path):
+    """Each reason's first dead letter in file order (FirstRejects) is in the summary, and the
+    most frequent reason's in the failed run's one line: the why, not only the count."""
+    letters = [DeadLetter("test", "b.csv", 1, "x", "missing_column", "b's header"),
+               DeadLetter("test", "a.csv", 9, "x", "missing_column", "a's header, line 9"),
+               DeadLetter("test", "a.csv", 3, "x", "missing_column", "a's header, line 3"),
+               DeadLetter("test", "a.csv", None, "x", "bad_encoding", "y" * 1000)]
+    p, out = _finalize_pipeline(tmp_path, [("rows_read", 4)], letters, require=("rows_out",))
+    with pytest.raises(Exception, match=r"rejected \{'bad_encoding': 1, 'missing_column': 3\}; "
+                       r"the first missing_column: a.csv:3: a's header, line 3\); nothing"):
+        p.run().wait_until_finish()
+    first = json.load(open(os.path.join(out, "_FAILED_RUN", "summary.json")))["first_rejects"]
+    assert first == {"bad_encoding": "a.csv: " + "y" * 300,
+                     "missing_column": "a.csv:3: a's header, line 3"}
+
+
 def _staged(out, run, files):
     staging = out / f"{publish.STAGING_PREFIX}{int(time.time())}-{run}"
     for rel, text in files.items():
