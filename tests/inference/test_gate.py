@@ -4,6 +4,7 @@ than --max_metric_regression. Real exports: the `trained` model, one trained on 
 rows with the labels shuffled, and one whose weights are NaN."""
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -16,6 +17,8 @@ from beam_jobs import batch_predict
 from beam_jobs.shared import errors
 from inference.model import gate
 from inference.model.gate import Gate, GoldenSetError, Score, decide, read_golden
+from preprocessing import TAXI_SPEC
+from preprocessing.contract.schema import Schema
 from preprocessing.reference import golden
 from tests.end_to_end.test_pubsub import _publish_steadily, _start_job, _stop, topics  # noqa: F401
 from tests.helpers import read_jsonl
@@ -116,6 +119,23 @@ def test_golden_sets_from_csv_and_their_bounds(trained, taxi_csv, tmp_path, monk
     assert bomb.stat().st_size < 4096
     with pytest.raises(GoldenSetError, match="decompresses past"):
         read_golden(str(bomb), schema)
+
+
+def test_a_golden_csv_of_a_decimal_comma_model_reads_its_quoted_39_1(tmp_path):
+    """A golden set's CSV is comma-delimited: a model whose numbers are written 39,1 reads
+    them quoted, and refuses one written with points in one line saying why."""
+    taxi = Schema.load(TAXI_SPEC)
+    schema = dataclasses.replace(taxi, columns=tuple(
+        dataclasses.replace(c, decimal=",") if c.type == "float" else c for c in taxi.columns))
+    row = ["k1", "2025-03-04 05:06:07 UTC", "-73.9", "40.7", "-73.95", "40.75", "2", "Cash",
+           "Flash Cab", "12.5"]
+    comma, point = tmp_path / "comma.csv", tmp_path / "point.csv"
+    comma.write_text(",".join(taxi.names) + "\n" + ",".join(
+        f'"{v.replace(".", ",")}"' for v in row) + "\n")
+    point.write_text(",".join(taxi.names) + "\n" + ",".join(row) + "\n")
+    assert read_golden(str(comma), schema).labels == (12.5,)
+    with pytest.raises(GoldenSetError, match="cannot read '-73.9' as float with a decimal ','"):
+        read_golden(str(point), schema)
 
 
 def test_golden_set_flags_fail_at_launch_with_one_line(trained, taxi_csv, tmp_path):
