@@ -27,6 +27,9 @@ stripped:
   (`transform: none`). Distinct integers in no order under other names (a rank, a score)
   stay numbers;
 - other strings: a vocabulary when few distinct values, else hashed;
+- in a file not delimited by commas, a column whose every present value is a number, some
+  written with a decimal comma (`39,1`, a European spreadsheet's) and none with a point, is
+  a float read with that mark (ColumnSpec.decimal `","`: _with_commas);
 - a column named like a key that repeats (a patient's `id` over visits) is a feature, not the
   key, and the derived `<name>_entity` (_entity): an exact vocabulary, whose one id past the
   values seen in train stands for an entity never seen (the models learn both:
@@ -43,7 +46,6 @@ import dataclasses
 import io
 from typing import Dict, Iterable, List, Optional, Sequence
 
-from preprocessing.contract.kinds import MAX_LABEL_CLASSES
 from preprocessing.contract.names import tf_names
 from preprocessing.contract.schema import (
     ColumnSpec,
@@ -51,8 +53,9 @@ from preprocessing.contract.schema import (
     Schema,
     SchemaError,
 )
-from preprocessing.contract.values import INTEGER_RE, NUMBER_RE
+from preprocessing.contract.values import INTEGER_RE
 from preprocessing.parsing.row_parser import BOM, check_first_line, header_names
+from preprocessing.schema_inference.label import decide_label
 from preprocessing.schema_inference.profile import (
     DISTINCT_CAP,
     MIN_ID_ROWS,
@@ -60,13 +63,11 @@ from preprocessing.schema_inference.profile import (
     ColumnStats,
     Profile,
     profile_rows,
-    short,
 )
 
 KEY_NAMES = ("key", "id", "uuid", "unique_key", "trip_id", "example_id")
 ID_SHARE = 0.9               # strings distinct in at least this share of rows are ids
 MAX_VOCAB = 1000
-CLASSIFICATION_MAX_CLASSES = 20
 NUM_BUCKETS = 16             # quantile buckets of a `numeric` feature
 DATE_PARTS = ("weekday", "month", "day", "days")  # of a column of dates alone
 DECIMAL_COMMA_READ = "written with a decimal comma (39,1): read as numbers"
@@ -193,82 +194,6 @@ def _with_category_marks(name: str, s: ColumnStats, marks: tuple, missing: int) 
 
 def _share(s: ColumnStats) -> str:
     return f"{s.distinct_share:.0%}"
-
-
-def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple:
-    """(ColumnSpec, task, why) of the label. Rows without a label are rejected (missing_value):
-    NA tokens count as missing there too; so are rows whose label is text in a numeric label
-    (unparsable_number). `task` (preprocess's --task) overrides the guess."""
-    missing = NA_TOKENS if s.numeric or s.na or s.stray_text else ()
-    d = s.distinct_count
-    marks = s.category_marks()
-    # A class written as an NA token ("None" in a share of the rows) is a class: its rows stay.
-    text = ColumnSpec(name, "string", missing=tuple(t for t in missing if t not in marks))
-    number = ColumnSpec(name, "float", missing=missing)
-    texts = (f"; {s.non_numeric}{'+' if s.mostly_text else ''} value(s) are not numbers (e.g. "
-             f"{s.examples[:2]}): their rows are rejected as "
-             f"unparsable_number")
-    if task == "regression":
-        if not s.numeric and not any(NUMBER_RE.fullmatch(str(v)) for v in s.distinct):
-            raise SchemaError(f"--task regression: label '{name}' has no numeric value "
-                              f"(e.g. {s.examples[:2]})")
-        return number, task, "--task regression" + (texts if s.non_numeric else "")
-    if task is None and s.stray_text and (d is None or d > CLASSIFICATION_MAX_CLASSES):
-        return number, "regression", "numeric label" + texts
-    if task == "classification" or not s.numeric or (s.leading_zero and s.non_integer == 0):
-        _check_classes(name, s)
-        why = "--task classification" if task else "string label"
-        if marks:
-            return text, "classification", f"{why}, {d + len(marks)} classes ({marks} " \
-                "a class, not a missing value)"
-        return text, "classification", f"{why}, {d} classes"
-    if d == 2 and not s.stray_text:  # -1/1, 0.0/1.0: two values are classes
-        pair = [short(v) for v in sorted(s.distinct)]
-        return text, "classification", f"2 numeric values {pair}: binary classes"
-    whole = _whole_numbers(s.distinct) if d is not None and d <= CLASSIFICATION_MAX_CLASSES \
-        else None
-    if whole:
-        # Class ids and codes run 0..K-1, 1..K or -1..K; a few integers spread with gaps
-        # (0,1,2,3,7,12) are a count, and integers that start far from 0 (heights 69..88,
-        # ages 25..34, differences -6..6) a measure (AutoGluon leaves this check as a TODO).
-        # Whole decimals count as integers (pandas writes an integer column with a missing
-        # value as 1.0, 2.0: AutoGluon reads them as integers too).
-        low, high = whole[0], whole[-1]
-        gaps = high - low + 1 > 2 * d
-        if d > 2 and (gaps or not -1 <= low <= d):
-            return (number, "regression", f"{d} integers {'spread over' if gaps else 'over'} "
-                    f"{low}..{high}, not class ids (0..K, 1..K): a count or measure "
-                    f"(--task classification to predict them as classes)")
-        return (text, "classification", f"{d} integer classes (--task regression to predict "
-                f"a number)")
-    return (number, "regression", "numeric label")
-
-
-def _whole_numbers(values) -> Optional[List[int]]:
-    """The values as sorted integers when every one is a whole number (`3`, `3.0`), else None."""
-    try:
-        floats = [float(v) for v in values]
-    except ValueError:
-        return None
-    if not floats or not all(f.is_integer() for f in floats):  # inf and nan are not
-        return None
-    return sorted(int(f) for f in floats)
-
-
-def _check_classes(name: str, s: ColumnStats) -> None:
-    """A classification label has at most MAX_LABEL_CLASSES classes (1,231 classes of a
-    3,000-row table trained for 143 s in 3 GB to chance accuracy)."""
-    d = s.distinct_count
-    if d is not None and d <= MAX_LABEL_CLASSES:
-        return
-    numbers = sum(1 for v in s.distinct if NUMBER_RE.fullmatch(str(v)))
-    hint = (f"{numbers:,} of them are numbers: --task regression predicts a number and "
-            f"rejects the rows whose label is text" if numbers > len(s.distinct) / 2 else
-            "an identifier or free text is not a label to classify")
-    count = f"{d:,}" if d is not None else f"over {DISTINCT_CAP:,}"
-    some = [short(v) for v in sorted(map(str, s.distinct))[:3]]
-    raise SchemaError(f"label '{name}' has {count} distinct values (e.g. {some}), over "
-                      f"{MAX_LABEL_CLASSES} classes; {hint}")
 
 
 def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,

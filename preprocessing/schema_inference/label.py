@@ -1,0 +1,90 @@
+"""The label's type and task, inferred from its statistics (schema_inference.infer, which
+decides the other columns): text is classes; two numbers, or at most
+CLASSIFICATION_MAX_CLASSES integers that run like class ids, are classes; other numbers are
+a regression; a classification has at most MAX_LABEL_CLASSES classes."""
+from __future__ import annotations
+
+from typing import List, Optional
+
+from preprocessing.contract.kinds import MAX_LABEL_CLASSES
+from preprocessing.contract.schema import ColumnSpec, SchemaError
+from preprocessing.contract.values import NUMBER_RE
+from preprocessing.schema_inference.profile import DISTINCT_CAP, NA_TOKENS, ColumnStats, short
+
+CLASSIFICATION_MAX_CLASSES = 20
+
+
+def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple:
+    """(ColumnSpec, task, why) of the label. Rows without a label are rejected (missing_value):
+    NA tokens count as missing there too; so are rows whose label is text in a numeric label
+    (unparsable_number). `task` (preprocess's --task) overrides the guess."""
+    missing = NA_TOKENS if s.numeric or s.na or s.stray_text else ()
+    d = s.distinct_count
+    marks = s.category_marks()
+    # A class written as an NA token ("None" in a share of the rows) is a class: its rows stay.
+    text = ColumnSpec(name, "string", missing=tuple(t for t in missing if t not in marks))
+    number = ColumnSpec(name, "float", missing=missing)
+    texts = (f"; {s.non_numeric}{'+' if s.mostly_text else ''} value(s) are not numbers (e.g. "
+             f"{s.examples[:2]}): their rows are rejected as "
+             f"unparsable_number")
+    if task == "regression":
+        if not s.numeric and not any(NUMBER_RE.fullmatch(str(v)) for v in s.distinct):
+            raise SchemaError(f"--task regression: label '{name}' has no numeric value "
+                              f"(e.g. {s.examples[:2]})")
+        return number, task, "--task regression" + (texts if s.non_numeric else "")
+    if task is None and s.stray_text and (d is None or d > CLASSIFICATION_MAX_CLASSES):
+        return number, "regression", "numeric label" + texts
+    if task == "classification" or not s.numeric or (s.leading_zero and s.non_integer == 0):
+        _check_classes(name, s)
+        why = "--task classification" if task else "string label"
+        if marks:
+            return text, "classification", f"{why}, {d + len(marks)} classes ({marks} " \
+                "a class, not a missing value)"
+        return text, "classification", f"{why}, {d} classes"
+    if d == 2 and not s.stray_text:  # -1/1, 0.0/1.0: two values are classes
+        pair = [short(v) for v in sorted(s.distinct)]
+        return text, "classification", f"2 numeric values {pair}: binary classes"
+    whole = _whole_numbers(s.distinct) if d is not None and d <= CLASSIFICATION_MAX_CLASSES \
+        else None
+    if whole:
+        # Class ids and codes run 0..K-1, 1..K or -1..K; a few integers spread with gaps
+        # (0,1,2,3,7,12) are a count, and integers that start far from 0 (heights 69..88,
+        # ages 25..34, differences -6..6) a measure (AutoGluon leaves this check as a TODO).
+        # Whole decimals count as integers (pandas writes an integer column with a missing
+        # value as 1.0, 2.0: AutoGluon reads them as integers too).
+        low, high = whole[0], whole[-1]
+        gaps = high - low + 1 > 2 * d
+        if d > 2 and (gaps or not -1 <= low <= d):
+            return (number, "regression", f"{d} integers {'spread over' if gaps else 'over'} "
+                    f"{low}..{high}, not class ids (0..K, 1..K): a count or measure "
+                    f"(--task classification to predict them as classes)")
+        return (text, "classification", f"{d} integer classes (--task regression to predict "
+                f"a number)")
+    return (number, "regression", "numeric label")
+
+
+def _whole_numbers(values) -> Optional[List[int]]:
+    """The values as sorted integers when every one is a whole number (`3`, `3.0`), else None."""
+    try:
+        floats = [float(v) for v in values]
+    except ValueError:
+        return None
+    if not floats or not all(f.is_integer() for f in floats):  # inf and nan are not
+        return None
+    return sorted(int(f) for f in floats)
+
+
+def _check_classes(name: str, s: ColumnStats) -> None:
+    """A classification label has at most MAX_LABEL_CLASSES classes (1,231 classes of a
+    3,000-row table trained for 143 s in 3 GB to chance accuracy)."""
+    d = s.distinct_count
+    if d is not None and d <= MAX_LABEL_CLASSES:
+        return
+    numbers = sum(1 for v in s.distinct if NUMBER_RE.fullmatch(str(v)))
+    hint = (f"{numbers:,} of them are numbers: --task regression predicts a number and "
+            f"rejects the rows whose label is text" if numbers > len(s.distinct) / 2 else
+            "an identifier or free text is not a label to classify")
+    count = f"{d:,}" if d is not None else f"over {DISTINCT_CAP:,}"
+    some = [short(v) for v in sorted(map(str, s.distinct))[:3]]
+    raise SchemaError(f"label '{name}' has {count} distinct values (e.g. {some}), over "
+                      f"{MAX_LABEL_CLASSES} classes; {hint}")
