@@ -122,12 +122,12 @@ class ColumnStats:
     def add(self, values: pa.Array) -> None:
         """Adds one batch of a column's raw text values (in file order)."""
         s = pc.utf8_trim(values, characters=PY_WHITESPACE)
+        na = pc.is_in(s, value_set=pa.array(NA_TOKENS, s.type))
         if self.reads_commas:
-            self._view_with_commas(s)
+            self._view_with_commas(s, na)
         self.rows += len(s)
         empty = pc.equal(s, "")
         self.empty += pc.sum(empty).as_py() or 0
-        na = pc.is_in(s, value_set=pa.array(NA_TOKENS, s.type))
         na_rows = pc.sum(na).as_py() or 0
         self.na += na_rows
         if na_rows:
@@ -203,15 +203,14 @@ class ColumnStats:
             self.only_numbers = commas == len(others)
             self.decimal_comma += commas
 
-    def _view_with_commas(self, s: pa.Array) -> None:
-        """Feeds comma_view the stripped values `s` (before they are added here) with a
-        decimal comma read as a point, while no value holds a point and they may all be
-        numbers; until the first such value the view would equal these statistics, so it
-        is copied from them then."""
+    def _view_with_commas(self, s: pa.Array, na: pa.Array) -> None:
+        """Feeds comma_view the stripped values `s` (before they are added here; `na`: those
+        of NA_TOKENS, "." among them, which is no point) with a decimal comma read as a
+        point, while no value holds a point and they may all be numbers; until the first
+        such value the view would equal these statistics, so it is copied from them then."""
         if self.points or not self.only_numbers or (self.comma_view and
                                                     self.comma_view.mostly_text):
             return
-        na = pc.is_in(s, value_set=pa.array(NA_TOKENS, s.type))  # "." is a missing mark
         self.points += pc.sum(pc.and_(pc.match_substring(s, "."), pc.invert(na))).as_py() or 0
         comma = pc.match_substring_regex(s, _DECIMAL_COMMA)
         if self.points or (self.comma_view is None and not pc.any(comma).as_py()):
