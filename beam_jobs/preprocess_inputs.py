@@ -12,7 +12,7 @@ from beam_jobs.shared.args import PreprocessArgs
 from preprocessing.accounting import counting
 from preprocessing.contract.schema import Schema, SchemaError
 from preprocessing.files import filesys
-from preprocessing.parsing import row_parser
+from preprocessing.parsing import csv_records
 from preprocessing.schema_inference.infer import (
     DECIMAL_COMMA_NOTE,
     image_schema,
@@ -191,4 +191,4 @@ def describe_header(header) -> str:
     have when it has one column."""
     names = [short(h) for h in header[:20]]
     return f"{names}" + (f" and {len(header) - 20:,} more" if len(header) > 20 else "") + \
-        row_parser.delimiter_hint(header)
+        csv_records.delimiter_hint(header)

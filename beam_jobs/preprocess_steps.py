@@ -24,7 +24,7 @@ from preprocessing.files import csv_blocks, filesys, reading
 from preprocessing.files.tfrecords import WriteExampleBatches
 from preprocessing.images.checks import ImageLimits, normalize_image, read_image
 from preprocessing.images.sources import ReadImageItems
-from preprocessing.parsing import fast_csv, record_batches, row_parser
+from preprocessing.parsing import csv_records, fast_csv, record_batches, row_parser
 from preprocessing.reference import golden
 from preprocessing.reference.statistics import TableStatistics
 
@@ -66,8 +66,8 @@ class ReadCsvSplits(beam.PTransform):
     def __init__(self, schema: Schema, patterns: Sequence[str], fractions,
                  delimiter: str = ",", rows_per_batch: int = 2000,
                  block_bytes: Optional[int] = None, total_bytes: Optional[int] = None,
-                 record_bounds: tuple = (row_parser.MAX_RECORD_BYTES,
-                                         row_parser.MAX_RECORD_LINES)):
+                 record_bounds: tuple = (csv_records.MAX_RECORD_BYTES,
+                                         csv_records.MAX_RECORD_LINES)):
         super().__init__()
         self.schema, self.patterns, self.fractions = schema, tuple(patterns), tuple(fractions)
         self.delimiter, self.rows_per_batch = delimiter, rows_per_batch
@@ -130,7 +130,7 @@ class ParseAndSplit(beam.DoFn):
     FLUSH_ROWS = 2048
 
     def __init__(self, schema: Schema, fractions, delimiter: str = ",",
-                 record_bounds: tuple = (row_parser.MAX_RECORD_BYTES, row_parser.MAX_RECORD_LINES)):
+                 record_bounds: tuple = (csv_records.MAX_RECORD_BYTES, csv_records.MAX_RECORD_LINES)):
         self.schema = schema
         self.bounds = boundaries(fractions)
         self.delimiter = delimiter
@@ -165,7 +165,7 @@ class ParseAndSplit(beam.DoFn):
 
     def _rows(self, path, parser, records):
         per_split = self._pending
-        fields_list = row_parser.split_fields([text for _, text in records], self.delimiter)
+        fields_list = csv_records.split_fields([text for _, text in records], self.delimiter)
         for (line_no, text), fields in zip(records, fields_list):
             try:
                 values = parser.parse(fields)

@@ -21,7 +21,7 @@ from preprocessing.accounting.tagged import typed_outputs
 from preprocessing.contract.schema import Schema
 from preprocessing.contract.values import parse_json
 from preprocessing.files import csv_blocks, filesys, reading
-from preprocessing.parsing import fast_csv, row_parser
+from preprocessing.parsing import csv_records, fast_csv, row_parser
 from preprocessing.reference.evaluation import EvalSums
 from preprocessing.reference.slices import MISSING, Slicer, SliceSums
 
@@ -72,8 +72,8 @@ class ReadInputs(beam.PTransform):
                  key: Optional[str] = None, passthrough: Sequence[str] = (),
                  rows_per_chunk: int = 2000, input_format: str = "auto",
                  block_bytes: Optional[int] = None, total_bytes: Optional[int] = None,
-                 record_bounds: tuple = (row_parser.MAX_RECORD_BYTES,
-                                         row_parser.MAX_RECORD_LINES), delimiter: str = ","):
+                 record_bounds: tuple = (csv_records.MAX_RECORD_BYTES,
+                                         csv_records.MAX_RECORD_LINES), delimiter: str = ","):
         super().__init__()
         self.job, self.schema, self.patterns = job, schema, tuple(patterns)
         self.delimiter = delimiter
@@ -102,7 +102,7 @@ class ParseInputs(beam.DoFn):
     """Chunks of CSV/JSON/tf.Example records -> (key, row) with typed raw values, or rejects."""
 
     def __init__(self, job: str, schema: Schema, key: Optional[str], passthrough,
-                 record_bounds: tuple = (row_parser.MAX_RECORD_BYTES, row_parser.MAX_RECORD_LINES),
+                 record_bounds: tuple = (csv_records.MAX_RECORD_BYTES, csv_records.MAX_RECORD_LINES),
                  delimiter: str = ","):
         self.record_bounds = tuple(record_bounds)  # (--max_record_bytes, --max_record_lines)
         self.delimiter = delimiter
@@ -122,7 +122,7 @@ class ParseInputs(beam.DoFn):
             yield from self._parse_block(path, header, records)
             return
         if fmt == "csv":
-            fields_list = row_parser.split_fields([r for _, r in records], self.delimiter)
+            fields_list = csv_records.split_fields([r for _, r in records], self.delimiter)
             block, extras = self._serving.parse_csv_block(header, fields_list)
             for i, e in block.errors:
                 pos, raw = records[i]

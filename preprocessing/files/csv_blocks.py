@@ -14,7 +14,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from preprocessing.files.records import read_records
-from preprocessing.parsing.row_parser import MAX_RECORD_BYTES, MAX_RECORD_LINES
+from preprocessing.parsing.csv_records import MAX_RECORD_BYTES, MAX_RECORD_LINES
 
 # A block this small (a one-row file) is parsed row by row: Arrow's per-call cost would
 # dominate its parse.

@@ -24,12 +24,7 @@ from preprocessing.files.csv_blocks import (
     count_byte,
 )
 from preprocessing.files.records import detect_format, read_records
-from preprocessing.parsing.row_parser import (
-    MAX_RECORD_BYTES,
-    MAX_RECORD_LINES,
-    RAW_HEAD,
-    parse_header,
-)
+from preprocessing.parsing.csv_records import MAX_RECORD_BYTES, MAX_RECORD_LINES, RAW_HEAD, parse_header
 
 
 def resolve_uri(base: str, uri: str) -> str:

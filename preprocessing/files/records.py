@@ -3,7 +3,7 @@ JSON lines, TFRecords; and the format a file name says. Every reader of input fi
 files, CSV blocks) splits records here, with the same bounds and the same reasons."""
 from __future__ import annotations
 
-from preprocessing.parsing.row_parser import MAX_RECORD_BYTES, MAX_RECORD_LINES, RAW_HEAD, iter_csv_records
+from preprocessing.parsing.csv_records import MAX_RECORD_BYTES, MAX_RECORD_LINES, RAW_HEAD, iter_csv_records
 
 
 def detect_format(path: str) -> str:

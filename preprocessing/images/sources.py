@@ -15,7 +15,7 @@ from preprocessing.accounting.rejects import DeadLetter, DeadLetters, Reject
 from preprocessing.accounting.tagged import typed_outputs
 from preprocessing.contract.values import parse_json
 from preprocessing.files import reading
-from preprocessing.parsing import row_parser
+from preprocessing.parsing import csv_records
 
 LIST_EXTENSIONS = (".csv", ".json", ".jsonl", ".ndjson", ".txt")
 
@@ -74,7 +74,7 @@ class ListedImages(beam.DoFn):
                 yield self.dead(path, line, text, "missing_column",
                                 f"a list of images needs a 'uri' column (header {header})")
             return
-        for (line, text), fields in zip(records, row_parser.split_fields([t for _, t in records])):
+        for (line, text), fields in zip(records, csv_records.split_fields([t for _, t in records])):
             if fields is None or len(fields) != len(header):
                 yield self.dead(path, line, text, "wrong_column_count",
                                 f"expected {len(header)} fields ({', '.join(header)})")

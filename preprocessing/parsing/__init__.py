@@ -1,4 +1,4 @@
-"""Parsing records against the schema: rows (row_parser.py, the CSV/JSON/tf.Example record
-parser), columns in Arrow's kernels, the column-wise CSV block parser, and rows as Arrow
-RecordBatches for tf.transform.
+"""Parsing records against the schema: CSV records and headers (csv_records.py), rows
+(row_parser.py, the CSV/JSON/tf.Example record parser), columns in Arrow's kernels, the
+column-wise CSV block parser, and rows as Arrow RecordBatches for tf.transform.
 """

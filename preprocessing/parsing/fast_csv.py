@@ -30,7 +30,8 @@ import pyarrow.csv as pacsv
 
 from preprocessing.accounting.rejects import Reject
 from preprocessing.parsing.columns import convert, join, mask, stripped
-from preprocessing.parsing.row_parser import ColumnBlock, RowParser, append_rows, split_fields
+from preprocessing.parsing.csv_records import split_fields
+from preprocessing.parsing.row_parser import ColumnBlock, RowParser, append_rows
 
 # One CSV field as Python's csv module (strict) and Arrow read it identically: unquoted
 # without quotes, or quoted with doubled inner quotes and nothing after the closing quote.

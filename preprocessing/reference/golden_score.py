@@ -18,7 +18,7 @@ import numpy as np
 
 from preprocessing.accounting.rejects import Reject
 from preprocessing.contract.schema import Schema, SchemaError
-from preprocessing.parsing import row_parser
+from preprocessing.parsing import csv_records, row_parser
 from preprocessing.reference import golden
 from preprocessing.reference.evaluation import EvalSums
 from preprocessing.reference.golden import GoldenSetError
@@ -73,7 +73,7 @@ def _csv_examples(data: bytes, schema: Schema, path: str) -> list:
     if not header:
         raise GoldenSetError(f"the golden set {path} is empty")
     try:
-        names = row_parser.header_names(header, path)
+        names = csv_records.header_names(header, path)
         parser = row_parser.RowParser(schema, names)
     except (SchemaError, ValueError) as e:
         raise GoldenSetError(f"the golden set {path}: {e}") from None

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from preprocessing.contract.schema import SchemaError
 from preprocessing.files.records import read_records
-from preprocessing.parsing.row_parser import (
+from preprocessing.parsing.csv_records import (
     BOM,
     MAX_RECORD_BYTES,
     MAX_RECORD_LINES,

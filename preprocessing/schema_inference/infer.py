@@ -54,7 +54,7 @@ from preprocessing.contract.schema import (
     SchemaError,
 )
 from preprocessing.contract.values import INTEGER_RE
-from preprocessing.parsing.row_parser import BOM, check_first_line, header_names
+from preprocessing.parsing.csv_records import BOM, check_first_line, header_names
 from preprocessing.schema_inference.label import decide_label
 from preprocessing.schema_inference.profile import (
     DISTINCT_CAP,

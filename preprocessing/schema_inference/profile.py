@@ -24,7 +24,7 @@ from preprocessing.contract.values import (
     NUMBER_PATTERN,
 )
 from preprocessing.parsing.columns import PY_WHITESPACE, datetime_ok
-from preprocessing.parsing.row_parser import MAX_RECORD_BYTES, MAX_RECORD_LINES
+from preprocessing.parsing.csv_records import MAX_RECORD_BYTES, MAX_RECORD_LINES
 from preprocessing.schema_inference.csv_tables import (
     bounded_rows,
     read_csv_records,

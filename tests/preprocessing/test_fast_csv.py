@@ -15,7 +15,7 @@ from preprocessing import TAXI_SPEC
 from preprocessing.accounting import rejects
 from preprocessing.contract.schema import Schema
 from preprocessing.contract.values import looks_like_datetime
-from preprocessing.parsing import columns, fast_csv, row_parser
+from preprocessing.parsing import columns, csv_records, fast_csv
 from tools.datagen import generate_rows
 
 SCHEMA = Schema.load(TAXI_SPEC)
@@ -79,9 +79,9 @@ def _row_by_row(data: bytes, parser=PARSER):
     lines = [line + "\n" for line in data.decode("utf-8").split("\n")]
     if data.endswith(b"\n"):
         lines = lines[:-1]
-    records = list(row_parser.iter_csv_records(lines))
+    records = list(csv_records.iter_csv_records(lines))
     good, bad = {}, {}
-    for (pos, raw), fields in zip(records, row_parser.split_fields([r for _, r in records])):
+    for (pos, raw), fields in zip(records, csv_records.split_fields([r for _, r in records])):
         try:
             good[pos] = parser.parse(fields)
         except rejects.Reject as e:

@@ -10,7 +10,7 @@ from preprocessing.accounting import rejects
 from preprocessing.contract.schema import Schema
 from preprocessing.contract.split import boundaries, parse_fractions, split_index, split_indices
 from preprocessing.contract.values import parse_json
-from preprocessing.parsing import record_batches, row_parser
+from preprocessing.parsing import csv_records, record_batches, row_parser
 
 SCHEMA = Schema.load(TAXI_SPEC)
 HEADER = list(SCHEMA.names)
@@ -21,33 +21,33 @@ GOOD = ["k1", "2025-03-04 05:06:07 UTC", "-73.9", "40.7", "-73.95", "40.75", "2"
 def test_records_join_quoted_newlines_and_keep_start_line_numbers():
     lines = ['a,b\n', '1,"two\n', 'lines"\n', '\n', '3,"x, y"\r\n', '4,"unterminated\n']
     rejects = []
-    recs = list(row_parser.iter_csv_records(lines, 1, rejects))
+    recs = list(csv_records.iter_csv_records(lines, 1, rejects))
     assert recs == [(1, "a,b"), (2, '1,"two\nlines"'), (5, '3,"x, y"')]
-    fields = row_parser.split_fields([r for _, r in recs])
+    fields = csv_records.split_fields([r for _, r in recs])
     assert fields[1] == ["1", "two\nlines"] and fields[2] == ["3", "x, y"]
     # A quote still open at the end: its line is rejected, not joined with what follows.
     assert [(r[0], r[1], r[2]) for r in rejects] == [(6, '4,"unterminated', "unterminated_quote")]
     # A malformed record is flagged (None) rather than failing the whole batch.
-    assert row_parser.split_fields(['1,"x', "2,y"]) == [None, ["2", "y"]]
+    assert csv_records.split_fields(['1,"x', "2,y"]) == [None, ["2", "y"]]
 
 
 def test_a_field_over_pythons_128kb_csv_limit_splits_as_arrows_blocks_read_it():
     """Within --max_record_bytes a field of any size is a field (Python's csv module once
     rejected one over 128 kB as malformed_csv where the column-wise blocks read it)."""
     text = "w" * 300_000
-    assert row_parser.split_fields([f"1,{text},p", f'2,"{text}",q']) == [
+    assert csv_records.split_fields([f"1,{text},p", f'2,"{text}",q']) == [
         ["1", text, "p"], ["2", text, "q"]]
 
 
 def test_a_stray_quote_costs_one_line_not_the_rest_of_the_file():
     body = ["h,v\n", '1,"stray\n'] + [f"{i},ok\n" for i in range(2, 2002)]
     rejects = []
-    recs = list(row_parser.iter_csv_records(body, 1, rejects, max_lines=50))
+    recs = list(csv_records.iter_csv_records(body, 1, rejects, max_lines=50))
     assert rejects[0][:3] == (2, '1,"stray', "unterminated_quote") and len(rejects) == 1
     assert [n for n, _ in recs] == [1] + list(range(3, 2003))  # every other line, in order
     # Bytes bound too, and a single line over it is record_too_large.
     rejects = []
-    recs = list(row_parser.iter_csv_records(["h\n", "x" * 100 + "\n", '"a\n', "b" * 60 + "\n",
+    recs = list(csv_records.iter_csv_records(["h\n", "x" * 100 + "\n", '"a\n', "b" * 60 + "\n",
                                           'c"\n', "2\n"], 1, rejects, max_bytes=50))
     assert [(r[0], r[2]) for r in rejects] == [(2, "record_too_large"),
                                                (3, "unterminated_quote"),

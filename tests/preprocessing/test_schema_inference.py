@@ -7,7 +7,8 @@ import pytest
 
 from preprocessing.contract.names import tf_name
 from preprocessing.contract.schema import Schema
-from preprocessing.parsing.row_parser import Reject, RowParser, header_names
+from preprocessing.parsing.csv_records import header_names
+from preprocessing.parsing.row_parser import Reject, RowParser
 from preprocessing.schema_inference.infer import DECIMAL_COMMA_NOTE, infer_from_profile
 from preprocessing.schema_inference.profile import profile_csv, profile_rows
 from tests.helpers import late_decimals_csv
@@ -268,7 +269,7 @@ def test_a_column_of_dates_is_a_datetime_with_a_trend_not_an_identifier():
 
 def test_a_header_that_is_not_valid_csv_is_refused_alike_by_every_reader():
     """Inference's block and record readers and the pipeline's reader parse a header by
-    one function (row_parser.parse_header): a quoted name followed by text is refused in one
+    one function (csv_records.parse_header): a quoted name followed by text is refused in one
     line. Before, inference read it leniently and the pipeline as no column at all, so
     every row was rejected as `missing_column`."""
     from preprocessing.contract.schema import SchemaError
