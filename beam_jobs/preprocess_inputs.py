@@ -13,6 +13,7 @@ from preprocessing.accounting import counting
 from preprocessing.contract.schema import Schema, SchemaError
 from preprocessing.files import filesys
 from preprocessing.parsing import csv_records
+from preprocessing.schema_inference.column_stats import short
 from preprocessing.schema_inference.infer import (
     DECIMAL_COMMA_NOTE,
     image_schema,
@@ -20,7 +21,7 @@ from preprocessing.schema_inference.infer import (
     parse_csv_sample,
     report,
 )
-from preprocessing.schema_inference.profile import profile_csv, short
+from preprocessing.schema_inference.profile import profile_csv
 
 JOB = "preprocess"
 

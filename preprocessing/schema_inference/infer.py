@@ -55,15 +55,14 @@ from preprocessing.contract.schema import (
 )
 from preprocessing.contract.values import INTEGER_RE
 from preprocessing.parsing.csv_records import BOM, check_first_line, header_names
-from preprocessing.schema_inference.label import decide_label
-from preprocessing.schema_inference.profile import (
+from preprocessing.schema_inference.column_stats import (
     DISTINCT_CAP,
     MIN_ID_ROWS,
     NA_TOKENS,
     ColumnStats,
-    Profile,
-    profile_rows,
 )
+from preprocessing.schema_inference.label import decide_label
+from preprocessing.schema_inference.profile import Profile, profile_rows
 
 KEY_NAMES = ("key", "id", "uuid", "unique_key", "trip_id", "example_id")
 ID_SHARE = 0.9               # strings distinct in at least this share of rows are ids

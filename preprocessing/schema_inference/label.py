@@ -9,7 +9,7 @@ from typing import List, Optional
 from preprocessing.contract.kinds import MAX_LABEL_CLASSES
 from preprocessing.contract.schema import ColumnSpec, SchemaError
 from preprocessing.contract.values import NUMBER_RE
-from preprocessing.schema_inference.profile import DISTINCT_CAP, NA_TOKENS, ColumnStats, short
+from preprocessing.schema_inference.column_stats import DISTINCT_CAP, NA_TOKENS, ColumnStats, short
 
 CLASSIFICATION_MAX_CLASSES = 20
 

@@ -1,0 +1,278 @@
+"""Mergeable statistics of one column's text values, for schema inference (profile.py feeds
+them, infer.py decides from them): missing marks (empty, NA_TOKENS), numbers of the one
+number grammar (contract/values.py), integer literals (and those with a leading zero),
+datetimes, distinct values (up to DISTINCT_CAP), whether integers rise strictly in file
+order (row numbers), and numbers written with a decimal comma.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import List, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from preprocessing.contract.values import (
+    DECIMAL_COMMA_PATTERN,
+    INTEGER_PATTERN,
+    NUMBER_PATTERN,
+)
+from preprocessing.parsing.columns import PY_WHITESPACE, datetime_ok
+
+# Texts that mean "no value" in a numeric column (R, pandas, spreadsheets, surveys).
+NA_TOKENS = ("NA", "N/A", "n/a", "na", "NaN", "nan", "NAN", "null", "NULL", "Null", "None",
+             "none", "?", "-", "--", ".", "#N/A", "#NA", "missing")
+DISTINCT_CAP = 100_000       # distinct values counted per column; past it, over a prefix
+MIN_ID_ROWS = 20             # fewer rows than this are never identifiers
+ID_SPAN = 10                 # increasing integers spanning at most this many values a row: ids
+EXAMPLES = 3                 # non-numeric texts kept per column for the report
+# A numeric column's text values are counted exactly while they are at most this share of
+# its present values (a price with a stray "unknown"); past it the column is text and its
+# count stops (matching every value of a text column would cost the profile its speed).
+STRAY_TEXT_SHARE = 0.01
+# A token of NA_TOKENS in at least this share of a column's rows, beside at most
+# CATEGORY_MARK_VALUES other distinct values, is one of a few categories ("None": no previous
+# convictions), not a missing mark (category_marks).
+CATEGORY_MARK_SHARE = 0.1
+CATEGORY_MARK_VALUES = 20
+STRAY_TEXT_VALUES = 10       # distinct texts a numeric feature may read as missing
+STRAY_TEXT_CHARS = 40        # and their longest: a longer text is data, not a missing mark
+EXAMPLE_CHARS = 40           # an example is cut to this for the log and summary.json
+_NUMBER = f"^{NUMBER_PATTERN}$"
+_INTEGER = f"^{INTEGER_PATTERN}$"
+_DECIMAL_COMMA = f"^{DECIMAL_COMMA_PATTERN}$"  # 39,1: a European spreadsheet's number
+_LEADING_ZERO = r"^[+-]?0[0-9]"
+
+
+def short(text: str) -> str:
+    """`text` cut to EXAMPLE_CHARS: a field may be a megabyte, a log line should not."""
+    return text if len(text) <= EXAMPLE_CHARS else text[:EXAMPLE_CHARS] + "..."
+
+
+@dataclasses.dataclass
+class ColumnStats:
+    """Mergeable statistics of one column's text values (stripped)."""
+    rows: int = 0
+    empty: int = 0
+    na: int = 0                     # NA_TOKENS
+    na_counts: dict = dataclasses.field(default_factory=dict)  # token -> rows
+    non_numeric: int = 0            # present values outside the number grammar
+    non_integer: int = 0            # numbers that are not integer literals
+    leading_zero: int = 0           # integer literals like 007
+    non_datetime: int = 0           # present values that are not YYYY-MM-DD HH:MM:SS
+    timed: int = 0                  # datetimes with a time of day (not a date alone)
+    distinct: set = dataclasses.field(default_factory=set)
+    distinct_rows: int = 0          # present values `distinct` was counted over
+    capped: bool = False            # past DISTINCT_CAP: `distinct` covers a prefix only
+    mostly_text: bool = False       # non_numeric passed STRAY_TEXT_SHARE: no longer counted
+    # distinct non-numeric values in the order met (a dict as an ordered set), capped
+    texts: dict = dataclasses.field(default_factory=dict)
+    increasing: bool = True         # integer values strictly increasing in file order
+    first: Optional[int] = None
+    last: Optional[int] = None
+    low: Optional[int] = None       # integer columns: the smallest and largest value
+    high: Optional[int] = None
+    fits_int64: bool = True
+    decimal_comma: int = 0          # values like 39,1, while every value is a number or one
+    only_numbers: bool = True       # ... (else decimal_comma stops being counted)
+    # A file whose delimiter is not a comma (`reads_commas`): the same values with 39,1 read
+    # as 39.1 (for `comma_numbers`), a copy made at the first such value and fed while they
+    # may all be numbers; `points`: values with a point.
+    reads_commas: bool = False
+    comma_view: Optional["ColumnStats"] = None
+    points: int = 0
+
+    @classmethod
+    def for_delimiter(cls, delimiter: str) -> "ColumnStats":
+        """Empty statistics of a column of a file with `delimiter`: where it is not a
+        comma, 39,1 may be a number (in a comma-delimited file "1,234" is a thousand)."""
+        return cls(reads_commas=delimiter != ",")
+
+    @property
+    def present(self) -> int:
+        return self.rows - self.empty - self.na
+
+    @property
+    def numeric(self) -> bool:
+        return self.present > 0 and self.non_numeric == 0
+
+    @property
+    def distinct_count(self) -> Optional[int]:
+        """Distinct present values; None when there are more than DISTINCT_CAP."""
+        return None if self.capped else len(self.distinct)
+
+    @property
+    def distinct_share(self) -> float:
+        """Distinct values per present value (over a prefix once capped)."""
+        return len(self.distinct) / max(self.distinct_rows, 1)
+
+    def add(self, values: pa.Array) -> None:
+        """Adds one batch of a column's raw text values (in file order)."""
+        s = pc.utf8_trim(values, characters=PY_WHITESPACE)
+        na = pc.is_in(s, value_set=pa.array(NA_TOKENS, s.type))
+        if self.reads_commas:
+            self._view_with_commas(s, na)
+        self.rows += len(s)
+        empty = pc.equal(s, "")
+        self.empty += pc.sum(empty).as_py() or 0
+        na_rows = pc.sum(na).as_py() or 0
+        self.na += na_rows
+        if na_rows:
+            counts = pc.value_counts(s.filter(na))
+            for token, n in zip(counts.field("values").to_pylist(),
+                                counts.field("counts").to_pylist()):
+                self.na_counts[token] = self.na_counts.get(token, 0) + n
+        present = s.filter(pc.invert(pc.or_(empty, na)))
+        if not len(present):
+            return
+        is_number = None
+        if not self.mostly_text or self.numeric_examples_wanted():
+            is_number = pc.match_substring_regex(present, _NUMBER)
+            bad = len(present) - (pc.sum(is_number).as_py() or 0)
+            if bad:
+                self.non_numeric += bad
+                if len(self.texts) <= STRAY_TEXT_VALUES:
+                    odd = pc.unique(present.filter(pc.invert(is_number)))
+                    self.texts.update(dict.fromkeys(odd.slice(0, STRAY_TEXT_VALUES + 1)
+                                                    .to_pylist()))
+                self.mostly_text = self.mostly_text or \
+                    self.non_numeric > STRAY_TEXT_SHARE * self.present
+        if self.only_numbers:
+            self._count_decimal_commas(present, is_number)
+        if self.non_numeric == 0:
+            self._add_numbers(present)
+        if self.non_datetime == 0:
+            self.non_datetime += int((~datetime_ok(present)).sum())
+            self.timed += pc.sum(pc.greater(pc.binary_length(present), 10)).as_py() or 0
+        if not self.capped:
+            self.distinct.update(pc.unique(present).to_pylist())
+            self.distinct_rows += len(present)
+            self.capped = len(self.distinct) > DISTINCT_CAP
+
+    @property
+    def stray_text(self) -> bool:
+        """Numbers but for a few text values (at most STRAY_TEXT_SHARE of them, counted)."""
+        return 0 < self.non_numeric and not self.mostly_text
+
+    def stray_texts(self) -> tuple:
+        """The few texts of a numeric column, when they can be read as missing values: at
+        most STRAY_TEXT_VALUES distinct, in at most STRAY_TEXT_SHARE of the values."""
+        if self.stray_text and len(self.texts) <= STRAY_TEXT_VALUES and \
+                all(len(t) <= STRAY_TEXT_CHARS for t in self.texts):
+            return tuple(sorted(self.texts))
+        return ()
+
+    def category_marks(self) -> tuple:
+        """The tokens of NA_TOKENS this column holds as categories: each in at least
+        CATEGORY_MARK_SHARE of its rows, beside at most CATEGORY_MARK_VALUES other values."""
+        if self.capped or not 0 < len(self.distinct) <= CATEGORY_MARK_VALUES:
+            return ()
+        return tuple(sorted(t for t, n in self.na_counts.items()
+                            if n >= CATEGORY_MARK_SHARE * self.rows))
+
+    def marked(self) -> int:
+        """Rows holding a category mark."""
+        return sum(self.na_counts[t] for t in self.category_marks())
+
+    @property
+    def examples(self) -> List[str]:
+        """The first non-numeric texts met, cut short, for the report."""
+        return [short(t) for t in list(self.texts)[:EXAMPLES]]
+
+    def _count_decimal_commas(self, present: pa.Array, is_number=None) -> None:
+        """Counts the values that are no number but one with a decimal comma; stops at the
+        first that is neither (a numeric column costs nothing: no value is left)."""
+        if is_number is None:
+            is_number = pc.match_substring_regex(present, _NUMBER)
+        others = present.filter(pc.invert(is_number))
+        if len(others):
+            commas = pc.sum(pc.match_substring_regex(others, _DECIMAL_COMMA)).as_py() or 0
+            self.only_numbers = commas == len(others)
+            self.decimal_comma += commas
+
+    def _view_with_commas(self, s: pa.Array, na: pa.Array) -> None:
+        """Feeds comma_view the stripped values `s` (before they are added here; `na`: those
+        of NA_TOKENS, "." among them, which is no point) with a decimal comma read as a
+        point, while no value holds a point and they may all be numbers; until the first
+        such value the view would equal these statistics, so it is copied from them then."""
+        if self.points or not self.only_numbers or (self.comma_view and
+                                                    self.comma_view.mostly_text):
+            return
+        self.points += pc.sum(pc.and_(pc.match_substring(s, "."), pc.invert(na))).as_py() or 0
+        comma = pc.match_substring_regex(s, _DECIMAL_COMMA)
+        if self.points or (self.comma_view is None and not pc.any(comma).as_py()):
+            return
+        if self.comma_view is None:
+            self.comma_view = dataclasses.replace(copy.deepcopy(self), reads_commas=False)
+        self.comma_view.add(pc.if_else(comma, pc.replace_substring(s, ",", "."), s))
+
+    def comma_numbers(self) -> Optional["ColumnStats"]:
+        """The statistics of the column read with a decimal comma (ColumnSpec.decimal ","),
+        where that makes every present value a number, some written 39,1, and none holds a
+        point; else None."""
+        view = self.comma_view
+        if view is None or not self.decimal_commas or self.points or not view.numeric \
+                or view.rows != self.rows:
+            return None
+        return view
+
+    @property
+    def decimal_commas(self) -> bool:
+        """Every present value a number, some written with a decimal comma (39,1): numbers
+        this job reads as text (its grammar has decimal points only)."""
+        return self.only_numbers and self.decimal_comma > 0
+
+    def numeric_examples_wanted(self) -> bool:
+        return len(self.texts) < EXAMPLES and self.non_numeric < EXAMPLES
+
+    def _add_numbers(self, present: pa.Array) -> None:
+        if self.non_integer == 0:
+            is_int = pc.match_substring_regex(present, _INTEGER)
+            self.non_integer += len(present) - (pc.sum(is_int).as_py() or 0)
+        if self.non_integer:
+            self.increasing = False
+            return
+        if self.leading_zero == 0:
+            self.leading_zero += pc.sum(pc.match_substring_regex(present, _LEADING_ZERO)).as_py() or 0
+        try:
+            ints = pc.cast(present, pa.int64()).to_numpy()
+        except (pa.ArrowInvalid, OverflowError):
+            self.increasing = self.fits_int64 = False
+            return
+        low, high = int(ints.min()), int(ints.max())
+        self.low = low if self.low is None else min(self.low, low)
+        self.high = high if self.high is None else max(self.high, high)
+        if self.increasing and self.empty == 0 and self.na == 0:
+            if (self.last is not None and ints[0] <= self.last) or (np.diff(ints) <= 0).any():
+                self.increasing = False
+            if self.first is None:
+                self.first = int(ints[0])
+            self.last = int(ints[-1])
+        else:
+            self.increasing = False
+
+    def _an_integer_in_every_row(self) -> bool:
+        return (self.numeric and self.non_integer == 0 and self.empty == 0 and self.na == 0
+                and self.rows >= MIN_ID_ROWS)
+
+    def is_row_number(self) -> bool:
+        """A gap-free strictly increasing integer sequence in every row (row numbers)."""
+        return (self._an_integer_in_every_row() and self.increasing and self.first is not None
+                and self.last - self.first + 1 == self.rows)
+
+    def is_integer_id(self) -> bool:
+        """Integers in every row, strictly increasing in file order (so each row's its own),
+        spanning at most ID_SPAN values a row: row numbers with gaps, as a sample or a split
+        of a table leaves them (R's `rownames` after an 80/20 split), or a sorted `id`.
+        Distinct integers in no order stay numbers: a rank or a score is a feature."""
+        if not (self._an_integer_in_every_row() and self.increasing and self.fits_int64
+                and self.low is not None):
+            return False
+        return self.high - self.low + 1 <= ID_SPAN * self.rows
+
+    def is_distinct_integers(self) -> bool:
+        """Integers in every row, no two equal, in any order (an identifier only under a
+        row-index header: schema_inference.infer)."""
+        return self._an_integer_in_every_row() and self.fits_int64 and self.distinct_share == 1.0
