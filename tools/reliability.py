@@ -23,6 +23,7 @@ import gzip
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -215,6 +216,15 @@ def _inferred_cases(csv, lines, bomb, latin1):
         csv("i_semi.csv", text.replace(",", ";")), "--delimiter", ";"), n
     yield "inferred: a ';' file with decimal commas (39,1)", inferred(
         csv("i_comma.csv", text.replace(",", ";").replace(".", ",")), "--delimiter", ";"), n
+    us = re.sub(r"\b(\d{4})-(\d{2})-(\d{2}) ", lambda m: f"{int(m[2])}/{int(m[3])}/{m[1]} ", text)
+    yield "inferred: US dates (6/2/2025 8:15:00)", inferred(csv("i_us.csv", us)), n
+    spec = open(SPEC).read().replace("transform: datetime,", "transform: datetime, date_order: mdy,")
+    bad = us.split("\n")
+    for i, date in ((3, "2/30/2025 1:00:00"), (4, "13/1/2025 1:00:00"), (5, "6-2/2025 1:00:00")):
+        bad[i] = re.sub(r"^([^,]*),[^,]*,", lambda m: f"{m[1]},{date},", bad[i])
+    yield "a spec's month-first dates, 3 impossible", [
+        "--input", csv("us_bad.csv", "\n".join(bad)), "--schema_spec",
+        csv("us.yaml", spec)], n
     yield "inferred: the gzip bomb", inferred(bomb), None
 
 

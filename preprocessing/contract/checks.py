@@ -12,7 +12,13 @@ from preprocessing.contract.kinds import (
     TRANSFORMS,
     SchemaError,
 )
-from preprocessing.contract.values import DECIMAL_MARKS, coerce_value
+from preprocessing.contract.values import (
+    DATE_ORDER_FORMS,
+    DATE_ORDERS,
+    DECIMAL_MARKS,
+    coerce_value,
+    looks_like_datetime,
+)
 
 
 def validate(schema) -> None:
@@ -76,6 +82,14 @@ def _columns(schema) -> set:
         if c.decimal not in DECIMAL_MARKS or (c.decimal != "." and c.type != "float"):
             raise SchemaError(f"column '{c.name}': decimal {c.decimal!r} must be '.', or ',' "
                               f"for a float column")
+        if c.date_order not in DATE_ORDERS or (c.date_order != "ymd" and
+                                               c.transform != "datetime"):
+            raise SchemaError(f"column '{c.name}': date_order {c.date_order!r} must be 'ymd', "
+                              f"or 'mdy' / 'dmy' for a datetime column")
+        if c.transform == "datetime" and c.default is not None and \
+                not looks_like_datetime(str(c.default), c.date_order):
+            raise SchemaError(f"column '{c.name}': default {c.default!r} is not "
+                              f"{DATE_ORDER_FORMS[c.date_order]}")
         if c.default is not None and not c.imputed:
             try:
                 coerce_value(str(c.default), c.type)

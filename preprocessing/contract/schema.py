@@ -18,6 +18,7 @@ Spec file format (YAML shown; JSON has the same keys)::
       - {name: pickup_datetime, type: string, transform: datetime, parts: [hour, weekday]}
       - {name: pickup_longitude, type: float, transform: zscore}
       - {name: tip_share, type: float, decimal: ",", transform: zscore}  # written 0,15
+      - {name: ordered_on, type: string, transform: datetime, date_order: mdy}  # 1/3/2011
       - {name: passenger_count, type: int, default: 1, transform: scale_0_1}
       - {name: payment_type, type: string, transform: vocabulary, top_k: 10, num_oov_buckets: 1}
       - {name: trip_seconds, type: float, transform: bucketize, num_buckets: 10}
@@ -70,6 +71,9 @@ class ColumnSpec:
     # The decimal mark of a float column's numbers: "," where they are written 39,1 (a
     # European spreadsheet's ';'-delimited file); every reader parses them as 39.1.
     decimal: str = "."
+    # How a datetime column's dates are written: "ymd" (ISO, YYYY-MM-DD), or "mdy" / "dmy"
+    # (1/3/2011 month first, a US spreadsheet's; 03.01.2011 day first): values.DATE_ORDERS.
+    date_order: str = "ymd"
 
     @property
     def required(self) -> bool:

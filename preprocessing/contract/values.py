@@ -14,6 +14,12 @@ before it. A time with a zone is converted to UTC before its parts are taken (in
 transform graph, so preprocess and serving agree); a time without one is taken as UTC.
 Anything else after the seconds is unparsable_datetime. A date alone (`YYYY-MM-DD`) is that
 date at midnight, UTC.
+
+A datetime column may instead be written month or day first (ColumnSpec.date_order `mdy`, a
+US spreadsheet's `1/3/2011`, or `dmy`, `03.01.2011`): one or two digits, `/`, `.` or `-`, one
+or two digits, the same separator, the year in four digits or two (`00`-`68` are 2000-2068,
+`69`-`99` 1969-1999, as C's and Python's `%y`), optionally a time of day `H:MM` or `H:MM:SS`
+after one space. Such a time has no zone: it is taken as UTC.
 """
 from __future__ import annotations
 
@@ -137,9 +143,40 @@ def coerce_value(text: str, dtype: str, decimal: str = "."):
 
 DATE_ONLY_LENGTH = 10      # `YYYY-MM-DD`: a datetime at midnight (UTC)
 MIDNIGHT = " 00:00:00"
+# ColumnSpec.date_order: ISO's year first, or a date written month first or day first.
+DATE_ORDERS = ("ymd", "mdy", "dmy")
+DATE_ORDER_FORMS = {"ymd": "YYYY-MM-DD[ HH:MM:SS[.fff][Z|UTC|+HH:MM]]",
+                    "mdy": "M/D/YYYY (or M/D/YY, '.' or '-' for '/')[ H:MM[:SS]]",
+                    "dmy": "D/M/YYYY (or D/M/YY, '.' or '-' for '/')[ H:MM[:SS]]"}
+# Two numbers and a year, one separator, and an optional time (named groups: RE2, so Arrow
+# and the transform graph read the same pattern, has no back-references; the separators
+# `s1` and `s2` are compared apart).
+ORDERED_DATE_PATTERN = (r"^(?P<a>[0-9]{1,2})(?P<s1>[/.-])(?P<b>[0-9]{1,2})(?P<s2>[/.-])"
+                        r"(?P<y>[0-9]{4}|[0-9]{2})"
+                        r"(?: (?P<H>[0-9]{1,2}):(?P<M>[0-9]{2})(?::(?P<S>[0-9]{2}))?)?$")
+ORDERED_DATE_RE = re.compile(ORDERED_DATE_PATTERN)
+TWO_DIGIT_PIVOT = 69  # a two-digit year below it is in the 2000s, else in the 1900s
 
 
-def looks_like_datetime(text: str) -> bool:
+def full_year(text: str) -> int:
+    year = int(text)
+    if len(text) == 2:
+        year += 2000 if year < TWO_DIGIT_PIVOT else 1900
+    return year
+
+
+def looks_like_datetime(text: str, order: str = "ymd") -> bool:
+    if order != "ymd":
+        m = ORDERED_DATE_RE.match(text)
+        if not m or m["s1"] != m["s2"]:
+            return False
+        month, day = (m["a"], m["b"]) if order == "mdy" else (m["b"], m["a"])
+        try:
+            datetime.datetime(full_year(m["y"]), int(month), int(day), int(m["H"] or 0),
+                              int(m["M"] or 0), int(m["S"] or 0))
+            return True
+        except ValueError:
+            return False
     if len(text) == DATE_ONLY_LENGTH:
         text += MIDNIGHT
     if not DATETIME_RE.match(text) or not DATETIME_TAIL_RE.fullmatch(text[19:]):

@@ -29,6 +29,11 @@ import tensorflow_transform as tft
 from tensorflow_transform import schema_inference as tft_schema  # apply_buckets' own call
 
 from preprocessing.contract.schema import Schema
+from preprocessing.contract.values import (
+    ORDERED_DATE_PATTERN,
+    ORDERED_DATE_RE,
+    TWO_DIGIT_PIVOT,
+)
 from preprocessing.features.module_files import load_module_function
 
 LABEL_VOCAB = "_label_classes"  # column vocabularies are named after TF names: never "_..."
@@ -72,17 +77,40 @@ def _zone_minutes(s: tf.Tensor) -> tf.Tensor:
     return sign * (hh * 60 + mm)
 
 
-def datetime_parts(s: tf.Tensor) -> dict:
-    """Calendar parts, in UTC, of 'YYYY-MM-DD HH:MM:SS[.fff][zone]' strings, computed with
-    TF ops only (so the serving graph converts offsets exactly as preprocess did)."""
+def _ordered_minutes(s: tf.Tensor, order: str) -> tf.Tensor:
+    """Minutes since 1970 (UTC) of `M/D/YYYY[ H:MM[:SS]]` (`mdy`) or `D/M/...` (`dmy`)
+    strings (values.ORDERED_DATE_PATTERN; two-digit years as values.full_year)."""
+    def group(name):  # a named group's text, by its number (RE2's rewrite)
+        return tf.strings.regex_replace(s, ORDERED_DATE_PATTERN,
+                                        f"\\{ORDERED_DATE_RE.groupindex[name]}")
+
+    def number(name):  # "0" before it: an absent time of day reads as 0
+        return tf.strings.to_number("0" + group(name), out_type=tf.int64)
+
+    numbers = {name: number(name) for name in ("a", "b", "y", "H", "M")}
+    year = numbers["y"]
+    year = tf.where(tf.strings.length(group("y")) == 2,
+                    year + tf.where(year < TWO_DIGIT_PIVOT, tf.constant(2000, tf.int64), 1900), year)
+    month, day = ((numbers["a"], numbers["b"]) if order == "mdy" else
+                  (numbers["b"], numbers["a"]))
+    return _days_from_civil(year, month, day) * 1440 + numbers["H"] * 60 + numbers["M"]
+
+
+def datetime_parts(s: tf.Tensor, order: str = "ymd") -> dict:
+    """Calendar parts, in UTC, of 'YYYY-MM-DD HH:MM:SS[.fff][zone]' strings (or those of the
+    date `order` `mdy` / `dmy`: _ordered_minutes), computed with TF ops only (so the serving
+    graph converts offsets exactly as preprocess did)."""
     s = tf.strings.strip(s)
-    s = tf.where(tf.strings.length(s) == 10, s + " 00:00:00", s)  # a date alone: midnight
+    if order != "ymd":
+        minutes = _ordered_minutes(s, order)
+    else:
+        s = tf.where(tf.strings.length(s) == 10, s + " 00:00:00", s)  # a date alone: midnight
 
-    def num(pos, length):
-        return tf.strings.to_number(tf.strings.substr(s, pos, length), out_type=tf.int64)
+        def num(pos, length):
+            return tf.strings.to_number(tf.strings.substr(s, pos, length), out_type=tf.int64)
 
-    days = _days_from_civil(num(0, 4), num(5, 2), num(8, 2))
-    minutes = days * 1440 + num(11, 2) * 60 + num(14, 2) - _zone_minutes(s)
+        days = _days_from_civil(num(0, 4), num(5, 2), num(8, 2))
+        minutes = days * 1440 + num(11, 2) * 60 + num(14, 2) - _zone_minutes(s)
     days = minutes // 1440
     minute_of_day = minutes - days * 1440
     month, day = _civil_from_days(days)
@@ -255,7 +283,7 @@ def make_preprocessing_fn(schema: Schema):
             elif t == "hash":
                 outputs[name] = tft.hash_strings(_as_string(x), c.hash_buckets)
             elif t == "datetime":
-                parts = datetime_parts(x)
+                parts = datetime_parts(x, c.date_order)
                 for p in c.parts:
                     if p == "days":  # a number: days since 1970-01-01, scaled like one
                         outputs[f"{name}_days"] = _scale(tf.cast(parts[p], tf.float32),

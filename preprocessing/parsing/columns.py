@@ -11,6 +11,8 @@ or the exact reason.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,6 +23,8 @@ from preprocessing.contract.values import (
     MIDNIGHT,
     NONZERO_MANTISSA_PATTERN,
     NUMBER_PATTERN,
+    ORDERED_DATE_PATTERN,
+    TWO_DIGIT_PIVOT,
     float32_storable,
 )
 
@@ -53,15 +57,16 @@ def stripped(texts: pa.Array) -> pa.Array:
     return pc.utf8_trim(texts, characters=PY_WHITESPACE)
 
 
-def convert(s: pa.Array, dtype: str, is_datetime: bool, decimal: str = "."):
+def convert(s: pa.Array, dtype: str, dates: Optional[str], decimal: str = "."):
     """(values, bad) for one column of stripped, non-null texts `s`: values as an Arrow
     string array (strings) or a numpy array (numbers, written with `decimal` as their mark),
+    datetimes (`dates`: their date order, values.DATE_ORDERS) checked,
     `bad` a numpy mask of the positions the row-by-row parser must redo (their value here is
     a placeholder)."""
     bad = mask(pc.equal(s, ""))
     empty = bad.copy()
-    if is_datetime:
-        bad |= ~datetime_ok(s)
+    if dates:
+        bad |= ~datetime_ok(s, dates)
     if dtype == "string":
         return s, bad
     if decimal != ".":  # coerce_value's rule: a point there is refused, the mark read as one
@@ -89,13 +94,42 @@ def convert(s: pa.Array, dtype: str, is_datetime: bool, decimal: str = "."):
     return values, bad
 
 
-def datetime_ok(s) -> np.ndarray:
+def _valid_date(year, month, day) -> np.ndarray:
+    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+    dim = _DAYS[np.clip(month, 0, 12)] + ((month == 2) & leap)
+    return (year >= 1) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= dim)
+
+
+def _ordered_ok(s, order: str) -> np.ndarray:
+    """looks_like_datetime(text, order) for `mdy` / `dmy`, vectorised (values.ORDERED_DATE_PATTERN)."""
+    m = pc.extract_regex(s, ORDERED_DATE_PATTERN)
+    ok = ~mask(pc.is_null(m))
+    m = m.fill_null({f.name: "" for f in m.type})
+
+    def num(field):
+        v = m.field(field)
+        return pc.cast(pc.if_else(pc.equal(v, ""), "0", v), pa.int32()).to_numpy(
+            zero_copy_only=False)
+
+    ok &= mask(pc.equal(m.field("s1"), m.field("s2")))
+    year = num("y")
+    year = np.where(mask(pc.equal(pc.binary_length(m.field("y")), 2)),
+                    year + np.where(year < TWO_DIGIT_PIVOT, 2000, 1900), year)
+    first, second = num("a"), num("b")
+    month, day = (first, second) if order == "mdy" else (second, first)
+    ok &= _valid_date(year, month, day)
+    return ok & (num("H") < 24) & (num("M") < 60) & (num("S") < 60)
+
+
+def datetime_ok(s, order: str = "ymd") -> np.ndarray:
     """looks_like_datetime, vectorised for ASCII `YYYY-MM-DD[[ T]HH:MM:SS[tail]]` (a valid
-    date and time, a fraction and zone as values.DATETIME_TAIL_PATTERN); anything else is
-    False and goes to the row-by-row check."""
+    date and time, a fraction and zone as values.DATETIME_TAIL_PATTERN), or for the date
+    `order` `mdy` / `dmy`; anything else is False and goes to the row-by-row check."""
     n = len(s)
     if n == 0:
         return np.zeros(0, dtype=bool)
+    if order != "ymd":
+        return _ordered_ok(s, order)
     # A date alone (`YYYY-MM-DD`) is that date at midnight.
     s = pc.if_else(pc.equal(pc.binary_length(s), DATE_ONLY_LENGTH),
                    pc.binary_join_element_wise(s, MIDNIGHT, ""), s)
@@ -113,9 +147,6 @@ def datetime_ok(s) -> np.ndarray:
             v = v * 10 + m[:, c] - 48
         return v
 
-    year, month, day = num(0, 1, 2, 3), num(5, 6), num(8, 9)
-    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
-    dim = _DAYS[np.clip(month, 0, 12)] + ((month == 2) & leap)
-    ok &= (year >= 1) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= dim)
+    ok &= _valid_date(num(0, 1, 2, 3), num(5, 6), num(8, 9))
     ok &= (num(11, 12) < 24) & (num(14, 15) < 60) & (num(17, 18) < 60)
     return ok

@@ -15,6 +15,7 @@ import pyarrow as pa
 from preprocessing.accounting.rejects import Reject
 from preprocessing.contract.schema import Schema
 from preprocessing.contract.values import (
+    DATE_ORDER_FORMS,
     DTYPE_TABLE,
     JsonNumber,
     NumberError,
@@ -36,7 +37,7 @@ class ColumnPlan:
     pos: Optional[int]      # the column's field index in the header; None: not in the file
     dtype: str              # "float" | "int" | "string"
     default: object         # the typed default for an empty field; None: empty is an error
-    is_datetime: bool       # must look like YYYY-MM-DD HH:MM:SS
+    dates: Optional[str]    # a datetime's date order (values.DATE_ORDERS); None: no datetime
     optional: bool          # empty (or absent) without a default reads as None
     missing: frozenset = frozenset()  # texts that read as an empty field ("NA", "?")
     decimal: str = "."      # a number's decimal mark (ColumnSpec.decimal)
@@ -57,7 +58,8 @@ class RowParser:
                                 and c.name not in optional]
         self.plan = [ColumnPlan(
             c.name, positions.get(c.name), c.type, c.typed_default(),
-            c.transform == "datetime", c.name in optional, frozenset(c.missing), c.decimal)
+            c.date_order if c.transform == "datetime" else None, c.name in optional,
+            frozenset(c.missing), c.decimal)
             for c in schema.columns]
         self.width = len(self.header)
         # field position -> the decimal mark of a column not written with a point
@@ -86,9 +88,9 @@ class RowParser:
                                    f"column '{c.name}' is empty and has no default")
                 values.append(c.default)
                 continue
-            if c.is_datetime and not looks_like_datetime(text):
+            if c.dates and not looks_like_datetime(text, c.dates):
                 raise Reject("unparsable_datetime", f"column '{c.name}': {text!r} is not "
-                                                    "YYYY-MM-DD[ HH:MM:SS[.fff][Z|UTC|+HH:MM]]")
+                                                    f"{DATE_ORDER_FORMS[c.dates]}")
             try:
                 values.append(coerce_value(text, c.dtype, c.decimal))
             except NumberError as e:
@@ -123,7 +125,7 @@ class RowParser:
                 slow.update(range(len(rows)))
                 columns.append(("values", [None] * len(rows)))
                 continue
-            values, bad = columns_mod.convert(texts, c.dtype, c.is_datetime, c.decimal)
+            values, bad = columns_mod.convert(texts, c.dtype, c.dates, c.decimal)
             if c.dtype == "string":
                 values = values.to_pylist()
             slow.update(np.flatnonzero(bad).tolist())
@@ -170,8 +172,6 @@ class RowParser:
                 text = text.replace(".", self._marks[i])
             fields.append(text)
         return self.parse(fields)
-
-
 
 
 class ColumnBlock:

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from preprocessing.contract.values import (
+    DATE_ORDERS,
     DECIMAL_COMMA_PATTERN,
     INTEGER_PATTERN,
     NUMBER_PATTERN,
@@ -44,6 +45,9 @@ _NUMBER = f"^{NUMBER_PATTERN}$"
 _INTEGER = f"^{INTEGER_PATTERN}$"
 _DECIMAL_COMMA = f"^{DECIMAL_COMMA_PATTERN}$"  # 39,1: a European spreadsheet's number
 _LEADING_ZERO = r"^[+-]?0[0-9]"
+# A time of day that is midnight UTC: a date exported with its time (12/2/1994 0:00:00,
+# R's 1988-07-10T00:00:00Z).
+_MIDNIGHT = r"[ T]0?0:00(:00(\.0+)?)? ?(Z|UTC|[+-]00(:?00)?)?$"
 
 
 def short(text: str) -> str:
@@ -61,8 +65,11 @@ class ColumnStats:
     non_numeric: int = 0            # present values outside the number grammar
     non_integer: int = 0            # numbers that are not integer literals
     leading_zero: int = 0           # integer literals like 007
-    non_datetime: int = 0           # present values that are not YYYY-MM-DD HH:MM:SS
-    timed: int = 0                  # datetimes with a time of day (not a date alone)
+    # Present values that are no datetime in each date order (values.DATE_ORDERS: ISO's
+    # YYYY-MM-DD, 1/3/2011 month first, 03.01.2011 day first), counted while one order
+    # still reads every value.
+    not_dated: dict = dataclasses.field(default_factory=lambda: dict.fromkeys(DATE_ORDERS, 0))
+    timed: int = 0                  # datetimes with a time of day (not a date, or midnight)
     distinct: set = dataclasses.field(default_factory=set)
     distinct_rows: int = 0          # present values `distinct` was counted over
     capped: bool = False            # past DISTINCT_CAP: `distinct` covers a prefix only
@@ -143,13 +150,23 @@ class ColumnStats:
             self._count_decimal_commas(present, is_number)
         if self.non_numeric == 0:
             self._add_numbers(present)
-        if self.non_datetime == 0:
-            self.non_datetime += int((~datetime_ok(present)).sum())
-            self.timed += pc.sum(pc.greater(pc.binary_length(present), 10)).as_py() or 0
+        orders = [order for order, n in self.not_dated.items() if n == 0]
+        for order in orders:
+            self.not_dated[order] += int((~datetime_ok(present, order)).sum())
+        if orders:
+            self.timed += pc.sum(pc.and_(pc.match_substring(present, ":"), pc.invert(
+                pc.match_substring_regex(present, _MIDNIGHT)))).as_py() or 0
         if not self.capped:
             self.distinct.update(pc.unique(present).to_pylist())
             self.distinct_rows += len(present)
             self.capped = len(self.distinct) > DISTINCT_CAP
+
+    def date_orders(self) -> tuple:
+        """The date orders (values.DATE_ORDERS) in which every present value is a datetime
+        (both `mdy` and `dmy` where no value has a number past 12 first or second)."""
+        if self.present == 0 or self.numeric:
+            return ()
+        return tuple(order for order, n in self.not_dated.items() if n == 0)
 
     @property
     def stray_text(self) -> bool:

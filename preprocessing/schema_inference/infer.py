@@ -18,6 +18,9 @@ stripped:
   Integer literals with a leading zero (`02134`) are codes: strings;
 - datetime: strings that all look like `YYYY-MM-DD HH:MM:SS` (with an optional zone, values.py);
   dates alone (`YYYY-MM-DD`) too, with the parts a date has and `days` since 1970 (a trend);
+  dates written month or day first (`1/3/2011`, `03.01.2011`, values.py) too, in the order
+  their values allow (a day past 12), else month first, or day first where dotted
+  (ColumnSpec.date_order: _dated);
 - identifiers: strings unique in (nearly) every row, or integers strictly increasing in
   every row over a dense range (at most 10 values a row: row numbers, or what a sample or a
   split of a table leaves of them), and integers distinct in every row in any order under a
@@ -44,6 +47,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import itertools
 from typing import Dict, Iterable, List, Optional, Sequence
 
 from preprocessing.contract.names import tf_names
@@ -69,6 +73,11 @@ ID_SHARE = 0.9               # strings distinct in at least this share of rows a
 MAX_VOCAB = 1000
 NUM_BUCKETS = 16             # quantile buckets of a `numeric` feature
 DATE_PARTS = ("weekday", "month", "day", "days")  # of a column of dates alone
+# How a date order is named in a decision, and a missing value's default (a date, a datetime).
+DATE_ORDER_NAMES = {"mdy": "month first (M/D/Y, 1/3/2011)",
+                    "dmy": "day first (D/M/Y, 03.01.2011)"}
+DATE_DEFAULTS = {"ymd": ("1970-01-01", "1970-01-01 00:00:00"),
+                 "mdy": ("1/1/1970", "1/1/1970 0:00"), "dmy": ("1/1/1970", "1/1/1970 0:00")}
 DECIMAL_COMMA_READ = "written with a decimal comma (39,1): read as numbers"
 DECIMAL_COMMA_NOTE = ("they are numbers written with a decimal comma (39,1), which this job "
                       "reads as text: write them with decimal points to read them as numbers")
@@ -156,15 +165,9 @@ def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:
         why = f"{s.non_numeric} value(s) are not numbers (e.g. {s.examples[:2]})"
         if s.decimal_commas:
             why += f"; {DECIMAL_COMMA_NOTE}"
-    if s.non_datetime == 0 and not s.numeric and not s.timed:  # dates: no time of day
-        return Decision(ColumnSpec(name, "string", "datetime", parts=DATE_PARTS,
-                                   default="1970-01-01" if missing else None),
-                        "feature", "every value is a YYYY-MM-DD date: weekday, month, day of "
-                                   "the month and days since 1970 (a trend)")
-    if s.non_datetime == 0 and not s.numeric:
-        return Decision(ColumnSpec(name, "string", "datetime",
-                                   default="1970-01-01 00:00:00" if missing else None),
-                        "feature", "every value is a YYYY-MM-DD HH:MM:SS datetime")
+    dated = _dated(name, s, missing)
+    if dated:
+        return dated
     if _is_id_string(s):
         return Decision(ColumnSpec(name, "string", "none", default=""), "key",
                         f"distinct in {_share(s)} of rows: an identifier")
@@ -175,6 +178,34 @@ def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:
     return Decision(ColumnSpec(name, "string", "hash", default=default,
                                hash_buckets=_hash_buckets(d)),
                     "feature", f"{why}; {'many' if d is None else d} distinct: hashed")
+
+
+def _dated(name: str, s: ColumnStats, missing: int) -> Optional[Decision]:
+    """A datetime feature where every present value reads as one in a date order (ISO's, or
+    month or day first: the order the values allow, else the one their separator suggests)."""
+    orders = s.date_orders()
+    if not orders:
+        return None
+    kind = "datetime" if s.timed else "date"
+    if "ymd" in orders:
+        order, what = "ymd", f"{'YYYY-MM-DD HH:MM:SS' if s.timed else 'YYYY-MM-DD'} {kind}"
+    elif len(orders) == 1:
+        order = orders[0]
+        what = (f"{kind} written {DATE_ORDER_NAMES[order]}: a day past 12 in the "
+                f"{'second' if order == 'mdy' else 'first'} place")
+    else:  # no number past 12: the separator decides (dotted dates are written day first)
+        order = "dmy" if any("." in v for v in itertools.islice(s.distinct, 1000)) else "mdy"
+        other = "dmy" if order == "mdy" else "mdy"
+        what = (f"{kind} written {DATE_ORDER_NAMES[order]}: no number is past 12, so either "
+                f"could be the day (a spec's `date_order: {other}` reads them the other way)")
+    if s.timed:
+        return Decision(ColumnSpec(name, "string", "datetime", date_order=order,
+                                   default=DATE_DEFAULTS[order][1] if missing else None),
+                        "feature", f"every value is a {what}")
+    return Decision(ColumnSpec(name, "string", "datetime", parts=DATE_PARTS, date_order=order,
+                               default=DATE_DEFAULTS[order][0] if missing else None),
+                    "feature", f"every value is a {what}; weekday, month, day of the month "
+                               f"and days since 1970 (a trend)")
 
 
 def _with_category_marks(name: str, s: ColumnStats, marks: tuple, missing: int) -> Decision:

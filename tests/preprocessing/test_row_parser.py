@@ -251,6 +251,42 @@ def test_a_decimal_comma_column_reads_39_1_alike_row_by_row_and_column_wise():
         "unparsable_number"
 
 
+
+@pytest.mark.parametrize("order, read, refused", [
+    ("mdy", ["1/3/2011", "12/31/99 23:59", "2.29.2024", "1-3-11 9:05:07"],
+     ["31/12/2011", "2/29/2023", "1/3-2011", "2011-01-03 00:00:00", "1/3/2011 24:00"]),
+    ("dmy", ["03.01.2011", "31/12/99 23:59", "29.2.2024", "1-3-11 9:05:07"],
+     ["12/31/2011", "29.2.2023", "1.3/2011", "2011-01-03", "1.3.2011 9:60"]),
+])
+def test_a_month_or_day_first_datetime_column_is_read_alike_row_by_row_and_column_wise(
+        order, read, refused):
+    """A datetime column written `1/3/2011` (ColumnSpec.date_order mdy) or `03.01.2011`
+    (dmy): both parsers keep the text its transform reads, and reject what is no date in
+    that order, saying which form the column takes."""
+    dated = dataclasses.replace(SCHEMA, columns=tuple(
+        dataclasses.replace(c, date_order=order) if c.name == "pickup_datetime" else c
+        for c in SCHEMA.columns))
+    at = HEADER.index("pickup_datetime")
+    parser = row_parser.RowParser(dated, HEADER)
+    rows = []
+    for text in read + refused:
+        row = list(GOOD)
+        row[at] = text
+        rows.append(row)
+        if text in read:
+            assert parser.parse(row)[at] == text
+        else:
+            e = _reject_of(parser, row)
+            assert e.reason == "unparsable_datetime" and repr(text) in e.detail
+    assert ("M/D/YYYY" if order == "mdy" else "D/M/YYYY") in _reject_of(parser, rows[-1]).detail
+    block = parser.parse_many(rows * 10)  # past FEW_ROWS: the Arrow path
+    got = dict(zip(block.index, block.rows()))
+    got.update({i: (e.reason, e.detail) for i, e in block.errors})
+    assert got == _row_by_row(parser, rows * 10) and len(block.index) == 10 * len(read)
+    # The ISO column of the same schema refuses them all.
+    assert _reject_of(row_parser.RowParser(SCHEMA, HEADER), rows[0]).reason == \
+        "unparsable_datetime"
+
 def _reject_of(parser, fields):
     with pytest.raises(rejects.Reject) as e:
         parser.parse(fields)

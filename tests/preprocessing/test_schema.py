@@ -203,6 +203,17 @@ def test_a_decimal_comma_round_trips_and_an_older_schema_reads_a_point():
     assert "decimal" not in schema.to_dict()["columns"][1]  # a file of before reads the same
 
 
+
+def test_a_date_order_round_trips_and_an_older_schema_reads_iso_dates():
+    spec = {"label": "y", "columns": [
+        {"name": "d", "type": "string", "transform": "datetime", "date_order": "dmy",
+         "default": "1.1.1970"}, {"name": "e", "type": "string", "transform": "datetime"},
+        {"name": "y", "type": "float"}]}
+    schema = Schema.from_dict(spec)
+    assert schema.column("d").date_order == "dmy" and schema.column("e").date_order == "ymd"
+    assert Schema.loads(schema.dumps(), "x.json") == schema
+    assert "date_order" not in schema.to_dict()["columns"][1]  # a file of before reads the same
+
 @pytest.mark.parametrize("spec, message", [
     ({"columns": [{"name": "a", "type": "float"}]}, "no 'label'"),
     ({"label": "a", "columns": [{"name": "a", "type": "double"}]}, "type 'double'"),
@@ -219,6 +230,16 @@ def test_a_decimal_comma_round_trips_and_an_older_schema_reads_a_point():
                                  "parts": ["century"]}]}, "datetime parts"),
     ({"label": "a", "columns": [{"name": "a", "type": "float"},
                                 {"name": "b", "type": "int", "default": "x"}]}, "default 'x'"),
+    ({"label": "a", "columns": [{"name": "a", "type": "float"},
+                                {"name": "d", "type": "string", "transform": "datetime",
+                                 "date_order": "ydm"}]}, "date_order 'ydm' must be"),
+    ({"label": "a", "columns": [{"name": "a", "type": "float"},
+                                {"name": "d", "type": "string", "transform": "hash",
+                                 "date_order": "mdy"}]}, "'mdy' / 'dmy' for a datetime column"),
+    ({"label": "a", "columns": [{"name": "a", "type": "float"},
+                                {"name": "d", "type": "string", "transform": "datetime",
+                                 "date_order": "mdy", "default": "1970-01-01"}]},
+     "default '1970-01-01' is not M/D/YYYY"),
     ({"label": "a", "bogus": 1, "columns": [{"name": "a", "type": "float"}]}, "unknown spec keys"),
     ({"label": "a", "columns": [{"name": "a", "type": "float"}, {"name": "a", "type": "int"}]},
      "declared twice"),

@@ -267,6 +267,63 @@ def test_a_column_of_dates_is_a_datetime_with_a_trend_not_an_identifier():
     assert schema.column("date").parts == ("hour", "weekday", "month")
 
 
+
+def _dates(fmt, days=400, start=(2011, 1, 1)):
+    import datetime
+    day0 = datetime.date(*start)
+    return [fmt(day0 + datetime.timedelta(days=i)) for i in range(days)]
+
+
+@pytest.mark.parametrize("fmt, order, how", [
+    (lambda d: f"{d.month}/{d.day}/{d.year}", "mdy", "a day past 12 in the second place"),
+    (lambda d: f"{d.day:02d}.{d.month:02d}.{d.year}", "dmy", "a day past 12 in the first place"),
+    (lambda d: f"{d.month}/{d.day % 12 + 1}/{d.year % 100:02d}", "mdy", "either could be"),
+    (lambda d: f"{d.day % 12 + 1}.{d.month}.{d.year}", "dmy", "either could be"),
+])
+def test_dates_written_month_or_day_first_are_datetimes_in_the_order_they_allow(fmt, order, how):
+    """A spreadsheet's `1/3/2011` (or `03.01.2011`) was hashed text, a date the model could
+    not order; it is a datetime read in the order its values allow (a day past 12), and
+    where every number is 12 or less, month first, or day first where dotted."""
+    texts = _dates(fmt)
+    rows = [[t, str(i % 7), str(i % 2)] for i, t in enumerate(texts)]
+    schema, decisions = infer_from_profile(profile_rows(["when", "x", "y"], rows), "y")
+    col = schema.column("when")
+    assert (col.transform, col.date_order, col.default) == ("datetime", order, None)
+    assert tuple(col.parts) == ("weekday", "month", "day", "days")
+    assert how in decisions["when"].why
+    parser = RowParser(schema, ["when", "x", "y"])
+    assert all(parser.parse(r)[0] == r[0] for r in rows)
+    rows[3][0], rows[9][0] = "", "NA"  # missing dates: a default in the column's own order
+    rows[5][0] = texts[5] + " 10:30"  # a time of day in one row: the datetime parts
+    col = infer_from_profile(profile_rows(["when", "x", "y"], rows), "y")[0].column("when")
+    assert (col.date_order, col.parts, col.default) == (order, ("hour", "weekday", "month"),
+                                                        "1/1/1970 0:00")
+
+
+def test_dates_no_order_reads_whole_stay_text_and_iso_dates_stay_iso():
+    mixed = (_dates(lambda d: f"{d.month}/{d.day}/{d.year}", 30) +
+             _dates(lambda d: f"{d.day}/{d.month}/{d.year}", 30)) * 2  # 13/1 and 1/13
+    iso = _dates(lambda d: d.isoformat(), 120)
+    rows = [[m, i, str(k % 2)] for k, (m, i) in enumerate(zip(mixed, iso))]
+    schema, decisions = infer_from_profile(profile_rows(["mixed", "iso", "y"], rows), "y")
+    assert schema.column("mixed").transform == "vocabulary" and schema.key is None
+    assert (schema.column("iso").transform, schema.column("iso").date_order) == \
+        ("datetime", "ymd")
+    assert decisions["iso"].why.startswith("every value is a YYYY-MM-DD date")
+
+
+def test_dates_exported_with_a_midnight_time_are_dates_with_a_trend():
+    """`12/2/1994 0:00:00` (a spreadsheet's dates) and R's `1988-07-10T00:00:00Z` have no
+    time of day to learn: the parts of a date, `days` since 1970 among them."""
+    us = _dates(lambda d: f"{d.month}/{d.day}/{d.year} 0:00:00", 100)
+    utc = _dates(lambda d: f"{d.isoformat()}T00:00:00Z", 100)
+    noon = _dates(lambda d: f"{d.isoformat()}T00:00:00+05:00", 100)  # 19:00 UTC the day before
+    rows = [[a, b, c, str(i % 2)] for i, (a, b, c) in enumerate(zip(us, utc, noon))]
+    schema, _ = infer_from_profile(profile_rows(["us", "utc", "zoned", "y"], rows), "y")
+    assert schema.column("us").parts == schema.column("utc").parts == \
+        ("weekday", "month", "day", "days")
+    assert schema.column("zoned").parts == ("hour", "weekday", "month")
+
 def test_a_header_that_is_not_valid_csv_is_refused_alike_by_every_reader():
     """Inference's block and record readers and the pipeline's reader parse a header by
     one function (csv_records.parse_header): a quoted name followed by text is refused in one

@@ -214,3 +214,32 @@ def test_a_numeric_column_adds_a_handful_of_ops_to_the_transform_graph():
         graph = graph[0] if isinstance(graph, tuple) else graph
         return len(graph.get_operations())
     assert (ops(40) - ops(4)) / 36 <= 16
+
+
+@pytest.mark.parametrize("order", ["mdy", "dmy"])
+def test_month_and_day_first_datetimes_match_python_calendar(order):
+    """The serving graph reads `1/3/2011 9:05` (month first) and `3.1.11` (day first) as the
+    calendar does: two-digit years 00-68 in the 2000s, 69-99 in the 1900s, no time midnight."""
+    rng = random.Random(11)
+    texts, stamps = [], []
+    for _ in range(1500):
+        d = datetime.datetime(1900, 1, 1) + datetime.timedelta(
+            minutes=rng.randrange(0, 199 * 365 * 1440))
+        if rng.random() < 0.3:
+            d = d.replace(hour=0, minute=0)
+            clock = ""
+        else:
+            clock = rng.choice([f" {d.hour}:{d.minute:02d}", f" {d.hour:02d}:{d.minute:02d}:07"])
+        short = 1969 <= d.year <= 2068 and rng.random() < 0.5
+        year = f"{d.year % 100:02d}" if short else str(d.year)
+        first, second = (d.month, d.day) if order == "mdy" else (d.day, d.month)
+        sep = rng.choice("/.-")
+        texts.append(f"{first:0{rng.choice((1, 2))}d}{sep}{second}{sep}{year}{clock}")
+        stamps.append(d)
+    parts = {k: v.numpy().tolist() for k, v in datetime_parts(tf.constant(texts), order).items()}
+    assert parts["weekday"] == [d.weekday() for d in stamps]
+    assert parts["month"] == [d.month - 1 for d in stamps]
+    assert parts["day"] == [d.day - 1 for d in stamps]
+    assert parts["hour"] == [d.hour for d in stamps]
+    assert parts["minute"] == [d.minute for d in stamps]
+    assert parts["days"] == [(d.date() - datetime.date(1970, 1, 1)).days for d in stamps]
