@@ -17,8 +17,8 @@ date at midnight, UTC.
 
 A datetime column may instead be written month or day first (ColumnSpec.date_order `mdy`, a
 US spreadsheet's `1/3/2011`, or `dmy`, `03.01.2011`): one or two digits, `/`, `.` or `-`, one
-or two digits, the same separator, the year in four digits or two (`00`-`68` are 2000-2068,
-`69`-`99` 1969-1999, as C's and Python's `%y`), optionally a time of day `H:MM` or `H:MM:SS`
+or two digits, the same separator, the year in four digits or two (`00`-`29` are 2000-2029,
+`30`-`99` 1930-1999, as spreadsheets read them), optionally a time of day `H:MM` or `H:MM:SS`
 after one space. Such a time has no zone: it is taken as UTC.
 """
 from __future__ import annotations
@@ -155,7 +155,9 @@ ORDERED_DATE_PATTERN = (r"^(?P<a>[0-9]{1,2})(?P<s1>[/.-])(?P<b>[0-9]{1,2})(?P<s2
                         r"(?P<y>[0-9]{4}|[0-9]{2})"
                         r"(?: (?P<H>[0-9]{1,2}):(?P<M>[0-9]{2})(?::(?P<S>[0-9]{2}))?)?$")
 ORDERED_DATE_RE = re.compile(ORDERED_DATE_PATTERN)
-TWO_DIGIT_PIVOT = 69  # a two-digit year below it is in the 2000s, else in the 1900s
+# A two-digit year below it is in the 2000s, else in the 1900s: Excel's and Google Sheets'
+# rule, where such files come from (C's `%y` takes 69: a birth year `45` would be 2045).
+TWO_DIGIT_PIVOT = 30
 
 
 def full_year(text: str) -> int:

@@ -219,7 +219,7 @@ def test_a_numeric_column_adds_a_handful_of_ops_to_the_transform_graph():
 @pytest.mark.parametrize("order", ["mdy", "dmy"])
 def test_month_and_day_first_datetimes_match_python_calendar(order):
     """The serving graph reads `1/3/2011 9:05` (month first) and `3.1.11` (day first) as the
-    calendar does: two-digit years 00-68 in the 2000s, 69-99 in the 1900s, no time midnight."""
+    calendar does: two-digit years 00-29 in the 2000s, 30-99 in the 1900s, no time midnight."""
     rng = random.Random(11)
     texts, stamps = [], []
     for _ in range(1500):
@@ -230,7 +230,7 @@ def test_month_and_day_first_datetimes_match_python_calendar(order):
             clock = ""
         else:
             clock = rng.choice([f" {d.hour}:{d.minute:02d}", f" {d.hour:02d}:{d.minute:02d}:07"])
-        short = 1969 <= d.year <= 2068 and rng.random() < 0.5
+        short = 1930 <= d.year <= 2029 and rng.random() < 0.5
         year = f"{d.year % 100:02d}" if short else str(d.year)
         first, second = (d.month, d.day) if order == "mdy" else (d.day, d.month)
         sep = rng.choice("/.-")
@@ -243,3 +243,7 @@ def test_month_and_day_first_datetimes_match_python_calendar(order):
     assert parts["hour"] == [d.hour for d in stamps]
     assert parts["minute"] == [d.minute for d in stamps]
     assert parts["days"] == [(d.date() - datetime.date(1970, 1, 1)).days for d in stamps]
+    # KMsurv's baboon (day first): its `26/3/64` is 1964, not 2064.
+    days = datetime_parts(tf.constant(["26/3/64", "3/26/64"]), order)["days"].numpy()[
+        int(order == "mdy")]
+    assert days == (datetime.date(1964, 3, 26) - datetime.date(1970, 1, 1)).days
