@@ -216,8 +216,9 @@ def _inferred_cases(csv, lines, bomb, latin1):
         csv("i_semi.csv", text.replace(",", ";")), "--delimiter", ";"), n
     yield "inferred: a ';' file with decimal commas (39,1)", inferred(
         csv("i_comma.csv", text.replace(",", ";").replace(".", ",")), "--delimiter", ";"), n
-    us = re.sub(r"\b(\d{4})-(\d{2})-(\d{2}) ", lambda m: f"{int(m[2])}/{int(m[3])}/{m[1]} ", text)
-    yield "inferred: US dates (6/2/2025 8:15:00)", inferred(csv("i_us.csv", us)), n
+    us = re.sub(r"\b(\d{4})-(\d{2})-(\d{2}) (\d\d:\d\d:\d\d) UTC\b",
+                lambda m: f"{int(m[2])}/{int(m[3])}/{m[1]} {m[4]}", text)
+    yield "inferred: US dates (6/2/2025 08:15:00)", inferred(csv("i_us.csv", us)), n
     spec = open(SPEC).read().replace("transform: datetime,", "transform: datetime, date_order: mdy,")
     bad = us.split("\n")
     for i, date in ((3, "2/30/2025 1:00:00"), (4, "13/1/2025 1:00:00"), (5, "6-2/2025 1:00:00")):
@@ -378,11 +379,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a 1 GB gzip bomb instead of 4 GB")
     ap.add_argument("--timeout", type=int, default=600)
+    ap.add_argument("--only", default="", help="run only the cases whose name holds this text")
     a = ap.parse_args(argv)
     counts = {"handled": 0, "crash": 0, "silent loss": 0}
     peak = 0
     with tempfile.TemporaryDirectory(prefix="reliability_") as work:
         for i, (name, args, expected, *where) in enumerate(cases(work, a.quick)):
+            if a.only not in name:
+                continue
             job, out = (where + [None, None])[:2] if where else ("preprocess", None)
             out = out or os.path.join(work, f"out{i}")
             result, secs = run_case(args, out, a.timeout, job or "preprocess")
