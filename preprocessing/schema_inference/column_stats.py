@@ -20,7 +20,7 @@ from preprocessing.contract.values import (
     INTEGER_PATTERN,
     NUMBER_PATTERN,
 )
-from preprocessing.parsing.columns import PY_WHITESPACE, datetime_ok
+from preprocessing.parsing.columns import PY_WHITESPACE, datetime_ok, mask
 
 # Texts that mean "no value" in a numeric column (R, pandas, spreadsheets, surveys).
 NA_TOKENS = ("NA", "N/A", "n/a", "na", "NaN", "nan", "NAN", "null", "NULL", "Null", "None",
@@ -48,6 +48,10 @@ _LEADING_ZERO = r"^[+-]?0[0-9]"
 # A time of day that is midnight UTC: a date exported with its time (12/2/1994 0:00:00,
 # R's 1988-07-10T00:00:00Z).
 _MIDNIGHT = r"[ T]0?0:00(:00(\.0+)?)? ?(Z|UTC|[+-]00(:?00)?)?$"
+# Inference reads a date with '.' or '-' between its numbers only with a four-digit year: a
+# column of `1.2.10` or `10-12-14` is versions or ranges more often than dates (a spec may
+# still declare them: the grammar takes them).
+_SHORT_DOTTED = r"^[0-9]{1,2}[.-][0-9]{1,2}[.-][0-9]{2}( |$)"
 
 
 def short(text: str) -> str:
@@ -152,7 +156,10 @@ class ColumnStats:
             self._add_numbers(present)
         orders = [order for order, n in self.not_dated.items() if n == 0]
         for order in orders:
-            self.not_dated[order] += int((~datetime_ok(present, order)).sum())
+            bad = ~datetime_ok(present, order)
+            if order != "ymd":  # 1.2.10 is a version more likely than a date
+                bad |= mask(pc.match_substring_regex(present, _SHORT_DOTTED))
+            self.not_dated[order] += int(bad.sum())
         if orders:
             self.timed += pc.sum(pc.and_(pc.match_substring(present, ":"), pc.invert(
                 pc.match_substring_regex(present, _MIDNIGHT)))).as_py() or 0

@@ -300,13 +300,20 @@ def test_dates_written_month_or_day_first_are_datetimes_in_the_order_they_allow(
                                                         "1/1/1970 0:00")
 
 
-def test_dates_no_order_reads_whole_stay_text_and_iso_dates_stay_iso():
+def test_dates_no_order_reads_whole_versions_and_ranges_stay_text_and_iso_stays_iso():
     mixed = (_dates(lambda d: f"{d.month}/{d.day}/{d.year}", 30) +
              _dates(lambda d: f"{d.day}/{d.month}/{d.year}", 30)) * 2  # 13/1 and 1/13
     iso = _dates(lambda d: d.isoformat(), 120)
-    rows = [[m, i, str(k % 2)] for k, (m, i) in enumerate(zip(mixed, iso))]
-    schema, decisions = infer_from_profile(profile_rows(["mixed", "iso", "y"], rows), "y")
+    # Versions and ranges (a two-digit last number after '.' or '-') are no dates to infer.
+    versions = [f"{k % 3 + 1}.{k % 12 + 1}.{k % 10 + 10}" for k in range(120)]
+    ranges = [f"{k % 9 + 1}-{k % 9 + 3}-{k % 9 + 5}0" for k in range(120)]
+    rows = [[m, i, v, r, str(k % 2)]
+            for k, (m, i, v, r) in enumerate(zip(mixed, iso, versions, ranges))]
+    names = ["mixed", "iso", "version", "range", "y"]
+    schema, decisions = infer_from_profile(profile_rows(names, rows), "y")
     assert schema.column("mixed").transform == "vocabulary" and schema.key is None
+    assert schema.column("version").transform == schema.column("range").transform == \
+        "vocabulary"
     assert (schema.column("iso").transform, schema.column("iso").date_order) == \
         ("datetime", "ymd")
     assert decisions["iso"].why.startswith("every value is a YYYY-MM-DD date")
