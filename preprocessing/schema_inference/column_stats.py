@@ -70,9 +70,10 @@ class ColumnStats:
     non_integer: int = 0            # numbers that are not integer literals
     leading_zero: int = 0           # integer literals like 007
     # Present values that are no datetime in each date order (values.DATE_ORDERS: ISO's
-    # YYYY-MM-DD, 1/3/2011 month first, 03.01.2011 day first), counted while one order
-    # still reads every value.
+    # YYYY-MM-DD, 1/3/2011 month first, 03.01.2011 day first), counted while they are at
+    # most STRAY_TEXT_SHARE of the values, and the first few of them (`undated`, ordered sets).
     not_dated: dict = dataclasses.field(default_factory=lambda: dict.fromkeys(DATE_ORDERS, 0))
+    undated: dict = dataclasses.field(default_factory=lambda: {o: {} for o in DATE_ORDERS})
     timed: int = 0                  # datetimes with a time of day (not a date, or midnight)
     distinct: set = dataclasses.field(default_factory=set)
     distinct_rows: int = 0          # present values `distinct` was counted over
@@ -154,19 +155,47 @@ class ColumnStats:
             self._count_decimal_commas(present, is_number)
         if self.non_numeric == 0:
             self._add_numbers(present)
-        orders = [order for order, n in self.not_dated.items() if n == 0]
-        for order in orders:
-            bad = ~datetime_ok(present, order)
-            if order != "ymd":  # 1.2.10 is a version more likely than a date
-                bad |= mask(pc.match_substring_regex(present, _SHORT_DOTTED))
-            self.not_dated[order] += int(bad.sum())
-        if orders:
-            self.timed += pc.sum(pc.and_(pc.match_substring(present, ":"), pc.invert(
-                pc.match_substring_regex(present, _MIDNIGHT)))).as_py() or 0
+        self._count_dates(present)
         if not self.capped:
             self.distinct.update(pc.unique(present).to_pylist())
             self.distinct_rows += len(present)
             self.capped = len(self.distinct) > DISTINCT_CAP
+
+    def _count_dates(self, present: pa.Array) -> None:
+        """Counts, per date order still within STRAY_TEXT_SHARE of the values, the values
+        that are no datetime in it, and keeps the first few of them (`undated`)."""
+        orders = [order for order, n in self.not_dated.items()
+                  if n <= STRAY_TEXT_SHARE * self.present]
+        for order in orders:
+            bad = ~datetime_ok(present, order)
+            if order != "ymd":  # 1.2.10 is a version more likely than a date
+                bad |= mask(pc.match_substring_regex(present, _SHORT_DOTTED))
+            count = int(bad.sum())
+            self.not_dated[order] += count
+            texts = self.undated[order]
+            if count and len(texts) <= STRAY_TEXT_VALUES:
+                odd = pc.unique(present.filter(pa.array(bad)))
+                texts.update(dict.fromkeys(odd.slice(0, STRAY_TEXT_VALUES + 1).to_pylist()))
+        if orders:
+            self.timed += pc.sum(pc.and_(pc.match_substring(present, ":"), pc.invert(
+                pc.match_substring_regex(present, _MIDNIGHT)))).as_py() or 0
+
+    def stray_dates(self) -> tuple:
+        """(the date orders in which every present value but a few texts is a datetime, those
+        texts): at most STRAY_TEXT_VALUES distinct, in at most STRAY_TEXT_SHARE of the values,
+        none longer than STRAY_TEXT_CHARS (MySQL's `0000-00-00`, an `unknown`); the orders
+        with the fewest such values. ((), ()) where none (or where every value is a date)."""
+        if self.present == 0 or self.numeric or self.date_orders():
+            return (), ()
+        fit = {order: n for order, n in self.not_dated.items()
+               if n <= STRAY_TEXT_SHARE * self.present
+               and len(self.undated[order]) <= STRAY_TEXT_VALUES
+               and all(len(t) <= STRAY_TEXT_CHARS for t in self.undated[order])}
+        if not fit:
+            return (), ()
+        fewest = min(fit.values())
+        orders = tuple(order for order, n in fit.items() if n == fewest)
+        return orders, tuple(sorted(set().union(*(self.undated[o] for o in orders))))
 
     def date_orders(self) -> tuple:
         """The date orders (values.DATE_ORDERS) in which every present value is a datetime

@@ -182,10 +182,13 @@ def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:
 
 def _dated(name: str, s: ColumnStats, missing: int) -> Optional[Decision]:
     """A datetime feature where every present value reads as one in a date order (ISO's, or
-    month or day first: the order the values allow, else the one their separator suggests)."""
-    orders = s.date_orders()
+    month or day first: the order the values allow, else the one their separator suggests),
+    or all but a few texts (ColumnStats.stray_dates), read as missing like NA_TOKENS."""
+    orders, strays = s.date_orders(), ()
     if not orders:
-        return None
+        orders, strays = s.stray_dates()
+        if not orders:
+            return None
     kind = "datetime" if s.timed else "date"
     if "ymd" in orders:
         order, what = "ymd", f"{'YYYY-MM-DD HH:MM:SS' if s.timed else 'YYYY-MM-DD'} {kind}"
@@ -198,14 +201,20 @@ def _dated(name: str, s: ColumnStats, missing: int) -> Optional[Decision]:
         other = "dmy" if order == "mdy" else "mdy"
         what = (f"{kind} written {DATE_ORDER_NAMES[order]}: no number is past 12, so either "
                 f"could be the day (a spec's `date_order: {other}` reads them the other way)")
-    if s.timed:
-        return Decision(ColumnSpec(name, "string", "datetime", date_order=order,
-                                   default=DATE_DEFAULTS[order][1] if missing else None),
-                        "feature", f"every value is a {what}")
-    return Decision(ColumnSpec(name, "string", "datetime", parts=DATE_PARTS, date_order=order,
-                               default=DATE_DEFAULTS[order][0] if missing else None),
-                    "feature", f"every value is a {what}; weekday, month, day of the month "
-                               f"and days since 1970 (a trend)")
+    why = f"every value is a {what}"
+    if strays:
+        why = (f"every value but {s.not_dated[order]} text value(s) {list(strays)[:3]} is a "
+               f"{what}; those read as missing")
+    if missing or strays:
+        why += f"; {missing + s.not_dated[order]} missing -> {DATE_DEFAULTS[order][bool(s.timed)]}"
+    parts = {} if s.timed else {"parts": DATE_PARTS}
+    if not s.timed:
+        why += "; weekday, month, day of the month and days since 1970 (a trend)"
+    # NA tokens too: inference counted them as missing, so the parser must read them so.
+    marks = (NA_TOKENS if s.na else ()) + strays
+    return Decision(ColumnSpec(name, "string", "datetime", date_order=order, missing=marks,
+                               default=DATE_DEFAULTS[order][bool(s.timed)]
+                               if missing or strays else None, **parts), "feature", why)
 
 
 def _with_category_marks(name: str, s: ColumnStats, marks: tuple, missing: int) -> Decision:

@@ -319,6 +319,28 @@ def test_dates_no_order_reads_whole_versions_and_ranges_stay_text_and_iso_stays_
     assert decisions["iso"].why.startswith("every value is a YYYY-MM-DD date")
 
 
+
+def test_missing_dates_and_a_few_stray_texts_read_as_missing_not_as_dead_letters():
+    """R writes a missing date `NA`: inference counted it missing, but the parser rejected
+    each such row (`unparsable_datetime`). A few texts among dates (MySQL's `0000-00-00`)
+    made the column text, an identifier left out; they read as missing now, as a number
+    column's stray texts do. Many different bad values still make it text."""
+    dates = _dates(lambda d: d.isoformat(), 1000)
+    us = _dates(lambda d: f"{d.month}/{d.day}/{d.year}", 1000)
+    rows = [[d if k % 10 else "NA", u if k % 150 else "0000-00-00", f"{d}x{k}" if k % 20 else d,
+             str(k % 2)] for k, (d, u) in enumerate(zip(dates, us))]
+    names = ["iso", "us", "noisy", "y"]
+    schema, decisions = infer_from_profile(profile_rows(names, rows), "y")
+    iso, us_col = schema.column("iso"), schema.column("us")
+    assert (iso.transform, iso.default, "NA" in iso.missing) == ("datetime", "1970-01-01", True)
+    assert (us_col.transform, us_col.date_order, us_col.missing, us_col.default) == \
+        ("datetime", "mdy", ("0000-00-00",), "1/1/1970")
+    assert "7 text value(s) ['0000-00-00']" in decisions["us"].why
+    assert schema.column("noisy").transform == "none"  # 950 distinct bad values: an identifier
+    parser = RowParser(schema, names)
+    assert parser.parse(["NA", "0000-00-00", "x", "1"])[:2] == ("1970-01-01", "1/1/1970")
+    assert [parser.parse(r)[:2] for r in rows[1:4]] == [tuple(r[:2]) for r in rows[1:4]]
+
 def test_dates_exported_with_a_midnight_time_are_dates_with_a_trend():
     """`12/2/1994 0:00:00` (a spreadsheet's dates) and R's `1988-07-10T00:00:00Z` have no
     time of day to learn: the parts of a date, `days` since 1970 among them."""
