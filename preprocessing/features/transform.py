@@ -84,12 +84,12 @@ def _ordered_minutes(s: tf.Tensor, order: str) -> tf.Tensor:
         return tf.strings.regex_replace(s, ORDERED_DATE_PATTERN,
                                         f"\\{ORDERED_DATE_RE.groupindex[name]}")
 
-    def number(name):  # "0" before it: an absent time of day reads as 0
-        return tf.strings.to_number("0" + group(name), out_type=tf.int64)
-
-    numbers = {name: number(name) for name in ("a", "b", "y", "H", "M")}
+    texts = {name: group(name) for name in ("a", "b", "y", "H", "M")}
+    # "0" before each: an absent time of day reads as 0.
+    numbers = {name: tf.strings.to_number("0" + text, out_type=tf.int64)
+               for name, text in texts.items()}
     year = numbers["y"]
-    year = tf.where(tf.strings.length(group("y")) == 2,
+    year = tf.where(tf.strings.length(texts["y"]) == 2,
                     year + tf.where(year < TWO_DIGIT_PIVOT, tf.constant(2000, tf.int64), 1900), year)
     month, day = ((numbers["a"], numbers["b"]) if order == "mdy" else
                   (numbers["b"], numbers["a"]))

@@ -54,6 +54,18 @@ _MIDNIGHT = r"[ T]0?0:00(:00(\.0+)?)? ?(Z|UTC|[+-]00(:?00)?)?$"
 _SHORT_DOTTED = r"^[0-9]{1,2}[.-][0-9]{1,2}[.-][0-9]{2}( |$)"
 
 
+def _keep_first(texts: dict, odd: pa.Array) -> None:
+    """Adds the distinct values of `odd` to `texts` (an ordered set) while it holds at most
+    STRAY_TEXT_VALUES: one more than that says there are too many to read as missing."""
+    if len(texts) <= STRAY_TEXT_VALUES:
+        texts.update(dict.fromkeys(pc.unique(odd).slice(0, STRAY_TEXT_VALUES + 1).to_pylist()))
+
+
+def _few(texts) -> bool:
+    """Few and short enough to be missing marks (STRAY_TEXT_VALUES, STRAY_TEXT_CHARS)."""
+    return len(texts) <= STRAY_TEXT_VALUES and all(len(t) <= STRAY_TEXT_CHARS for t in texts)
+
+
 def short(text: str) -> str:
     """`text` cut to EXAMPLE_CHARS: a field may be a megabyte, a log line should not."""
     return text if len(text) <= EXAMPLE_CHARS else text[:EXAMPLE_CHARS] + "..."
@@ -145,10 +157,7 @@ class ColumnStats:
             bad = len(present) - (pc.sum(is_number).as_py() or 0)
             if bad:
                 self.non_numeric += bad
-                if len(self.texts) <= STRAY_TEXT_VALUES:
-                    odd = pc.unique(present.filter(pc.invert(is_number)))
-                    self.texts.update(dict.fromkeys(odd.slice(0, STRAY_TEXT_VALUES + 1)
-                                                    .to_pylist()))
+                _keep_first(self.texts, present.filter(pc.invert(is_number)))
                 self.mostly_text = self.mostly_text or \
                     self.non_numeric > STRAY_TEXT_SHARE * self.present
         if self.only_numbers:
@@ -172,10 +181,8 @@ class ColumnStats:
                 bad |= mask(pc.match_substring_regex(present, _SHORT_DOTTED))
             count = int(bad.sum())
             self.not_dated[order] += count
-            texts = self.undated[order]
-            if count and len(texts) <= STRAY_TEXT_VALUES:
-                odd = pc.unique(present.filter(pa.array(bad)))
-                texts.update(dict.fromkeys(odd.slice(0, STRAY_TEXT_VALUES + 1).to_pylist()))
+            if count:
+                _keep_first(self.undated[order], present.filter(pa.array(bad)))
         if orders:
             self.timed += pc.sum(pc.and_(pc.match_substring(present, ":"), pc.invert(
                 pc.match_substring_regex(present, _MIDNIGHT)))).as_py() or 0
@@ -188,9 +195,7 @@ class ColumnStats:
         if self.present == 0 or self.numeric or self.date_orders():
             return (), ()
         fit = {order: n for order, n in self.not_dated.items()
-               if n <= STRAY_TEXT_SHARE * self.present
-               and len(self.undated[order]) <= STRAY_TEXT_VALUES
-               and all(len(t) <= STRAY_TEXT_CHARS for t in self.undated[order])}
+               if n <= STRAY_TEXT_SHARE * self.present and _few(self.undated[order])}
         if not fit:
             return (), ()
         fewest = min(fit.values())
@@ -212,8 +217,7 @@ class ColumnStats:
     def stray_texts(self) -> tuple:
         """The few texts of a numeric column, when they can be read as missing values: at
         most STRAY_TEXT_VALUES distinct, in at most STRAY_TEXT_SHARE of the values."""
-        if self.stray_text and len(self.texts) <= STRAY_TEXT_VALUES and \
-                all(len(t) <= STRAY_TEXT_CHARS for t in self.texts):
+        if self.stray_text and _few(self.texts):
             return tuple(sorted(self.texts))
         return ()
 
