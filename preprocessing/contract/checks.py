@@ -82,6 +82,9 @@ def _columns(schema) -> set:
         if c.decimal not in DECIMAL_MARKS or (c.decimal != "." and c.type != "float"):
             raise SchemaError(f"column '{c.name}': decimal {c.decimal!r} must be '.', or ',' "
                               f"for a float column")
+        if not isinstance(c.clock, bool) or (c.clock and (c.type != "float" or c.decimal != ".")):
+            raise SchemaError(f"column '{c.name}': clock {c.clock!r} must be false, or true "
+                              f"for a float column written with decimal points")
         if c.date_order not in DATE_ORDERS or (c.date_order != "ymd" and
                                                c.transform != "datetime"):
             raise SchemaError(f"column '{c.name}': date_order {c.date_order!r} must be 'ymd', "
@@ -92,7 +95,7 @@ def _columns(schema) -> set:
                               f"{DATE_ORDER_FORMS[c.date_order]}")
         if c.default is not None and not c.imputed:
             try:
-                coerce_value(str(c.default), c.type)
+                coerce_value(str(c.default), c.type, clock=c.clock)
             except ValueError as e:
                 raise SchemaError(f"column '{c.name}': default {c.default!r}: {e}") from None
     return seen

@@ -19,6 +19,7 @@ Spec file format (YAML shown; JSON has the same keys)::
       - {name: pickup_longitude, type: float, transform: zscore}
       - {name: tip_share, type: float, decimal: ",", transform: zscore}  # written 0,15
       - {name: ordered_on, type: string, transform: datetime, date_order: mdy}  # 1/3/2011
+      - {name: race_time, type: float, clock: true, transform: zscore}  # 2:31:38, in seconds
       - {name: passenger_count, type: int, default: 1, transform: scale_0_1}
       - {name: payment_type, type: string, transform: vocabulary, top_k: 10, num_oov_buckets: 1}
       - {name: trip_seconds, type: float, transform: bucketize, num_buckets: 10}
@@ -74,6 +75,9 @@ class ColumnSpec:
     # How a datetime column's dates are written: "ymd" (ISO, YYYY-MM-DD), or "mdy" / "dmy"
     # (1/3/2011 month first, a US spreadsheet's; 03.01.2011 day first): values.DATE_ORDERS.
     date_order: str = "ymd"
+    # A float column written as a clock: a time of day (13:30, 5:00 a.m.) or a duration
+    # (2:31:38), read as seconds (values.CLOCK_PATTERN); its default is written so too.
+    clock: bool = False
 
     @property
     def required(self) -> bool:
@@ -90,7 +94,7 @@ class ColumnSpec:
             return None
         if self.imputed:
             return float("nan")
-        return coerce_value(str(self.default), self.type)
+        return coerce_value(str(self.default), self.type, clock=self.clock)
 
 
 @dataclass(frozen=True)

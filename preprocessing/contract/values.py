@@ -15,6 +15,13 @@ transform graph, so preprocess and serving agree); a time without one is taken a
 Anything else after the seconds is unparsable_datetime. A date alone (`YYYY-MM-DD`) is that
 date at midnight, UTC.
 
+A float column may be written as a clock (ColumnSpec.clock: a time of day `13:30`, `5:00 a.m.`,
+or a duration `2:31:38`, a race's time): hours (up to four digits), `:`, two digits of
+minutes, optionally `:` and two digits of seconds with a fraction, optionally `am`/`pm`
+(`a.m.`, `PM`; hours 1-12 then: 12 am is 0:00). It is read as a number of seconds. A number
+there is that many seconds (what a tf.Example or JSON carries for it, as the model gets it);
+another text is unparsable_number.
+
 A datetime column may instead be written month or day first (ColumnSpec.date_order `mdy`, a
 US spreadsheet's `1/3/2011`, or `dmy`, `03.01.2011`): one or two digits, `/`, `.` or `-`, one
 or two digits, the same separator, the year in four digits or two (`00`-`29` are 2000-2029,
@@ -106,12 +113,37 @@ def float32_storable(values: np.ndarray) -> np.ndarray:
     return ok
 
 
-def coerce_value(text: str, dtype: str, decimal: str = "."):
+# A clock's text (named groups: RE2, so the Arrow column check reads the same pattern).
+CLOCK_PATTERN = (r"^(?P<h>[0-9]{1,4}):(?P<m>[0-5][0-9])(?::(?P<s>[0-5][0-9](?:\.[0-9]{1,9})?))?"
+                 r"(?: ?(?P<ap>[AaPp])\.?[Mm]\.?)?$")
+CLOCK_RE = re.compile(CLOCK_PATTERN)
+CLOCK_FORM = "a clock time H:MM[:SS] (am/pm optional) or a number of seconds"
+
+
+def clock_seconds(text: str):
+    """The seconds a clock text (CLOCK_PATTERN) stands for, or None when it is not one."""
+    m = CLOCK_RE.match(text)
+    if not m:
+        return None
+    hours = int(m["h"])
+    if m["ap"]:
+        if not 1 <= hours <= 12:
+            return None
+        hours = hours % 12 + (12 if m["ap"] in "Pp" else 0)
+    return hours * 3600 + int(m["m"]) * 60 + float(m["s"] or 0)
+
+
+def coerce_value(text: str, dtype: str, decimal: str = ".", clock: bool = False):
     """Parses one stripped field as the column's type (the grammar above), its numbers
-    written with `decimal` as their mark (DECIMAL_MARKS); raises NumberError with the reject
-    reason and a short message."""
+    written with `decimal` as their mark (DECIMAL_MARKS), or as a clock (`clock`: seconds);
+    raises NumberError with the reject reason and a short message."""
     if dtype == "string":
         return text
+    if clock and ":" in text:
+        seconds = clock_seconds(text)
+        if seconds is None:
+            raise NumberError("unparsable_number", f"{text!r} is not {CLOCK_FORM}")
+        return seconds
     if decimal != ".":
         if "." in text:  # 1.234 where the mark is a comma: a thousands separator, not 1.234
             raise NumberError("unparsable_number", f"{text!r} has a decimal point; this "

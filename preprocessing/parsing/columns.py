@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from preprocessing.contract.values import (
+    CLOCK_PATTERN,
     DATE_ONLY_LENGTH,
     DATETIME_TAIL_PATTERN,
     MIDNIGHT,
@@ -57,18 +58,24 @@ def stripped(texts: pa.Array) -> pa.Array:
     return pc.utf8_trim(texts, characters=PY_WHITESPACE)
 
 
-def convert(s: pa.Array, dtype: str, dates: Optional[str], decimal: str = "."):
+def convert(s: pa.Array, dtype: str, dates: Optional[str], decimal: str = ".",
+            clock: bool = False):
     """(values, bad) for one column of stripped, non-null texts `s`: values as an Arrow
-    string array (strings) or a numpy array (numbers, written with `decimal` as their mark),
-    datetimes (`dates`: their date order, values.DATE_ORDERS) checked,
-    `bad` a numpy mask of the positions the row-by-row parser must redo (their value here is
-    a placeholder)."""
+    string array (strings) or a numpy array (numbers, written with `decimal` as their mark,
+    or as a clock: seconds), datetimes (`dates`: their date order, values.DATE_ORDERS)
+    checked, `bad` a numpy mask of the positions the row-by-row parser must redo (their
+    value here is a placeholder)."""
     bad = mask(pc.equal(s, ""))
     empty = bad.copy()
     if dates:
         bad |= ~datetime_ok(s, dates)
     if dtype == "string":
         return s, bad
+    if clock:  # coerce_value's rule: a text with a ':' is a clock, else a number of seconds
+        numbers, bad_number = convert(s, dtype, None, decimal)
+        seconds, ok = clock_seconds(s)
+        colon = mask(pc.match_substring(s, ":"))
+        return np.where(colon, seconds, numbers), bad | np.where(colon, ~ok, bad_number)
     if decimal != ".":  # coerce_value's rule: a point there is refused, the mark read as one
         bad |= mask(pc.match_substring(s, "."))
         s = pc.replace_substring(s, decimal, ".")
@@ -92,6 +99,25 @@ def convert(s: pa.Array, dtype: str, dates: Optional[str], decimal: str = "."):
         ok[zeros] &= ~mask(pc.match_substring_regex(s.take(zeros), _NONZERO_MANTISSA))
     bad |= ~ok
     return values, bad
+
+
+def clock_seconds(s: pa.Array) -> tuple:
+    """(seconds, ok): values.clock_seconds over a column of stripped texts, vectorised (the
+    same sums, so the same float64s); where `ok` is False the value is a placeholder."""
+    m = pc.extract_regex(s, CLOCK_PATTERN)
+    ok = ~mask(pc.is_null(m))
+    m = m.fill_null({f.name: "" for f in m.type})
+
+    def num(field, to=pa.int64()):
+        v = m.field(field)
+        return pc.cast(pc.if_else(pc.equal(v, ""), "0", v), to).to_numpy(zero_copy_only=False)
+
+    hours, ap = num("h"), m.field("ap")
+    twelve = mask(pc.not_equal(ap, ""))
+    ok &= ~twelve | ((hours >= 1) & (hours <= 12))
+    pm = mask(pc.is_in(ap, value_set=pa.array(["P", "p"])))
+    hours = np.where(twelve, hours % 12 + np.where(pm, 12, 0), hours)
+    return (hours * 3600 + num("m") * 60) + num("s", pa.float64()), ok
 
 
 def _valid_date(year, month, day) -> np.ndarray:

@@ -41,6 +41,7 @@ class ColumnPlan:
     optional: bool          # empty (or absent) without a default reads as None
     missing: frozenset = frozenset()  # texts that read as an empty field ("NA", "?")
     decimal: str = "."      # a number's decimal mark (ColumnSpec.decimal)
+    clock: bool = False     # numbers written as a clock, read as seconds (ColumnSpec.clock)
 
 
 class RowParser:
@@ -59,7 +60,7 @@ class RowParser:
         self.plan = [ColumnPlan(
             c.name, positions.get(c.name), c.type, c.typed_default(),
             c.date_order if c.transform == "datetime" else None, c.name in optional,
-            frozenset(c.missing), c.decimal)
+            frozenset(c.missing), c.decimal, c.clock)
             for c in schema.columns]
         self.width = len(self.header)
         # field position -> the decimal mark of a column not written with a point
@@ -92,9 +93,10 @@ class RowParser:
                 raise Reject("unparsable_datetime", f"column '{c.name}': {text!r} is not "
                                                     f"{DATE_ORDER_FORMS[c.dates]}")
             try:
-                values.append(coerce_value(text, c.dtype, c.decimal))
+                values.append(coerce_value(text, c.dtype, c.decimal, c.clock))
             except NumberError as e:
-                mark = "" if c.decimal == "." else f" with a decimal {c.decimal!r}"
+                mark = (" as a clock" if c.clock else "" if c.decimal == "."
+                        else f" with a decimal {c.decimal!r}")
                 raise Reject(e.reason, f"column '{c.name}': cannot read {text!r} as "
                                        f"{c.dtype}{mark} ({e.reason})") from None
         return tuple(values)
@@ -125,7 +127,7 @@ class RowParser:
                 slow.update(range(len(rows)))
                 columns.append(("values", [None] * len(rows)))
                 continue
-            values, bad = columns_mod.convert(texts, c.dtype, c.dates, c.decimal)
+            values, bad = columns_mod.convert(texts, c.dtype, c.dates, c.decimal, c.clock)
             if c.dtype == "string":
                 values = values.to_pylist()
             slow.update(np.flatnonzero(bad).tolist())

@@ -1,0 +1,109 @@
+"""Float columns written as a clock (ColumnSpec.clock: a time of day `13:30`, `5:00 a.m.`, a
+race's `2:31:38`): read as seconds alike by the row, column and CSV block parsers, declared
+and checked in a spec."""
+import dataclasses
+import datetime
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from preprocessing import TAXI_SPEC
+from preprocessing.accounting.rejects import Reject
+from preprocessing.contract.kinds import SchemaError
+from preprocessing.contract.schema import Schema
+from preprocessing.contract.values import clock_seconds
+from preprocessing.parsing import columns, fast_csv
+from preprocessing.parsing.row_parser import RowParser
+
+TAXI = Schema.load(TAXI_SPEC)
+CLOCKED = dataclasses.replace(TAXI, columns=tuple(
+    dataclasses.replace(c, clock=True) if c.name == "fare_amount" else c for c in TAXI.columns))
+HEADER = list(TAXI.names)
+GOOD = ["k1", "2025-03-04 05:06:07 UTC", "-73.9", "40.7", "-73.95", "40.75", "2", "Cash",
+        "Flash Cab", "12:30"]
+AT = HEADER.index("fare_amount")
+READ = ["13:30", "0:00", "7:05:09", " 2:31:38 ", "38:31:00", "1234:00:00", "0:00:00.25",
+        "5:00 a.m.", "12:30 am", "12:05 PM", "11:59pm", "1:07 P.M."]
+REFUSED = ["13:30 pm", "0:15 am", "9:60", "7:5", "1:02:60", "12345:00", "13:30:00 UTC",
+           "2025-03-04 05:06:07", "1:02:03:04", "-1:00", "a.m.", "1,5", "nan"]
+# A number is seconds (a tf.Example or JSON carries the seconds the model gets).
+SECONDS = {"4500": 4500.0, "48600.0": 48600.0, "1.5": 1.5, "-2": -2.0}
+
+
+def _seconds(text: str) -> float:
+    """What a clock text means, by the standard library: a 12-hour time through strptime, a
+    duration through timedelta."""
+    text = text.strip()
+    if text[-1] in "mM.":
+        clock, half = text.rstrip(".").rsplit(" ", 1) if " " in text else (text[:-2], text[-2:])
+        t = datetime.datetime.strptime(f"{clock} {half.replace('.', '')}", "%I:%M %p")
+        return datetime.timedelta(hours=t.hour, minutes=t.minute).total_seconds()
+    h, m, *s = text.split(":")
+    return datetime.timedelta(hours=int(h), minutes=int(m),
+                              seconds=float(s[0]) if s else 0).total_seconds()
+
+
+def _row(text):
+    row = list(GOOD)
+    row[AT] = text
+    return row
+
+
+def test_clock_texts_read_as_their_seconds_and_other_texts_are_dead_letters():
+    parser = RowParser(CLOCKED, HEADER)
+    for text in READ:
+        assert parser.parse(_row(text))[AT] == _seconds(text), text
+    for text, seconds in SECONDS.items():
+        assert parser.parse(_row(text))[AT] == seconds
+    for text in REFUSED:
+        with pytest.raises(Reject) as e:
+            parser.parse(_row(text))
+        assert e.value.reason in ("unparsable_number", "non_finite_number"), text
+        assert "as float as a clock" in e.value.detail and clock_seconds(text) is None
+    # The same texts in a column that is no clock: no number.
+    with pytest.raises(Reject, match="unparsable_number"):
+        RowParser(TAXI, HEADER).parse(_row("13:30"))
+
+
+def test_the_column_and_block_parsers_read_a_clock_column_as_the_row_parser_does():
+    parser = RowParser(CLOCKED, HEADER)
+    rng = random.Random(3)
+    rows = [_row(rng.choice(READ + REFUSED + list(SECONDS) + ["", "NA"])) for _ in range(400)]
+    want = {}
+    for i, r in enumerate(rows):
+        try:
+            want[i] = parser.parse(r)
+        except Reject as e:
+            want[i] = (e.reason, e.detail)
+    block = parser.parse_many(rows)
+    got = dict(zip(block.index, block.rows()))
+    got.update({i: (e.reason, e.detail) for i, e in block.errors})
+    assert got == want
+    data = "".join(",".join(f'"{f}"' for f in r) + "\n" for r in rows).encode()
+    fast = fast_csv.parse_block(parser, data)
+    assert fast is not None and len(fast.index) == sum(isinstance(v, tuple) and
+                                                       len(v) == len(HEADER) for v in want.values())
+    fares = np.asarray(fast.columns[AT])
+    assert fares.tolist() == [want[int(i)][AT] for i in fast.index.tolist()]
+    seconds, ok = columns.clock_seconds(pa.array([r[AT].strip() for r in rows]))
+    assert ok.tolist() == [clock_seconds(r[AT].strip()) is not None for r in rows]
+
+
+@pytest.mark.parametrize("column, message", [
+    ({"name": "t", "type": "int", "clock": True}, "clock True must be false, or true"),
+    ({"name": "t", "type": "string", "clock": True}, "for a float column"),
+    ({"name": "t", "type": "float", "clock": True, "decimal": ","}, "written with decimal points"),
+    ({"name": "t", "type": "float", "clock": "yes"}, "clock 'yes' must be"),
+    ({"name": "t", "type": "float", "clock": True, "default": "9:75"}, "default .9:75."),
+])
+def test_a_spec_declares_a_clock_on_a_float_column_with_a_clock_default(column, message):
+    with pytest.raises(SchemaError, match=message):
+        Schema.from_dict({"label": "y", "columns": [column, {"name": "y", "type": "float"}]})
+    good = Schema.from_dict({"label": "y", "columns": [
+        {"name": "t", "type": "float", "clock": True, "default": "0:30", "transform": "zscore"},
+        {"name": "y", "type": "float"}]})
+    assert good.column("t").typed_default() == 1800.0
+    assert Schema.loads(good.dumps(), "x.json") == good
+    assert "clock" not in good.to_dict()["columns"][1]  # a schema of before reads the same
