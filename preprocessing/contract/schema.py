@@ -76,7 +76,8 @@ class ColumnSpec:
     # (1/3/2011 month first, a US spreadsheet's; 03.01.2011 day first): values.DATE_ORDERS.
     date_order: str = "ymd"
     # A float column written as a clock: a time of day (13:30, 5:00 a.m.) or a duration
-    # (2:31:38), read as seconds (values.CLOCK_PATTERN); its default is written so too.
+    # (2:31:38), read as seconds (values.CLOCK_PATTERN); a number there (a default too) is
+    # seconds.
     clock: bool = False
 
     @property

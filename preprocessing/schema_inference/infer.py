@@ -32,7 +32,10 @@ stripped:
 - other strings: a vocabulary when few distinct values, else hashed;
 - in a file not delimited by commas, a column whose every present value is a number, some
   written with a decimal comma (`39,1`, a European spreadsheet's) and none with a point, is
-  a float read with that mark (ColumnSpec.decimal `","`: _with_commas);
+  a float read with that mark (ColumnSpec.decimal `","`: _as_numbers);
+- clock texts (`13:30`, `5:00 a.m.`, a race's `2:31:38`), every present value of one shape
+  (H:MM or H:MM:SS), are a float read as seconds (ColumnSpec.clock: _as_numbers), decided
+  as numbers are: a feature, or a label to regress on;
 - a column named like a key that repeats (a patient's `id` over visits) is a feature, not the
   key, and the derived `<name>_entity` (_entity): an exact vocabulary, whose one id past the
   values seen in train stands for an entity never seen (the models learn both:
@@ -253,13 +256,13 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
     for name in header:
         s = prof.columns[name]
         if name == label:
-            spec, chosen, why = _with_commas(s, lambda stats: decide_label(name, stats, task))
+            spec, chosen, why = _as_numbers(s, lambda stats: decide_label(name, stats, task))
             decisions[name] = Decision(spec, "label", why)
         elif name == key:
             decisions[name] = Decision(ColumnSpec(name, "string", default=""), "key",
                                        "--key_column" if not by_name else "named like a key")
         else:
-            d = Decision(*_with_commas(
+            d = Decision(*_as_numbers(
                 s, lambda stats: decide_column(name, stats, prof.complete).parts()))
             if name.lower() in KEY_NAMES and not _is_distinct(s):
                 # An entity's rows (a patient's eyes or visits): a split by row puts them on
@@ -285,15 +288,27 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
                   derived=tuple(entities)), decisions
 
 
-def _with_commas(s: ColumnStats, decide) -> tuple:
+def _as_numbers(s: ColumnStats, decide) -> tuple:
     """`decide(stats)`'s (spec, ..., why), on the column read with a decimal comma where that
-    makes it a float (ColumnStats.comma_numbers: a file not delimited by commas), else on
-    its texts as they are."""
+    makes it a float (ColumnStats.comma_numbers: a file not delimited by commas), or read
+    as seconds where it is clock texts and that makes it a number (ColumnStats.clock_numbers;
+    not where the seconds would be an identifier), else on its texts as they are."""
     view = s.comma_numbers()
     if view is not None:
         spec, *rest, why = decide(view)
         if spec.type == "float":
             return (dataclasses.replace(spec, decimal=","), *rest, f"{why}; {DECIMAL_COMMA_READ}")
+    view, strays = s.clock_numbers()
+    if view is not None:
+        spec, *rest, why = decide(view)
+        if spec.type != "string" and "key" not in rest:
+            shape = "H:MM:SS" if 2 in s.clock_colons else "H:MM"
+            if strays:
+                why += (f"; {s.unclocked} text value(s) {list(strays)[:3]} no clock time: "
+                        f"read as missing")
+            return (dataclasses.replace(spec, type="float", clock=True,
+                                        missing=spec.missing + strays), *rest,
+                    f"clock times ({shape}) read as seconds: {why}")
     return decide(s)
 
 

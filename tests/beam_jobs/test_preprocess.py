@@ -228,6 +228,36 @@ def test_a_month_first_date_file_gives_the_records_of_its_iso_twin(tmp_path):
         for m, o in outs.items()}
     assert len(records["us"]) == 90 and records["us"] == records["iso"]
 
+def test_a_clock_file_gives_the_records_of_its_seconds_twin(tmp_path):
+    """Times written as a clock (`7:05 p.m.`, a race's `2:31:38`, some missing) are read as
+    the same table written in seconds: the same schema but for `clock`, the same records."""
+    rows = [(i * 137 % 43200 // 60 * 60, 7000 + i * 53 % 4000, (i * 7) % 3) for i in range(90)]
+
+    def half_day(s):
+        h, m = divmod(s // 60, 60)
+        return f"{(h - 1) % 12 + 1}:{m:02d} {'p.m.' if h >= 12 else 'a.m.'}"
+
+    outs = {}
+    for name, day, race in (("clock", half_day, lambda s: f"{s // 3600}:{s // 60 % 60:02d}:"
+                                                          f"{s % 60:02d}"), ("seconds", str, str)):
+        src = tmp_path / f"rows_{name}.csv"
+        src.write_text("slot,race,label\n" + "".join(
+            f"{'' if i % 17 == 3 else day(d)},{race(r)},{y}\n" for i, (d, r, y) in enumerate(rows)))
+        outs[name] = tmp_path / f"o_{name}"
+        preprocess.run(["--input", str(src), "--output", str(outs[name]), "--label_column",
+                        "label", "--split", "1,0"])
+    schemas = {m: json.load(open(o / "raw_schema.json")) for m, o in outs.items()}
+    assert [c.pop("clock", False) for c in schemas["clock"]["columns"]] == [True, True, False]
+    assert [c.pop("type") for c in schemas["clock"]["columns"][:2]] == ["float", "float"]
+    # whole seconds in every row are integers there (a clock column is always a float)
+    assert [c.pop("type") for c in schemas["seconds"]["columns"][:2]] == ["float", "int"]
+    assert schemas["clock"] == schemas["seconds"]
+    records = {m: sorted(_features(r.numpy()) for r in tf.data.TFRecordDataset(
+        sorted(glob.glob(str(o / "train" / "*"))), compression_type="GZIP"))
+        for m, o in outs.items()}
+    assert len(records["clock"]) == 90 and records["clock"] == records["seconds"]
+
+
 def _features(record: bytes) -> tuple:
     """A tf.Example's features, sorted (a map's serialized order is not fixed)."""
     example = tf.train.Example.FromString(record)

@@ -1,8 +1,9 @@
 """Float columns written as a clock (ColumnSpec.clock: a time of day `13:30`, `5:00 a.m.`, a
 race's `2:31:38`): read as seconds alike by the row, column and CSV block parsers, declared
-and checked in a spec."""
+and checked in a spec, and inferred from the data."""
 import dataclasses
 import datetime
+import io
 import random
 
 import numpy as np
@@ -16,6 +17,8 @@ from preprocessing.contract.schema import Schema
 from preprocessing.contract.values import clock_seconds
 from preprocessing.parsing import columns, fast_csv
 from preprocessing.parsing.row_parser import RowParser
+from preprocessing.schema_inference.infer import infer_from_profile
+from preprocessing.schema_inference.profile import profile_csv, profile_rows
 
 TAXI = Schema.load(TAXI_SPEC)
 CLOCKED = dataclasses.replace(TAXI, columns=tuple(
@@ -107,3 +110,67 @@ def test_a_spec_declares_a_clock_on_a_float_column_with_a_clock_default(column, 
     assert good.column("t").typed_default() == 1800.0
     assert Schema.loads(good.dumps(), "x.json") == good
     assert "clock" not in good.to_dict()["columns"][1]  # a schema of before reads the same
+
+
+def _infer(names, rows, label="y"):
+    return infer_from_profile(profile_rows(names, rows), label)
+
+
+def test_times_of_day_and_durations_are_inferred_as_seconds_features_and_labels():
+    rng = random.Random(5)
+    rows = []
+    for i in range(600):
+        day = f"{rng.randrange(6, 20)}:{rng.randrange(60):02d}"
+        half = f"{rng.randrange(1, 13)}:{rng.choice(['00', '30'])} {rng.choice(['a.m.', 'p.m.'])}"
+        race = f"{rng.randrange(2, 5)}:{rng.randrange(60):02d}:{rng.randrange(60):02d}"
+        rows.append([day if i % 50 else "", half, race if i % 97 else "NA", str(i % 3)])
+    names = ["captured", "slot", "race", "y"]
+    schema, decisions = _infer(names, rows)
+    for name in ("captured", "slot"):
+        c = schema.column(name)
+        assert (c.type, c.clock, c.transform) == ("float", True, "numeric"), decisions[name].why
+    assert "clock times (H:MM) read as seconds" in decisions["captured"].why
+    assert schema.column("captured").default == "mean"
+    parser = RowParser(schema, names)
+    assert parser.parse(rows[1])[:2] == (_seconds(rows[1][0]), _seconds(rows[1][1]))
+    assert np.isnan(parser.parse(rows[0])[0])  # missing: the train mean, later
+    # A race's time as the label: a regression on seconds, its NA rows rejected.
+    schema, decisions = _infer(names, rows, label="race")
+    race = schema.column("race")
+    assert (schema.task, race.type, race.clock) == ("regression", "float", True)
+    with pytest.raises(Reject, match="missing_value"):
+        RowParser(schema, names).parse(rows[0])
+
+
+def test_a_stray_text_among_clock_times_is_missing_and_mixed_or_other_texts_stay_text():
+    """`9.12` among capture times (Stat2Data's Hawks) reads as missing, as a number column's
+    stray texts do; `58:12` beside `1:02:03` (minutes or hours?), scores, datetimes, numbers
+    with a colon now and then, and a few times (slots) are no clocks."""
+    rows = []
+    for i in range(1000):
+        rows.append([f"{8 + i % 9}:{i % 60:02d}" if i != 500 else "9.12",
+                     f"{i % 59}:{i % 60:02d}" if i % 2 else f"1:{i % 60:02d}:{i % 59:02d}",
+                     f"{i % 7}:{i % 5}", f"2025-01-{1 + i % 28:02d} 10:{i % 60:02d}:00",
+                     str(i % 40) if i % 300 else "10:30", ["5:00 a.m.", "8:00 a.m.", "12:00 p.m."][i % 3],
+                     str(i % 2)])
+    names = ["capture", "mixed", "score", "when", "count", "slot", "y"]
+    schema, decisions = _infer(names, rows)
+    capture = schema.column("capture")
+    assert capture.clock and "9.12" in capture.missing
+    assert "1 text value(s) ['9.12'] no clock time" in decisions["capture"].why
+    assert np.isnan(RowParser(schema, names).parse(rows[500])[0])
+    assert [schema.column(n).clock for n in names[1:]] == [False] * 6
+    assert schema.column("slot").transform == "vocabulary"  # 3 times: slots (CLOCK_SLOTS)
+    assert schema.column("when").transform == "datetime"
+    count = schema.column("count")  # numbers with a stray time: those read as missing
+    assert (count.type, "10:30" in count.missing) == ("float", True)
+
+
+def test_a_clock_column_met_after_empty_blocks_is_read_over_every_row():
+    """Empty values for 70,000 rows (a statistics pass), then clock times in the next file:
+    the seconds' statistics cover every row."""
+    head = ("t,y\n" + "".join(f",{i % 2}\n" for i in range(70_000))).encode()
+    tail = ("t,y\n" + "".join(f"{i % 24}:{i % 60:02d},{i % 2}\n" for i in range(300))).encode()
+    prof = profile_csv([("a.csv", lambda: io.BytesIO(head)), ("b.csv", lambda: io.BytesIO(tail))])
+    view, strays = prof.columns["t"].clock_numbers()
+    assert view is not None and strays == () and view.rows == 70_300 and view.present == 300
