@@ -185,6 +185,9 @@ def _inferred_cases(csv, lines, bomb, latin1):
     yield "a spec's month-first dates, 3 impossible", [
         "--input", csv("us_bad.csv", "\n".join(bad)), "--schema_spec",
         csv("us.yaml", spec)], n
+    clock = re.sub(r"\b\d{4}-\d{2}-\d{2} (\d\d):(\d\d):\d\d UTC\b", lambda m: (
+        f"{(int(m[1]) - 1) % 12 + 1}:{m[2]} {'p.m.' if int(m[1]) >= 12 else 'a.m.'}"), text)
+    yield "inferred: pickup times as a clock (8:15 p.m.)", inferred(csv("i_clock.csv", clock)), n
     yield "inferred: the gzip bomb", inferred(bomb), None
 
 
