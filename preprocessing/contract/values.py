@@ -26,7 +26,10 @@ A datetime column may instead be written month or day first (ColumnSpec.date_ord
 US spreadsheet's `1/3/2011`, or `dmy`, `03.01.2011`): one or two digits, `/`, `.` or `-`, one
 or two digits, the same separator, the year in four digits or two (`00`-`29` are 2000-2029,
 `30`-`99` 1930-1999, as spreadsheets read them), optionally a time of day `H:MM` or `H:MM:SS`
-after one space. Such a time has no zone: it is taken as UTC.
+after one space. Such a time has no zone: it is taken as UTC. The month may be written as
+its English name instead, full or in three letters (`Sept` too; any case, a `.` after it),
+and then a space may separate the parts, with a comma after the day: Excel's `6-Aug-09` is
+`dmy`, `Aug 6, 2009` and `June 22 2018` are `mdy`.
 """
 from __future__ import annotations
 
@@ -178,15 +181,37 @@ MIDNIGHT = " 00:00:00"
 # ColumnSpec.date_order: ISO's year first, or a date written month first or day first.
 DATE_ORDERS = ("ymd", "mdy", "dmy")
 DATE_ORDER_FORMS = {"ymd": "YYYY-MM-DD[ HH:MM:SS[.fff][Z|UTC|+HH:MM]]",
-                    "mdy": "M/D/YYYY (or M/D/YY, '.' or '-' for '/')[ H:MM[:SS]]",
-                    "dmy": "D/M/YYYY (or D/M/YY, '.' or '-' for '/')[ H:MM[:SS]]"}
-# Two numbers and a year, one separator, and an optional time (named groups: RE2, so Arrow
-# and the transform graph read the same pattern, has no back-references; the separators
-# `s1` and `s2` are compared apart).
-ORDERED_DATE_PATTERN = (r"^(?P<a>[0-9]{1,2})(?P<s1>[/.-])(?P<b>[0-9]{1,2})(?P<s2>[/.-])"
+                    "mdy": "M/D/YYYY (or M/D/YY, '.' or '-' for '/'; Aug 6, 2009)[ H:MM[:SS]]",
+                    "dmy": "D/M/YYYY (or D/M/YY, '.' or '-' for '/'; 6-Aug-09)[ H:MM[:SS]]"}
+# Two numbers (or a day and a month's name) and a year, one separator, and an optional time
+# (named groups: RE2, so Arrow and the transform graph read the same pattern, has no
+# back-references; the separators `s1` and `s2`, and the comma `c`, are checked apart:
+# ordered_date_ok).
+ORDERED_DATE_PATTERN = (r"^(?P<a>[0-9]{1,2}|[A-Za-z]{3,9}\.?)(?P<s1>[/.\- ])"
+                        r"(?P<b>[0-9]{1,2}|[A-Za-z]{3,9}\.?)(?P<c>,?)(?P<s2>[/.\- ])"
                         r"(?P<y>[0-9]{4}|[0-9]{2})"
                         r"(?: (?P<H>[0-9]{1,2}):(?P<M>[0-9]{2})(?::(?P<S>[0-9]{2}))?)?$")
 ORDERED_DATE_RE = re.compile(ORDERED_DATE_PATTERN)
+# A month's English name (lower case, its `.` dropped) -> its number.
+MONTH_NAMES = {name: i + 1 for i, full in enumerate(
+    ("january", "february", "march", "april", "may", "june", "july", "august", "september",
+     "october", "november", "december")) for name in (full, full[:3])}
+MONTH_NAMES["sept"] = 9
+
+
+def month_number(text: str):
+    """The month a date's month field names (`3`, `03`, `Mar`, `march`, `Sept.`), or None."""
+    if text.isdigit():
+        return int(text)
+    return MONTH_NAMES.get(text.lower().rstrip("."))
+
+
+def ordered_date_ok(m) -> bool:
+    """The separators of an ORDERED_DATE_RE match: the same twice; a space (or a comma after
+    the day, then before a space) only beside a month's name (`1 3 2011` is no date)."""
+    named = not (m["a"].isdigit() and m["b"].isdigit())
+    return (m["s1"] == m["s2"] and (named or m["s1"] != " ")
+            and (not m["c"] or (named and m["s2"] == " ")))
 # A two-digit year below it is in the 2000s, else in the 1900s: Excel's and Google Sheets'
 # rule, where such files come from (C's `%y` takes 69: a birth year `45` would be 2045).
 TWO_DIGIT_PIVOT = 30
@@ -202,12 +227,14 @@ def full_year(text: str) -> int:
 def looks_like_datetime(text: str, order: str = "ymd") -> bool:
     if order != "ymd":
         m = ORDERED_DATE_RE.match(text)
-        if not m or m["s1"] != m["s2"]:
+        if not m or not ordered_date_ok(m):
             return False
         month, day = (m["a"], m["b"]) if order == "mdy" else (m["b"], m["a"])
+        if not day.isdigit() or month_number(month) is None:
+            return False
         try:
-            datetime.datetime(full_year(m["y"]), int(month), int(day), int(m["H"] or 0),
-                              int(m["M"] or 0), int(m["S"] or 0))
+            datetime.datetime(full_year(m["y"]), month_number(month), int(day),
+                              int(m["H"] or 0), int(m["M"] or 0), int(m["S"] or 0))
             return True
         except ValueError:
             return False

@@ -30,6 +30,7 @@ from tensorflow_transform import schema_inference as tft_schema  # apply_buckets
 
 from preprocessing.contract.schema import Schema
 from preprocessing.contract.values import (
+    MONTH_NAMES,
     ORDERED_DATE_PATTERN,
     ORDERED_DATE_RE,
     TWO_DIGIT_PIVOT,
@@ -77,17 +78,30 @@ def _zone_minutes(s: tf.Tensor) -> tf.Tensor:
     return sign * (hh * 60 + mm)
 
 
+def _month_or_number(text: tf.Tensor) -> tf.Tensor:
+    """A date field's number, or the number of the month it names (values.month_number)."""
+    digits = tf.strings.regex_full_match(text, "[0-9]+")
+    number = tf.strings.to_number(tf.where(digits, "0" + text, "0"), out_type=tf.int64)
+    key = tf.strings.lower(tf.strings.regex_replace(text, r"\.", ""))
+    hits = tf.equal(tf.expand_dims(key, -1), tf.constant(list(MONTH_NAMES)))
+    named = tf.reduce_sum(tf.cast(hits, tf.int64) * tf.constant(list(MONTH_NAMES.values()),
+                                                                 tf.int64), axis=-1)
+    return tf.where(digits, number, named)
+
+
 def _ordered_minutes(s: tf.Tensor, order: str) -> tf.Tensor:
     """Minutes since 1970 (UTC) of `M/D/YYYY[ H:MM[:SS]]` (`mdy`) or `D/M/...` (`dmy`)
-    strings (values.ORDERED_DATE_PATTERN; two-digit years as values.full_year)."""
+    strings, the month maybe named (`Aug 6, 2009`) (values.ORDERED_DATE_PATTERN; two-digit
+    years as values.full_year)."""
     def group(name):  # a named group's text, by its number (RE2's rewrite)
         return tf.strings.regex_replace(s, ORDERED_DATE_PATTERN,
                                         f"\\{ORDERED_DATE_RE.groupindex[name]}")
 
     texts = {name: group(name) for name in ("a", "b", "y", "H", "M")}
-    # "0" before each: an absent time of day reads as 0.
+    # "0" before each: an absent time of day reads as 0; a month's name reads as its number.
     numbers = {name: tf.strings.to_number("0" + text, out_type=tf.int64)
-               for name, text in texts.items()}
+               for name, text in texts.items() if name not in ("a", "b")}
+    numbers.update({name: _month_or_number(texts[name]) for name in ("a", "b")})
     year = numbers["y"]
     year = tf.where(tf.strings.length(texts["y"]) == 2,
                     year + tf.where(year < TWO_DIGIT_PIVOT, tf.constant(2000, tf.int64), 1900), year)

@@ -22,6 +22,7 @@ from preprocessing.contract.values import (
     DATE_ONLY_LENGTH,
     DATETIME_TAIL_PATTERN,
     MIDNIGHT,
+    MONTH_NAMES,
     NONZERO_MANTISSA_PATTERN,
     NUMBER_PATTERN,
     ORDERED_DATE_PATTERN,
@@ -126,23 +127,40 @@ def _valid_date(year, month, day) -> np.ndarray:
     return (year >= 1) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= dim)
 
 
+_MONTH_KEYS = pa.array(list(MONTH_NAMES))
+_MONTH_NUMBERS = np.array([0] + list(MONTH_NAMES.values()))
+
+
+def _month_of_name(names: pa.Array) -> np.ndarray:
+    """values.month_number of month names (lower case, the `.` dropped); 0 where none."""
+    key = pc.utf8_lower(pc.replace_substring(names, ".", ""))
+    index = pc.fill_null(pc.index_in(key, value_set=_MONTH_KEYS), -1)
+    return _MONTH_NUMBERS[index.to_numpy(zero_copy_only=False) + 1]
+
+
 def _ordered_ok(s, order: str) -> np.ndarray:
     """looks_like_datetime(text, order) for `mdy` / `dmy`, vectorised (values.ORDERED_DATE_PATTERN)."""
     m = pc.extract_regex(s, ORDERED_DATE_PATTERN)
     ok = ~mask(pc.is_null(m))
     m = m.fill_null({f.name: "" for f in m.type})
 
-    def num(field):
+    def num(field):  # a field's number, 0 where empty or a month's name
         v = m.field(field)
-        return pc.cast(pc.if_else(pc.equal(v, ""), "0", v), pa.int32()).to_numpy(
-            zero_copy_only=False)
+        v = pc.if_else(pc.match_substring_regex(v, "^[0-9]+$"), v, "0")
+        return pc.cast(v, pa.int32()).to_numpy(zero_copy_only=False)
 
-    ok &= mask(pc.equal(m.field("s1"), m.field("s2")))
+    s1, s2, comma = m.field("s1"), m.field("s2"), mask(pc.equal(m.field("c"), ","))
+    digits = {f: mask(pc.match_substring_regex(m.field(f), "^[0-9]")) for f in ("a", "b")}
+    named = ~(digits["a"] & digits["b"])
+    ok &= mask(pc.equal(s1, s2)) & (named | ~mask(pc.equal(s1, " ")))
+    ok &= ~comma | (named & mask(pc.equal(s2, " ")))
     year = num("y")
     year = np.where(mask(pc.equal(pc.binary_length(m.field("y")), 2)),
                     year + np.where(year < TWO_DIGIT_PIVOT, 2000, 1900), year)
-    first, second = num("a"), num("b")
-    month, day = (first, second) if order == "mdy" else (second, first)
+    month_field, day_field = ("a", "b") if order == "mdy" else ("b", "a")
+    ok &= digits[day_field]
+    day = np.where(digits[day_field], num(day_field), 0)
+    month = np.where(digits[month_field], num(month_field), _month_of_name(m.field(month_field)))
     ok &= _valid_date(year, month, day)
     return ok & (num("H") < 24) & (num("M") < 60) & (num("S") < 60)
 

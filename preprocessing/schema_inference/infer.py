@@ -18,9 +18,10 @@ stripped:
   Integer literals with a leading zero (`02134`) are codes: strings;
 - datetime: strings that all look like `YYYY-MM-DD HH:MM:SS` (with an optional zone, values.py);
   dates alone (`YYYY-MM-DD`) too, with the parts a date has and `days` since 1970 (a trend);
-  dates written month or day first (`1/3/2011`, `03.01.2011`, values.py) too, in the order
-  their values allow (a day past 12), else month first, or day first where dotted
-  (ColumnSpec.date_order: _dated);
+  dates written month or day first (`1/3/2011`, `03.01.2011`, the month maybe named:
+  `6-Aug-09`, `Aug 6, 2009`, values.py) too, in the order their values allow (a day past
+  12, a month's name), else month first, or day first where dotted (ColumnSpec.date_order:
+  _dated);
 - identifiers: strings unique in (nearly) every row, or integers strictly increasing in
   every row over a dense range (at most 10 values a row: row numbers, or what a sample or a
   split of a table leaves of them), and integers distinct in every row in any order under a
@@ -197,8 +198,10 @@ def _dated(name: str, s: ColumnStats, missing: int) -> Optional[Decision]:
         order, what = "ymd", f"{'YYYY-MM-DD HH:MM:SS' if s.timed else 'YYYY-MM-DD'} {kind}"
     elif len(orders) == 1:
         order = orders[0]
-        what = (f"{kind} written {DATE_ORDER_NAMES[order]}: a day past 12 in the "
-                f"{'second' if order == 'mdy' else 'first'} place")
+        named = any(c.isalpha() for v in itertools.islice(s.distinct, 1000) for c in v[:4])
+        what = (f"{kind} written {DATE_ORDER_NAMES[order]}: " + (
+            "the month named" if named else
+            f"a day past 12 in the {'second' if order == 'mdy' else 'first'} place"))
     else:  # no number past 12: the separator decides (dotted dates are written day first)
         order = "dmy" if any("." in v for v in itertools.islice(s.distinct, 1000)) else "mdy"
         other = "dmy" if order == "mdy" else "mdy"

@@ -279,11 +279,15 @@ def _dates(fmt, days=400, start=(2011, 1, 1)):
     (lambda d: f"{d.day:02d}.{d.month:02d}.{d.year}", "dmy", "a day past 12 in the first place"),
     (lambda d: f"{d.month}/{d.day % 12 + 1}/{d.year % 100:02d}", "mdy", "either could be"),
     (lambda d: f"{d.day % 12 + 1}.{d.month}.{d.year}", "dmy", "either could be"),
+    # Excel's d-mmm-yy and the US's long form: the month's name says the order.
+    (lambda d: f"{d.day % 12 + 1}-{d.strftime('%b')}-{d.year % 100:02d}", "dmy", "the month named"),
+    (lambda d: f"{d.strftime('%B')} {d.day % 12 + 1}, {d.year}", "mdy", "the month named"),
 ])
 def test_dates_written_month_or_day_first_are_datetimes_in_the_order_they_allow(fmt, order, how):
-    """A spreadsheet's `1/3/2011` (or `03.01.2011`) was hashed text, a date the model could
-    not order; it is a datetime read in the order its values allow (a day past 12), and
-    where every number is 12 or less, month first, or day first where dotted."""
+    """A spreadsheet's `1/3/2011` (or `03.01.2011`, `3-Jan-11`) was hashed text, a date the
+    model could not order; it is a datetime read in the order its values allow (a day past
+    12, a month's name), and where every number is 12 or less, month first, or day first
+    where dotted."""
     texts = _dates(fmt)
     rows = [[t, str(i % 7), str(i % 2)] for i, t in enumerate(texts)]
     schema, decisions = infer_from_profile(profile_rows(["when", "x", "y"], rows), "y")

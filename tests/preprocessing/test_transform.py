@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from preprocessing.contract.schema import ColumnSpec, CrossSpec, DerivedSpec, Schema
+from preprocessing.contract.values import looks_like_datetime
 from preprocessing.features.transform import datetime_parts, haversine_km, make_preprocessing_fn
 from tools.datagen import haversine_km as np_haversine
 
@@ -218,8 +219,9 @@ def test_a_numeric_column_adds_a_handful_of_ops_to_the_transform_graph():
 
 @pytest.mark.parametrize("order", ["mdy", "dmy"])
 def test_month_and_day_first_datetimes_match_python_calendar(order):
-    """The serving graph reads `1/3/2011 9:05` (month first) and `3.1.11` (day first) as the
-    calendar does: two-digit years 00-29 in the 2000s, 30-99 in the 1900s, no time midnight."""
+    """The serving graph reads `1/3/2011 9:05` (month first) and `3.1.11` (day first), the
+    month maybe named (`Jan 3, 2011`, `3-JAN.-11`), as the calendar does: two-digit years
+    00-29 in the 2000s, 30-99 in the 1900s, no time midnight."""
     rng = random.Random(11)
     texts, stamps = [], []
     for _ in range(1500):
@@ -232,10 +234,17 @@ def test_month_and_day_first_datetimes_match_python_calendar(order):
             clock = rng.choice([f" {d.hour}:{d.minute:02d}", f" {d.hour:02d}:{d.minute:02d}:07"])
         short = 1930 <= d.year <= 2029 and rng.random() < 0.5
         year = f"{d.year % 100:02d}" if short else str(d.year)
-        first, second = (d.month, d.day) if order == "mdy" else (d.day, d.month)
-        sep = rng.choice("/.-")
-        texts.append(f"{first:0{rng.choice((1, 2))}d}{sep}{second}{sep}{year}{clock}")
+        # The month as a number, or named as spreadsheets write it (6-Aug-09, Aug 6, 2009).
+        month = rng.choice([f"{d.month:0{rng.choice((1, 2))}d}", d.strftime("%b"),
+                            d.strftime("%B"), d.strftime("%b").upper() + "."])
+        named = not month.isdigit()
+        first, second = (month, d.day) if order == "mdy" else (f"{d.day:0{rng.choice((1, 2))}d}",
+                                                               month)
+        sep = rng.choice("/.- " if named else "/.-")
+        comma = "," if named and sep == " " and rng.random() < 0.5 else ""
+        texts.append(f"{first}{sep}{second}{comma}{sep}{year}{clock}")
         stamps.append(d)
+    assert all(looks_like_datetime(t, order) for t in texts)
     parts = {k: v.numpy().tolist() for k, v in datetime_parts(tf.constant(texts), order).items()}
     assert parts["weekday"] == [d.weekday() for d in stamps]
     assert parts["month"] == [d.month - 1 for d in stamps]
