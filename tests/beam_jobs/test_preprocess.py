@@ -202,12 +202,14 @@ def test_a_decimal_comma_file_gives_the_records_of_its_decimal_point_twin(tmp_pa
 
 
 def test_a_month_first_date_file_gives_the_records_of_its_iso_twin(tmp_path):
-    """A US spreadsheet's dates (`1/3/2011`, some with a missing value) are read as the
-    same dates written YYYY-MM-DD: the same schema but for the order, the same records."""
+    """A US spreadsheet's dates (`1/3/2011`, some with a missing value), and Excel's
+    `3-Jan-11`, are read as the same dates written YYYY-MM-DD: the same schema but for the
+    order, the same records."""
     import datetime
     days = [datetime.date(2010, 11, 20) + datetime.timedelta(days=3 * i) for i in range(90)]
     outs = {}
     for name, fmt in (("us", lambda d: f"{d.month}/{d.day}/{d.year % 100:02d}"),
+                      ("excel", lambda d: f"{d.day}-{d.strftime('%b')}-{d.year % 100:02d}"),
                       ("iso", lambda d: d.isoformat())):
         src = tmp_path / f"rows_{name}.csv"
         src.write_text("when,x,label\n" + "".join(
@@ -217,16 +219,18 @@ def test_a_month_first_date_file_gives_the_records_of_its_iso_twin(tmp_path):
         preprocess.run(["--input", str(src), "--output", str(outs[name]), "--label_column",
                         "label", "--split", "1,0"])
     schemas = {m: json.load(open(o / "raw_schema.json")) for m, o in outs.items()}
-    us, iso = schemas["us"]["columns"][0], schemas["iso"]["columns"][0]
+    us, excel, iso = (schemas[n]["columns"][0] for n in ("us", "excel", "iso"))
     assert (us["transform"], us["date_order"], us["default"]) == ("datetime", "mdy", "1/1/1970")
+    assert (excel["date_order"], excel["default"]) == ("dmy", "1/1/1970")  # 6-Aug-09
     assert iso["default"] == "1970-01-01" and "date_order" not in iso
-    us.pop("date_order")
-    us["default"] = iso["default"]
-    assert schemas["us"] == schemas["iso"]
+    for col in (us, excel):
+        col.pop("date_order")
+        col["default"] = iso["default"]
+    assert schemas["us"] == schemas["excel"] == schemas["iso"]
     records = {m: sorted(_features(r.numpy()) for r in tf.data.TFRecordDataset(
         sorted(glob.glob(str(o / "train" / "*"))), compression_type="GZIP"))
         for m, o in outs.items()}
-    assert len(records["us"]) == 90 and records["us"] == records["iso"]
+    assert len(records["us"]) == 90 and records["us"] == records["excel"] == records["iso"]
 
 def test_a_clock_file_gives_the_records_of_its_seconds_twin(tmp_path):
     """Times written as a clock (`7:05 p.m.`, a race's `2:31:38`, some missing) are read as
