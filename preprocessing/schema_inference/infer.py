@@ -21,7 +21,7 @@ stripped:
   dates written month or day first (`1/3/2011`, `03.01.2011`, the month maybe named:
   `6-Aug-09`, `Aug 6, 2009`, values.py) too, in the order their values allow (a day past
   12, a month's name), else month first, or day first where dotted (ColumnSpec.date_order:
-  _dated);
+  dated.py);
 - identifiers: strings unique in (nearly) every row, or integers strictly increasing in
   every row over a dense range (at most 10 values a row: row numbers, or what a sample or a
   split of a table leaves of them), and integers distinct in every row in any order under a
@@ -51,7 +51,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import itertools
 from typing import Dict, Iterable, List, Optional, Sequence
 
 from preprocessing.contract.names import tf_names
@@ -69,6 +68,7 @@ from preprocessing.schema_inference.column_stats import (
     NA_TOKENS,
     ColumnStats,
 )
+from preprocessing.schema_inference.dated import dated_column
 from preprocessing.schema_inference.label import decide_label
 from preprocessing.schema_inference.profile import Profile, profile_rows
 
@@ -76,12 +76,6 @@ KEY_NAMES = ("key", "id", "uuid", "unique_key", "trip_id", "example_id")
 ID_SHARE = 0.9               # strings distinct in at least this share of rows are ids
 MAX_VOCAB = 1000
 NUM_BUCKETS = 16             # quantile buckets of a `numeric` feature
-DATE_PARTS = ("weekday", "month", "day", "days")  # of a column of dates alone
-# How a date order is named in a decision, and a missing value's default (a date, a datetime).
-DATE_ORDER_NAMES = {"mdy": "month first (M/D/Y, 1/3/2011)",
-                    "dmy": "day first (D/M/Y, 03.01.2011)"}
-DATE_DEFAULTS = {"ymd": ("1970-01-01", "1970-01-01 00:00:00"),
-                 "mdy": ("1/1/1970", "1/1/1970 0:00"), "dmy": ("1/1/1970", "1/1/1970 0:00")}
 DECIMAL_COMMA_READ = "written with a decimal comma (39,1): read as numbers"
 DECIMAL_COMMA_NOTE = ("they are numbers written with a decimal comma (39,1), which this job "
                       "reads as text: write them with decimal points to read them as numbers")
@@ -169,9 +163,9 @@ def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:
         why = f"{s.non_numeric} value(s) are not numbers (e.g. {s.examples[:2]})"
         if s.decimal_commas:
             why += f"; {DECIMAL_COMMA_NOTE}"
-    dated = _dated(name, s, missing)
+    dated = dated_column(name, s, missing)
     if dated:
-        return dated
+        return Decision(dated[0], "feature", dated[1])
     if _is_id_string(s):
         return Decision(ColumnSpec(name, "string", "none", default=""), "key",
                         f"distinct in {_share(s)} of rows: an identifier")
@@ -182,45 +176,6 @@ def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:
     return Decision(ColumnSpec(name, "string", "hash", default=default,
                                hash_buckets=_hash_buckets(d)),
                     "feature", f"{why}; {'many' if d is None else d} distinct: hashed")
-
-
-def _dated(name: str, s: ColumnStats, missing: int) -> Optional[Decision]:
-    """A datetime feature where every present value reads as one in a date order (ISO's, or
-    month or day first: the order the values allow, else the one their separator suggests),
-    or all but a few texts (ColumnStats.stray_dates), read as missing like NA_TOKENS."""
-    orders, strays = s.date_orders(), ()
-    if not orders:
-        orders, strays = s.stray_dates()
-        if not orders:
-            return None
-    kind = "datetime" if s.timed else "date"
-    if "ymd" in orders:
-        order, what = "ymd", f"{'YYYY-MM-DD HH:MM:SS' if s.timed else 'YYYY-MM-DD'} {kind}"
-    elif len(orders) == 1:
-        order = orders[0]
-        named = any(c.isalpha() for v in itertools.islice(s.distinct, 1000) for c in v[:4])
-        what = (f"{kind} written {DATE_ORDER_NAMES[order]}: " + (
-            "the month named" if named else
-            f"a day past 12 in the {'second' if order == 'mdy' else 'first'} place"))
-    else:  # no number past 12: the separator decides (dotted dates are written day first)
-        order = "dmy" if any("." in v for v in itertools.islice(s.distinct, 1000)) else "mdy"
-        other = "dmy" if order == "mdy" else "mdy"
-        what = (f"{kind} written {DATE_ORDER_NAMES[order]}: no number is past 12, so either "
-                f"could be the day (a spec's `date_order: {other}` reads them the other way)")
-    why = f"every value is a {what}"
-    if strays:
-        why = (f"every value but {s.not_dated[order]} text value(s) {list(strays)[:3]} is a "
-               f"{what}; those read as missing")
-    if missing or strays:
-        why += f"; {missing + s.not_dated[order]} missing -> {DATE_DEFAULTS[order][bool(s.timed)]}"
-    parts = {} if s.timed else {"parts": DATE_PARTS}
-    if not s.timed:
-        why += "; weekday, month, day of the month and days since 1970 (a trend)"
-    # NA tokens too: inference counted them as missing, so the parser must read them so.
-    marks = (NA_TOKENS if s.na else ()) + strays
-    return Decision(ColumnSpec(name, "string", "datetime", date_order=order, missing=marks,
-                               default=DATE_DEFAULTS[order][bool(s.timed)]
-                               if missing or strays else None, **parts), "feature", why)
 
 
 def _with_category_marks(name: str, s: ColumnStats, marks: tuple, missing: int) -> Decision:
