@@ -13,8 +13,9 @@ NUMERIC_TRANSFORMS = ("numeric", "zscore", "scale_0_1", "bucketize", "passthroug
 MEAN_DEFAULT = "mean"
 # Datetime part -> number of values (the categorical cardinality the model sees).
 DATETIME_PARTS = {"hour": 24, "weekday": 7, "month": 12, "day": 31, "minute": 60}
-# Parts that are numbers, not categories: `days` since 1970-01-01 (a trend over time).
-DATETIME_NUMBERS = ("days",)
+# Parts that are numbers, not categories: `days` since 1970-01-01 (a trend over time), and
+# `time_of_day` in minutes since midnight (an hour's minutes in order: 9:55 beside 10:00).
+DATETIME_NUMBERS = ("days", "time_of_day")
 DERIVED_OPS = {"haversine_km": 4, "entity": 1}
 # `entity`: a number that names an entity (a household, a patient) hashed as a category too
 # (schema inference adds it for a repeated column named like a key).

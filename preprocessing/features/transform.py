@@ -28,6 +28,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tensorflow_transform import schema_inference as tft_schema  # apply_buckets' own call
 
+from preprocessing.contract.kinds import DATETIME_NUMBERS
 from preprocessing.contract.schema import Schema
 from preprocessing.contract.values import (
     MONTH_NAMES,
@@ -130,7 +131,8 @@ def datetime_parts(s: tf.Tensor, order: str = "ymd") -> dict:
     month, day = _civil_from_days(days)
     # 1970-01-01 was a Thursday (3 with Monday = 0).
     return {"hour": minute_of_day // 60, "weekday": (days + 3) % 7, "month": month - 1,
-            "day": day - 1, "minute": minute_of_day % 60, "days": days}
+            "day": day - 1, "minute": minute_of_day % 60, "days": days,
+            "time_of_day": minute_of_day}
 
 
 def haversine_km(lat1, lon1, lat2, lon2):
@@ -299,9 +301,9 @@ def make_preprocessing_fn(schema: Schema):
             elif t == "datetime":
                 parts = datetime_parts(x, c.date_order)
                 for p in c.parts:
-                    if p == "days":  # a number: days since 1970-01-01, scaled like one
-                        outputs[f"{name}_days"] = _scale(tf.cast(parts[p], tf.float32),
-                                                         "zscore", f"{name}_days")
+                    if p in DATETIME_NUMBERS:  # days since 1970, minutes since midnight
+                        outputs[f"{name}_{p}"] = _scale(tf.cast(parts[p], tf.float32),
+                                                        "zscore", f"{name}_{p}")
                     else:
                         outputs[f"{name}_{p}"] = parts[p]
         for d in schema.derived:

@@ -10,10 +10,11 @@ from preprocessing.contract.schema import ColumnSpec
 from preprocessing.schema_inference.column_stats import NA_TOKENS, ColumnStats
 
 DATE_PARTS = ("weekday", "month", "day", "days")  # of a column of dates alone
-# Of one with times of day: `days` too, the trend a date alone gets (without it fpp3's
-# bank_calls, calls every 5 minutes over 8 months, missed its trend: RMSE 21.60 / 21.66 /
-# 22.08 without, 18.33 / 18.06 / 18.60 with: docs/preprocess.md).
-TIMED_PARTS = ("hour", "weekday", "month", "days")
+# Of one with times of day: `days` too, the trend a date alone gets, and the time of day
+# as a number (fpp3's bank_calls, calls every 5 minutes over 8 months, RMSE 21.60 / 21.66 /
+# 22.08 without both, 18.33 / 18.06 / 18.60 with days, 15.25 / 15.21 / 15.19 with both,
+# scikit-learn's 15.32 / 15.22 / 15.25: docs/preprocess.md).
+TIMED_PARTS = ("hour", "weekday", "month", "days", "time_of_day")
 # How a date order is named in a decision, and a missing value's default (a date, a datetime).
 DATE_ORDER_NAMES = {"mdy": "month first (M/D/Y, 1/3/2011)",
                     "dmy": "day first (D/M/Y, 03.01.2011)"}
@@ -53,7 +54,8 @@ def dated_column(name: str, s: ColumnStats, missing: int) -> Optional[tuple]:
         why += f"; {missing + s.not_dated[order]} missing -> {DATE_DEFAULTS[order][bool(s.timed)]}"
     parts = TIMED_PARTS if s.timed else DATE_PARTS
     why += (f"; {'hour, ' if s.timed else ''}weekday, month, "
-            f"{'' if s.timed else 'day of the month '}and days since 1970 (a trend)")
+            f"{'' if s.timed else 'day of the month '}and days since 1970 (a trend)"
+            f"{', and minutes since midnight' if s.timed else ''}")
     # NA tokens too: inference counted them as missing, so the parser must read them so.
     marks = (NA_TOKENS if s.na else ()) + strays
     return ColumnSpec(name, "string", "datetime", date_order=order, missing=marks,

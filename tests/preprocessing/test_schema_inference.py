@@ -9,6 +9,7 @@ from preprocessing.contract.names import tf_name
 from preprocessing.contract.schema import Schema
 from preprocessing.parsing.csv_records import header_names
 from preprocessing.parsing.row_parser import Reject, RowParser
+from preprocessing.schema_inference.dated import TIMED_PARTS
 from preprocessing.schema_inference.infer import DECIMAL_COMMA_NOTE, infer_from_profile
 from preprocessing.schema_inference.profile import profile_csv, profile_rows
 from tests.helpers import late_decimals_csv
@@ -264,7 +265,8 @@ def test_a_column_of_dates_is_a_datetime_with_a_trend_not_an_identifier():
     assert decisions["date"].role == "feature" and schema.key is None
     rows[5][0] = "2012-01-06 10:00:00"  # a time of day in one row: the hour, and the trend
     schema, _ = infer_from_profile(profile_rows(["date", "x", "y"], rows), "y")
-    assert schema.column("date").parts == ("hour", "weekday", "month", "days")
+    assert schema.column("date").parts == TIMED_PARTS == ("hour", "weekday", "month", "days",
+                                                          "time_of_day")
 
 
 
@@ -300,8 +302,7 @@ def test_dates_written_month_or_day_first_are_datetimes_in_the_order_they_allow(
     rows[3][0], rows[9][0] = "", "NA"  # missing dates: a default in the column's own order
     rows[5][0] = texts[5] + " 10:30"  # a time of day in one row: the datetime parts
     col = infer_from_profile(profile_rows(["when", "x", "y"], rows), "y")[0].column("when")
-    assert (col.date_order, col.parts, col.default) == (order, ("hour", "weekday", "month", "days"),
-                                                        "1/1/1970 0:00")
+    assert (col.date_order, col.parts, col.default) == (order, TIMED_PARTS, "1/1/1970 0:00")
 
 
 def test_dates_no_order_reads_whole_versions_and_ranges_stay_text_and_iso_stays_iso():
@@ -355,7 +356,7 @@ def test_dates_exported_with_a_midnight_time_are_dates_with_a_trend():
     schema, _ = infer_from_profile(profile_rows(["us", "utc", "zoned", "y"], rows), "y")
     assert schema.column("us").parts == schema.column("utc").parts == \
         ("weekday", "month", "day", "days")
-    assert schema.column("zoned").parts == ("hour", "weekday", "month", "days")
+    assert schema.column("zoned").parts == TIMED_PARTS
 
 def test_a_header_that_is_not_valid_csv_is_refused_alike_by_every_reader():
     """Inference's block and record readers and the pipeline's reader parse a header by

@@ -27,6 +27,7 @@ def test_datetime_parts_match_python_calendar():
     assert parts["month"].tolist() == [d.month - 1 for d in stamps]
     assert parts["day"].tolist() == [d.day - 1 for d in stamps]
     assert parts["minute"].tolist() == [d.minute for d in stamps]
+    assert parts["time_of_day"].tolist() == [d.hour * 60 + d.minute for d in stamps]
 
 
 def test_datetime_offsets_are_converted_to_utc_across_day_and_year_ends():
