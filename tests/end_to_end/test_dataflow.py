@@ -1,5 +1,6 @@
 """Dataflow readiness: real Dataflow job specs built offline against a GCS emulator, and the
 batch jobs through Beam's portable job API (local job service, LOOPBACK)."""
+import fcntl
 import glob
 import json
 import os
@@ -16,10 +17,15 @@ from tools import dataflow_check
 
 @pytest.fixture(scope="module")
 def specs(gcs_emulator, trained, tmp_path_factory):
+    """Each worker's specs, staged to its own GCS emulator. Beam stages the package by
+    running `setup.py sdist` in the repository: two pytest-xdist workers doing so at once
+    removed each other's build tree (a CI run failed so, 2026-12-06), so they take turns."""
     workdir = str(tmp_path_factory.mktemp("specs"))
     export = trained[2]["export_dir"]
-    reports = dataflow_check.check(["preprocess", "batch_predict", "stream_predict"], export,
-                                   os.path.join(ROOT, "setup.py"), workdir)
+    with open(tmp_path_factory.getbasetemp().parent / "setup_sdist.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        reports = dataflow_check.check(["preprocess", "batch_predict", "stream_predict"],
+                                       export, os.path.join(ROOT, "setup.py"), workdir)
     return workdir, export, reports
 
 
@@ -40,12 +46,12 @@ def test_every_job_builds_a_dataflow_job_spec(specs):
 
 
 @pytest.mark.slow
-def test_the_check_fails_when_the_graph_lacks_the_jobs_steps(specs):
+def test_the_check_fails_when_the_graph_lacks_the_jobs_steps(specs, tmp_path):
     workdir, _, _ = specs
     # A batch_predict graph is not a preprocess graph: the step assertions must catch it.
-    shutil.copy(os.path.join(workdir, "batch_predict.json"), os.path.join(workdir, "wrong.json"))
+    shutil.copy(os.path.join(workdir, "batch_predict.json"), tmp_path / "wrong.json")
     with pytest.raises(dataflow_check.CheckFailed, match="steps missing.*ReadCsv"):
-        dataflow_check.verify("preprocess", os.path.join(workdir, "wrong.json"))
+        dataflow_check.verify("preprocess", str(tmp_path / "wrong.json"))
 
 
 @pytest.mark.slow
