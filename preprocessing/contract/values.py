@@ -212,6 +212,8 @@ def ordered_date_ok(m) -> bool:
     named = not (m["a"].isdigit() and m["b"].isdigit())
     return (m["s1"] == m["s2"] and (named or m["s1"] != " ")
             and (not m["c"] or (named and m["s2"] == " ")))
+
+
 # A two-digit year below it is in the 2000s, else in the 1900s: Excel's and Google Sheets'
 # rule, where such files come from (C's `%y` takes 69: a birth year `45` would be 2045).
 TWO_DIGIT_PIVOT = 30
@@ -229,11 +231,12 @@ def looks_like_datetime(text: str, order: str = "ymd") -> bool:
         m = ORDERED_DATE_RE.match(text)
         if not m or not ordered_date_ok(m):
             return False
-        month, day = (m["a"], m["b"]) if order == "mdy" else (m["b"], m["a"])
-        if not day.isdigit() or month_number(month) is None:
+        month_text, day = (m["a"], m["b"]) if order == "mdy" else (m["b"], m["a"])
+        month = month_number(month_text)
+        if not day.isdigit() or month is None:
             return False
         try:
-            datetime.datetime(full_year(m["y"]), month_number(month), int(day),
+            datetime.datetime(full_year(m["y"]), month, int(day),
                               int(m["H"] or 0), int(m["M"] or 0), int(m["S"] or 0))
             return True
         except ValueError:

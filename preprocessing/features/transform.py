@@ -98,13 +98,13 @@ def _ordered_minutes(s: tf.Tensor, order: str) -> tf.Tensor:
         return tf.strings.regex_replace(s, ORDERED_DATE_PATTERN,
                                         f"\\{ORDERED_DATE_RE.groupindex[name]}")
 
-    texts = {name: group(name) for name in ("a", "b", "y", "H", "M")}
+    year_text = group("y")
     # "0" before each: an absent time of day reads as 0; a month's name reads as its number.
     numbers = {name: tf.strings.to_number("0" + text, out_type=tf.int64)
-               for name, text in texts.items() if name not in ("a", "b")}
-    numbers.update({name: _month_or_number(texts[name]) for name in ("a", "b")})
+               for name, text in (("y", year_text), ("H", group("H")), ("M", group("M")))}
+    numbers.update({name: _month_or_number(group(name)) for name in ("a", "b")})
     year = numbers["y"]
-    year = tf.where(tf.strings.length(texts["y"]) == 2,
+    year = tf.where(tf.strings.length(year_text) == 2,
                     year + tf.where(year < TWO_DIGIT_PIVOT, tf.constant(2000, tf.int64), 1900), year)
     month, day = ((numbers["a"], numbers["b"]) if order == "mdy" else
                   (numbers["b"], numbers["a"]))

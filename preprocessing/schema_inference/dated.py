@@ -50,8 +50,9 @@ def dated_column(name: str, s: ColumnStats, missing: int) -> Optional[tuple]:
     if strays:
         why = (f"every value but {s.not_dated[order]} text value(s) {list(strays)[:3]} is a "
                f"{what}; those read as missing")
-    if missing or strays:
-        why += f"; {missing + s.not_dated[order]} missing -> {DATE_DEFAULTS[order][bool(s.timed)]}"
+    default = DATE_DEFAULTS[order][bool(s.timed)] if missing or strays else None
+    if default:
+        why += f"; {missing + s.not_dated[order]} missing -> {default}"
     parts = TIMED_PARTS if s.timed else DATE_PARTS
     why += (f"; {'hour, ' if s.timed else ''}weekday, month, "
             f"{'' if s.timed else 'day of the month '}and days since 1970 (a trend)"
@@ -59,5 +60,4 @@ def dated_column(name: str, s: ColumnStats, missing: int) -> Optional[tuple]:
     # NA tokens too: inference counted them as missing, so the parser must read them so.
     marks = (NA_TOKENS if s.na else ()) + strays
     return ColumnSpec(name, "string", "datetime", date_order=order, missing=marks,
-                      default=DATE_DEFAULTS[order][bool(s.timed)]
-                      if missing or strays else None, parts=parts), why
+                      default=default, parts=parts), why
