@@ -3,6 +3,7 @@ download), as (name, job arguments, data lines the input holds or None[, job, ou
 """
 from __future__ import annotations
 
+import calendar
 import gzip
 import io
 import os
@@ -188,6 +189,16 @@ def _inferred_cases(csv, lines, bomb, latin1):
     clock = re.sub(r"\b\d{4}-\d{2}-\d{2} (\d\d):(\d\d):\d\d UTC\b", lambda m: (
         f"{(int(m[1]) - 1) % 12 + 1}:{m[2]} {'p.m.' if int(m[1]) >= 12 else 'a.m.'}"), text)
     yield "inferred: pickup times as a clock (8:15 p.m.)", inferred(csv("i_clock.csv", clock)), n
+    months = re.sub(r"\b(\d{4})-(\d{2})-\d{2} \d\d:\d\d:\d\d UTC\b",
+                    lambda m: f"{calendar.month_abbr[int(m[2])]}-{m[1][2:]}", text)
+    yield "inferred: pickup months alone (Jun-25)", inferred(csv("i_months.csv", months)), n
+    bad = months.split("\n")
+    for i, month in ((3, "2025-13"), (4, "Jnu-25"), (5, "Jun 15")):
+        bad[i] = re.sub(r"^([^,]*),[^,]*,", lambda m: f"{m[1]},{month},", bad[i])
+    yield "a spec's months alone, 3 impossible", [
+        "--input", csv("ym_bad.csv", "\n".join(bad)), "--schema_spec",
+        csv("ym.yaml", open(SPEC).read().replace("transform: datetime,",
+                                                 "transform: datetime, date_order: ym,"))], n
     yield "inferred: the gzip bomb", inferred(bomb), None
 
 

@@ -88,7 +88,7 @@ def _columns(schema) -> set:
         if c.date_order not in DATE_ORDERS or (c.date_order != "ymd" and
                                                c.transform != "datetime"):
             raise SchemaError(f"column '{c.name}': date_order {c.date_order!r} must be 'ymd', "
-                              f"or 'mdy' / 'dmy' for a datetime column")
+                              f"or 'mdy' / 'dmy' / 'ym' for a datetime column")
         if c.transform == "datetime" and c.default is not None and \
                 not looks_like_datetime(str(c.default), c.date_order):
             raise SchemaError(f"column '{c.name}': default {c.default!r} is not "

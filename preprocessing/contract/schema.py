@@ -72,8 +72,9 @@ class ColumnSpec:
     # The decimal mark of a float column's numbers: "," where they are written 39,1 (a
     # European spreadsheet's ';'-delimited file); every reader parses them as 39.1.
     decimal: str = "."
-    # How a datetime column's dates are written: "ymd" (ISO, YYYY-MM-DD), or "mdy" / "dmy"
-    # (1/3/2011 month first, a US spreadsheet's; 03.01.2011 day first): values.DATE_ORDERS.
+    # How a datetime column's dates are written: "ymd" (ISO, YYYY-MM-DD), "mdy" / "dmy"
+    # (1/3/2011 month first, a US spreadsheet's; 03.01.2011 day first), or "ym", a month
+    # without its day (2018-03, Mar-2018, 1998 Q1): values.DATE_ORDERS.
     date_order: str = "ymd"
     # A float column written as a clock: a time of day (13:30, 5:00 a.m.) or a duration
     # (2:31:38), read as seconds (values.CLOCK_PATTERN); a number there (a default too) is

@@ -30,6 +30,12 @@ after one space. Such a time has no zone: it is taken as UTC. The month may be w
 its English name instead, full or in three letters (`Sept` too; any case, a `.` after it),
 and then a space may separate the parts, with a comma after the day: Excel's `6-Aug-09` is
 `dmy`, `Aug 6, 2009` and `June 22 2018` are `mdy`.
+
+A month without its day (date_order `ym`, a monthly series) is a year and a month in either
+order, with `-`, `/` or a space between: `2018-03`, `03/2018`, `Mar-2018`, `1960 Jan`, or a
+quarter, `1998 Q1` (its first month). A month's number needs a four-digit year and `-` or `/`;
+beside a month's name the year may have two digits after `-` or `/` (Excel's `Oct-75`; `Mar
+15` is more often a day than 2015). It is read as the first day of that month, UTC.
 """
 from __future__ import annotations
 
@@ -178,11 +184,14 @@ def coerce_value(text: str, dtype: str, decimal: str = ".", clock: bool = False)
 
 DATE_ONLY_LENGTH = 10      # `YYYY-MM-DD`: a datetime at midnight (UTC)
 MIDNIGHT = " 00:00:00"
-# ColumnSpec.date_order: ISO's year first, or a date written month first or day first.
-DATE_ORDERS = ("ymd", "mdy", "dmy")
+# ColumnSpec.date_order: ISO's year first, a date written month first or day first, or a
+# month without its day.
+DATE_ORDERS = ("ymd", "mdy", "dmy", "ym")
 DATE_ORDER_FORMS = {"ymd": "YYYY-MM-DD[ HH:MM:SS[.fff][Z|UTC|+HH:MM]]",
                     "mdy": "M/D/YYYY (or M/D/YY, '.' or '-' for '/'; Aug 6, 2009)[ H:MM[:SS]]",
-                    "dmy": "D/M/YYYY (or D/M/YY, '.' or '-' for '/'; 6-Aug-09)[ H:MM[:SS]]"}
+                    "dmy": "D/M/YYYY (or D/M/YY, '.' or '-' for '/'; 6-Aug-09)[ H:MM[:SS]]",
+                    "ym": "a year and a month, no day (2018-03, 03/2018, Mar-2018, 1960 Jan, "
+                          "1998 Q1)"}
 # Two numbers (or a day and a month's name) and a year, one separator, and an optional time
 # (named groups: RE2, so Arrow and the transform graph read the same pattern, has no
 # back-references; the separators `s1` and `s2`, and the comma `c`, are checked apart:
@@ -226,7 +235,36 @@ def full_year(text: str) -> int:
     return year
 
 
+# A year and a month (or quarter), either first (named groups as above: the year `y1` or
+# `y2`, the month `m1` or `m2`, the separator `s1` or `s2`; year_month checks the rest).
+YEAR_MONTH_PATTERN = (r"^(?:(?P<y1>[0-9]{4})(?P<s1>[-/ ])(?P<m1>[0-9]{1,2}|[A-Za-z]{3,9}\.?|[Qq][1-4])"
+                      r"|(?P<m2>[0-9]{1,2}|[A-Za-z]{3,9}\.?|[Qq][1-4])(?P<s2>[-/ ])"
+                      r"(?P<y2>[0-9]{4}|[0-9]{2}))$")
+YEAR_MONTH_RE = re.compile(YEAR_MONTH_PATTERN)
+
+
+def year_month(text: str):
+    """(year, month) of a `ym` value (a quarter: its first month), or None: a month's number
+    (1-12) needs a four-digit year and `-` or `/`; a two-digit year needs a month's name and
+    `-` or `/` (values.TWO_DIGIT_PIVOT)."""
+    m = YEAR_MONTH_RE.match(text)
+    if not m:
+        return None
+    year, month, sep = m["y1"] or m["y2"], m["m1"] or m["m2"], m["s1"] or m["s2"]
+    if month[0] in "Qq":
+        number = 3 * int(month[1]) - 2
+    else:
+        number = month_number(month)
+        if number is None or not 1 <= number <= 12 or (month.isdigit() and sep == " "):
+            return None
+    if len(year) == 2 and (month[0].isdigit() or month[0] in "Qq" or sep == " "):
+        return None
+    return (full_year(year), number) if full_year(year) >= 1 else None
+
+
 def looks_like_datetime(text: str, order: str = "ymd") -> bool:
+    if order == "ym":
+        return year_month(text) is not None
     if order != "ymd":
         m = ORDERED_DATE_RE.match(text)
         if not m or not ordered_date_ok(m):

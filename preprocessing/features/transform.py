@@ -35,6 +35,8 @@ from preprocessing.contract.values import (
     ORDERED_DATE_PATTERN,
     ORDERED_DATE_RE,
     TWO_DIGIT_PIVOT,
+    YEAR_MONTH_PATTERN,
+    YEAR_MONTH_RE,
 )
 from preprocessing.features.module_files import load_module_function
 
@@ -90,6 +92,30 @@ def _month_or_number(text: tf.Tensor) -> tf.Tensor:
     return tf.where(digits, number, named)
 
 
+def _two_digit_years(year: tf.Tensor, year_text: tf.Tensor) -> tf.Tensor:
+    """A year written in two digits in its century (values.full_year)."""
+    return tf.where(tf.strings.length(year_text) == 2,
+                    year + tf.where(year < TWO_DIGIT_PIVOT, tf.constant(2000, tf.int64), 1900),
+                    year)
+
+
+def _year_month_minutes(s: tf.Tensor) -> tf.Tensor:
+    """Minutes since 1970 (UTC) of the first day of `ym` strings' months (values.year_month:
+    `2018-03`, `Mar-2018`, `1960 Jan`, `1998 Q1`)."""
+    def groups(*names):  # the text of whichever named group matched
+        return tf.strings.regex_replace(
+            s, YEAR_MONTH_PATTERN, "".join(f"\\{YEAR_MONTH_RE.groupindex[n]}" for n in names))
+
+    year_text, month_text = groups("y1", "y2"), groups("m1", "m2")
+    year = _two_digit_years(tf.strings.to_number("0" + year_text, out_type=tf.int64), year_text)
+    quarter = tf.strings.regex_full_match(month_text, "[Qq][1-4]")
+    # Both sides are computed: a quarter's digit is read only where there is one.
+    digit = tf.where(quarter, tf.strings.substr(month_text, 1, 1), "0")
+    month = tf.where(quarter, 3 * tf.strings.to_number(digit, out_type=tf.int64) - 2,
+                     _month_or_number(month_text))
+    return _days_from_civil(year, month, tf.ones_like(month)) * 1440
+
+
 def _ordered_minutes(s: tf.Tensor, order: str) -> tf.Tensor:
     """Minutes since 1970 (UTC) of `M/D/YYYY[ H:MM[:SS]]` (`mdy`) or `D/M/...` (`dmy`)
     strings, the month maybe named (`Aug 6, 2009`) (values.ORDERED_DATE_PATTERN; two-digit
@@ -103,9 +129,7 @@ def _ordered_minutes(s: tf.Tensor, order: str) -> tf.Tensor:
     numbers = {name: tf.strings.to_number("0" + text, out_type=tf.int64)
                for name, text in (("y", year_text), ("H", group("H")), ("M", group("M")))}
     numbers.update({name: _month_or_number(group(name)) for name in ("a", "b")})
-    year = numbers["y"]
-    year = tf.where(tf.strings.length(year_text) == 2,
-                    year + tf.where(year < TWO_DIGIT_PIVOT, tf.constant(2000, tf.int64), 1900), year)
+    year = _two_digit_years(numbers["y"], year_text)
     month, day = ((numbers["a"], numbers["b"]) if order == "mdy" else
                   (numbers["b"], numbers["a"]))
     return _days_from_civil(year, month, day) * 1440 + numbers["H"] * 60 + numbers["M"]
@@ -113,10 +137,12 @@ def _ordered_minutes(s: tf.Tensor, order: str) -> tf.Tensor:
 
 def datetime_parts(s: tf.Tensor, order: str = "ymd") -> dict:
     """Calendar parts, in UTC, of 'YYYY-MM-DD HH:MM:SS[.fff][zone]' strings (or those of the
-    date `order` `mdy` / `dmy`: _ordered_minutes), computed with TF ops only (so the serving
-    graph converts offsets exactly as preprocess did)."""
+    date `order` `mdy` / `dmy`: _ordered_minutes; `ym`: _year_month_minutes), computed with
+    TF ops only (so the serving graph converts offsets exactly as preprocess did)."""
     s = tf.strings.strip(s)
-    if order != "ymd":
+    if order == "ym":
+        minutes = _year_month_minutes(s)
+    elif order != "ymd":
         minutes = _ordered_minutes(s, order)
     else:
         s = tf.where(tf.strings.length(s) == 10, s + " 00:00:00", s)  # a date alone: midnight

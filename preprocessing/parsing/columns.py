@@ -27,6 +27,7 @@ from preprocessing.contract.values import (
     NUMBER_PATTERN,
     ORDERED_DATE_PATTERN,
     TWO_DIGIT_PIVOT,
+    YEAR_MONTH_PATTERN,
     float32_storable,
 )
 
@@ -165,13 +166,36 @@ def _ordered_ok(s, order: str) -> np.ndarray:
     return ok & (num("H") < 24) & (num("M") < 60) & (num("S") < 60)
 
 
+def _year_month_ok(s) -> np.ndarray:
+    """looks_like_datetime(text, "ym") vectorised (values.YEAR_MONTH_PATTERN, year_month)."""
+    m = pc.extract_regex(s, YEAR_MONTH_PATTERN)
+    ok = ~mask(pc.is_null(m))
+    m = m.fill_null({f.name: "" for f in m.type})
+    year, month, sep = (pc.binary_join_element_wise(m.field(a), m.field(b), "")
+                        for a, b in (("y1", "y2"), ("m1", "m2"), ("s1", "s2")))
+    digits = mask(pc.match_substring_regex(month, "^[0-9]+$"))
+    quarter = mask(pc.match_substring_regex(month, "^[Qq]"))
+    number = pc.cast(pc.if_else(pa.array(digits), month, "0"), pa.int32()).to_numpy(
+        zero_copy_only=False)
+    named = _month_of_name(month)
+    spaced = mask(pc.equal(sep, " "))
+    ok &= np.where(digits, (number >= 1) & (number <= 12) & ~spaced, quarter | (named > 0))
+    two = mask(pc.equal(pc.binary_length(year), 2))
+    ok &= ~two | (~digits & ~quarter & ~spaced)
+    year_number = pc.cast(pc.if_else(pa.array(ok), year, "1"), pa.int32()).to_numpy(
+        zero_copy_only=False)
+    return ok & ((year_number >= 1) | two)
+
+
 def datetime_ok(s, order: str = "ymd") -> np.ndarray:
     """looks_like_datetime, vectorised for ASCII `YYYY-MM-DD[[ T]HH:MM:SS[tail]]` (a valid
     date and time, a fraction and zone as values.DATETIME_TAIL_PATTERN), or for the date
-    `order` `mdy` / `dmy`; anything else is False and goes to the row-by-row check."""
+    `order` `mdy` / `dmy` / `ym`; anything else is False and goes to the row-by-row check."""
     n = len(s)
     if n == 0:
         return np.zeros(0, dtype=bool)
+    if order == "ym":
+        return _year_month_ok(s)
     if order != "ymd":
         return _ordered_ok(s, order)
     # A date alone (`YYYY-MM-DD`) is that date at midnight.

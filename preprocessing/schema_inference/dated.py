@@ -1,6 +1,7 @@
 """The datetime decision of schema inference (infer.py decides the other columns): a column
 whose every present value, but for a few stray texts, is a datetime in one date order
-(values.DATE_ORDERS: ISO's, month first, day first), read in the order its values allow."""
+(values.DATE_ORDERS: ISO's, month first, day first, a month alone), read in the order its values
+allow."""
 from __future__ import annotations
 
 import itertools
@@ -15,11 +16,13 @@ DATE_PARTS = ("weekday", "month", "day", "days")  # of a column of dates alone
 # 22.08 without both, 18.33 / 18.06 / 18.60 with days, 15.25 / 15.21 / 15.19 with both,
 # scikit-learn's 15.32 / 15.22 / 15.25: docs/preprocess.md).
 TIMED_PARTS = ("hour", "weekday", "month", "days", "time_of_day")
+MONTH_PARTS = ("month", "days")  # of a month without its day (its first day's weekday is noise)
 # How a date order is named in a decision, and a missing value's default (a date, a datetime).
 DATE_ORDER_NAMES = {"mdy": "month first (M/D/Y, 1/3/2011)",
                     "dmy": "day first (D/M/Y, 03.01.2011)"}
 DATE_DEFAULTS = {"ymd": ("1970-01-01", "1970-01-01 00:00:00"),
-                 "mdy": ("1/1/1970", "1/1/1970 0:00"), "dmy": ("1/1/1970", "1/1/1970 0:00")}
+                 "mdy": ("1/1/1970", "1/1/1970 0:00"), "dmy": ("1/1/1970", "1/1/1970 0:00"),
+                 "ym": ("1970-01", "1970-01")}
 
 
 def dated_column(name: str, s: ColumnStats, missing: int) -> Optional[tuple]:
@@ -33,7 +36,10 @@ def dated_column(name: str, s: ColumnStats, missing: int) -> Optional[tuple]:
         if not orders:
             return None
     kind = "datetime" if s.timed else "date"
-    if "ymd" in orders:
+    if orders == ("ym",):  # no value of it is a date in another order
+        order, what = "ym", ("month without its day (2018-03, Mar-2018, 1998 Q1), read as its "
+                             "first day")
+    elif "ymd" in orders:
         order, what = "ymd", f"{'YYYY-MM-DD HH:MM:SS' if s.timed else 'YYYY-MM-DD'} {kind}"
     elif len(orders) == 1:
         order = orders[0]
@@ -53,10 +59,14 @@ def dated_column(name: str, s: ColumnStats, missing: int) -> Optional[tuple]:
     default = DATE_DEFAULTS[order][bool(s.timed)] if missing or strays else None
     if default:
         why += f"; {missing + s.not_dated[order]} missing -> {default}"
-    parts = TIMED_PARTS if s.timed else DATE_PARTS
-    why += (f"; {'hour, ' if s.timed else ''}weekday, month, "
-            f"{'' if s.timed else 'day of the month '}and days since 1970 (a trend)"
-            f"{', and minutes since midnight' if s.timed else ''}")
+    if order == "ym":
+        parts = MONTH_PARTS
+        why += "; month and days since 1970 (a trend)"
+    else:
+        parts = TIMED_PARTS if s.timed else DATE_PARTS
+        why += (f"; {'hour, ' if s.timed else ''}weekday, month, "
+                f"{'' if s.timed else 'day of the month '}and days since 1970 (a trend)"
+                f"{', and minutes since midnight' if s.timed else ''}")
     # NA tokens too: inference counted them as missing, so the parser must read them so.
     marks = (NA_TOKENS if s.na else ()) + strays
     return ColumnSpec(name, "string", "datetime", date_order=order, missing=marks,

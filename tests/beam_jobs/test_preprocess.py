@@ -232,6 +232,36 @@ def test_a_month_first_date_file_gives_the_records_of_its_iso_twin(tmp_path):
         for m, o in outs.items()}
     assert len(records["us"]) == 90 and records["us"] == records["excel"] == records["iso"]
 
+def test_months_written_five_ways_give_the_same_records(tmp_path):
+    """A quarterly series written `1998-01`, `1/1998`, `Jan-98`, `1998 Jan` and `1998 Q1`
+    (some missing) is read as the same months: the same schema, the same records."""
+    import calendar
+    months = [(1990 + i // 4, i % 4 * 3 + 1) for i in range(90)]
+    outs = {}
+    for name, fmt in (("iso", lambda y, m: f"{y}-{m:02d}"), ("slash", lambda y, m: f"{m}/{y}"),
+                      ("excel", lambda y, m: f"{calendar.month_abbr[m]}-{y % 100:02d}"),
+                      ("tsibble", lambda y, m: f"{y} {calendar.month_abbr[m]}"),
+                      ("quarter", lambda y, m: f"{y} Q{(m + 2) // 3}")):
+        src = tmp_path / f"rows_{name}.csv"
+        src.write_text("when,x,label\n" + "".join(
+            f"{'' if i % 17 == 3 else fmt(*ym)},{i % 5},{(i * 7) % 3}\n"
+            for i, ym in enumerate(months)))
+        outs[name] = tmp_path / f"o_{name}"
+        preprocess.run(["--input", str(src), "--output", str(outs[name]), "--label_column",
+                        "label", "--split", "1,0"])
+    schemas = [json.load(open(o / "raw_schema.json")) for o in outs.values()]
+    col = schemas[0]["columns"][0]
+    assert (col["transform"], col["date_order"], col["default"], col["parts"]) == \
+        ("datetime", "ym", "1970-01", ["month", "days"])
+    assert all(s == schemas[0] for s in schemas)
+    records = [sorted(_features(r.numpy()) for r in tf.data.TFRecordDataset(
+        sorted(glob.glob(str(o / "train" / "*"))), compression_type="GZIP"))
+        for o in outs.values()]
+    assert len(records[0]) == 90 and all(r == records[0] for r in records)
+    assert len({dict(r)["when_days"] for r in records[0]}) == 85  # a value per quarter, and
+    # the missing months' default
+
+
 def test_a_clock_file_gives_the_records_of_its_seconds_twin(tmp_path):
     """Times written as a clock (`7:05 p.m.`, a race's `2:31:38`, some missing) are read as
     the same table written in seconds: the same schema but for `clock`, the same records."""

@@ -288,3 +288,20 @@ def test_vectorised_check_of_month_and_day_first_dates_is_looks_like_datetime(or
     assert got == [looks_like_datetime(t, order) for t in texts]
     assert sum(got) > 400 and len(texts) - sum(got) > 600
     assert looks_like_datetime("12/31/99", "mdy") and not looks_like_datetime("12/31/99", "dmy")
+
+
+def test_vectorised_check_of_months_without_their_day_is_looks_like_datetime():
+    """The Arrow check of `ym` values (`2018-03`, `Mar-18`, `1960 Jan`, `1998 Q1`) takes
+    exactly what the row check takes: a month's number only beside a four-digit year and
+    `-` or `/`, a two-digit year only after a month's name and `-` or `/`."""
+    rng = random.Random(5)
+    pieces = ["2018", "1960", "0000", "0001", "18", "75", "3", "03", "12", "13", "0", "Mar",
+              "mar.", "Sept", "Sept.", "Mayo", "Jnu", "Q1", "q4", "Q5", "Q0", "December", ""]
+    texts = [rng.choice(pieces) + rng.choice(["-", "/", " ", ".", "", "--"]) + rng.choice(pieces)
+             for _ in range(6000)]
+    texts += ["2018-03", "03/2018", "Oct-00", "1960 Jan", "1998 Q1", "Mar 15", "2018 3", "03/18",
+              "2018-03-01", "٢018-03", " 2018-03"]
+    got = columns.datetime_ok(pa.array(texts), "ym").tolist()
+    assert got == [looks_like_datetime(t, "ym") for t in texts]
+    assert got[-11:] == [True] * 5 + [False] * 6
+    assert sum(got) > 300 and len(texts) - sum(got) > 3000

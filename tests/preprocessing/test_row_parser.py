@@ -9,7 +9,7 @@ from preprocessing import TAXI_SPEC
 from preprocessing.accounting import rejects
 from preprocessing.contract.schema import Schema
 from preprocessing.contract.split import boundaries, parse_fractions, split_index, split_indices
-from preprocessing.contract.values import parse_json
+from preprocessing.contract.values import DATE_ORDER_FORMS, parse_json
 from preprocessing.parsing import csv_records, record_batches, row_parser
 
 SCHEMA = Schema.load(TAXI_SPEC)
@@ -261,12 +261,15 @@ def test_a_decimal_comma_column_reads_39_1_alike_row_by_row_and_column_wise():
              "06 August 2009 10:30"],
      ["12/31/2011", "29.2.2023", "1.3/2011", "2011-01-03", "Aug 6, 2009", "31-Feb-09",
       "6, Aug 2009", "1.3.2011 9:60"]),
+    ("ym", ["2018-03", "3/2018", "Mar-18", "1960 Jan", "Sept. 2001", "1998 Q1", "q4-2020"],
+     ["2018-13", "03/18", "Mar 15", "2018 3", "2018-03-01", "Q5 1998", "1998Q1", "Mayo 2018"]),
 ])
 def test_a_month_or_day_first_datetime_column_is_read_alike_row_by_row_and_column_wise(
         order, read, refused):
-    """A datetime column written `1/3/2011` (ColumnSpec.date_order mdy) or `03.01.2011`
-    (dmy): both parsers keep the text its transform reads, and reject what is no date in
-    that order, saying which form the column takes."""
+    """A datetime column written `1/3/2011` (ColumnSpec.date_order mdy), `03.01.2011`
+    (dmy) or as a month alone (ym: `Mar-18`, `1998 Q1`): both parsers keep the text its
+    transform reads, and reject what is no date in that order, saying which form the column
+    takes."""
     dated = dataclasses.replace(SCHEMA, columns=tuple(
         dataclasses.replace(c, date_order=order) if c.name == "pickup_datetime" else c
         for c in SCHEMA.columns))
@@ -282,7 +285,7 @@ def test_a_month_or_day_first_datetime_column_is_read_alike_row_by_row_and_colum
         else:
             e = _reject_of(parser, row)
             assert e.reason == "unparsable_datetime" and repr(text) in e.detail
-    assert ("M/D/YYYY" if order == "mdy" else "D/M/YYYY") in _reject_of(parser, rows[-1]).detail
+    assert DATE_ORDER_FORMS[order] in _reject_of(parser, rows[-1]).detail
     block = parser.parse_many(rows * 10)  # past FEW_ROWS: the Arrow path
     got = dict(zip(block.index, block.rows()))
     got.update({i: (e.reason, e.detail) for i, e in block.errors})

@@ -1,5 +1,6 @@
 """Schema inference (preprocessing/schema_inference): types from the whole input, NA tokens,
 codes, identifiers by statistics, dates, and TensorFlow names of any header."""
+import calendar
 import io
 
 import numpy as np
@@ -303,6 +304,42 @@ def test_dates_written_month_or_day_first_are_datetimes_in_the_order_they_allow(
     rows[5][0] = texts[5] + " 10:30"  # a time of day in one row: the datetime parts
     col = infer_from_profile(profile_rows(["when", "x", "y"], rows), "y")[0].column("when")
     assert (col.date_order, col.parts, col.default) == (order, TIMED_PARTS, "1/1/1970 0:00")
+
+
+@pytest.mark.parametrize("fmt", [
+    lambda y, m: f"{y}-{m:02d}", lambda y, m: f"{m}/{y}",
+    lambda y, m: f"{calendar.month_abbr[m]}-{y % 100:02d}",  # Excel's mmm-yy
+    lambda y, m: f"{y} {calendar.month_abbr[m]}",  # R tsibble's yearmonth
+    lambda y, m: f"{y} Q{(m + 2) // 3}",  # and its yearquarter
+])
+def test_a_month_without_its_day_is_a_datetime_with_a_trend_not_an_identifier(fmt):
+    """A monthly series' `1960 Jan` (or `2018-03`, `Mar-18`, `1998 Q1`), distinct in every
+    row, was an identifier: a table of months and a value had no model input left. It is
+    the first day of that month now, with the month and `days` since 1970."""
+    rows = [[fmt(1960 + i // 12, i % 12 + 1), str(i % 7), str(i % 2)] for i in range(400)]
+    if "Q" in rows[0][0]:
+        rows = [[fmt(1900 + i // 4, i % 4 * 3 + 1), x, y] for i, (_, x, y) in enumerate(rows)]
+    schema, decisions = infer_from_profile(profile_rows(["month", "x", "y"], rows), "y")
+    col = schema.column("month")
+    assert (col.transform, col.date_order, col.default) == ("datetime", "ym", None)
+    assert tuple(col.parts) == ("month", "days") and schema.key is None
+    assert decisions["month"].role == "feature"
+    assert "month without its day" in decisions["month"].why
+    parser = RowParser(schema, ["month", "x", "y"])
+    assert all(parser.parse(r)[0] == r[0] for r in rows)
+    rows[3][0], rows[9][0] = "", "NA"  # missing months: the default in the column's form
+    col = infer_from_profile(profile_rows(["month", "x", "y"], rows), "y")[0].column("month")
+    assert (col.date_order, col.default) == ("ym", "1970-01")
+
+
+def test_a_month_and_day_without_a_year_is_no_month_of_a_year():
+    """`Mar 15` is more often a day than March 2015, and `03/18` a fraction or a score more
+    often than March 2018: such columns are no `ym` dates."""
+    days = [[f"{calendar.month_abbr[i % 12 + 1]} {i % 28 + 1:02d}", f"{i % 12 + 1:02d}/{i % 19:02d}",
+             str(i % 2)] for i in range(300)]
+    schema, _ = infer_from_profile(profile_rows(["day", "ratio", "y"], days), "y")
+    assert schema.column("day").transform != "datetime"
+    assert schema.column("ratio").transform != "datetime"
 
 
 def test_dates_no_order_reads_whole_versions_and_ranges_stay_text_and_iso_stays_iso():

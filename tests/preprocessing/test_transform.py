@@ -1,4 +1,5 @@
 """The shared preprocessing_fn: TF datetime/haversine helpers and a full tf.transform run."""
+import calendar
 import datetime
 import random
 import tempfile
@@ -257,3 +258,31 @@ def test_month_and_day_first_datetimes_match_python_calendar(order):
     days = datetime_parts(tf.constant(["26/3/64", "3/26/64"]), order)["days"].numpy()[
         int(order == "mdy")]
     assert days == (datetime.date(1964, 3, 26) - datetime.date(1970, 1, 1)).days
+
+
+def test_months_without_their_day_match_python_calendar():
+    """The serving graph reads `2018-03`, `3/2018`, `Mar-18`, `1960 Jan`, `MARCH 2018` and a
+    quarter `1998 Q2` as the first day of that month (of the quarter's first month)."""
+    rng = random.Random(12)
+    texts, firsts = [], []
+    for _ in range(1500):
+        year, month = rng.randrange(1900, 2100), rng.randrange(1, 13)
+        short = 1930 <= year <= 2029 and rng.random() < 0.3
+        name = rng.choice([f"{month:0{rng.choice((1, 2))}d}", calendar.month_abbr[month],
+                           calendar.month_name[month].upper(), f"Q{(month + 2) // 3}"])
+        if name.isdigit():
+            text = rng.choice([f"{year}-{name}", f"{name}/{year}"])
+        elif name.startswith("Q"):
+            month = month - (month - 1) % 3
+            text = rng.choice([f"{year} {name}", f"{name}-{year}"])
+        elif short:
+            text = f"{name}-{year % 100:02d}"
+        else:
+            text = rng.choice([f"{name} {year}", f"{year} {name}", f"{name}/{year}"])
+        texts.append(text)
+        firsts.append(datetime.date(year, month, 1))
+    assert all(looks_like_datetime(t, "ym") for t in texts)
+    parts = {k: v.numpy().tolist() for k, v in datetime_parts(tf.constant(texts), "ym").items()}
+    assert parts["days"] == [(d - datetime.date(1970, 1, 1)).days for d in firsts]
+    assert parts["month"] == [d.month - 1 for d in firsts]
+    assert set(parts["day"]) == set(parts["hour"]) == {0}
