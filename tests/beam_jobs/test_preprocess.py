@@ -207,18 +207,10 @@ def test_a_month_first_date_file_gives_the_records_of_its_iso_twin(tmp_path):
     order, the same records."""
     import datetime
     days = [datetime.date(2010, 11, 20) + datetime.timedelta(days=3 * i) for i in range(90)]
-    outs = {}
-    for name, fmt in (("us", lambda d: f"{d.month}/{d.day}/{d.year % 100:02d}"),
-                      ("excel", lambda d: f"{d.day}-{d.strftime('%b')}-{d.year % 100:02d}"),
-                      ("iso", lambda d: d.isoformat())):
-        src = tmp_path / f"rows_{name}.csv"
-        src.write_text("when,x,label\n" + "".join(
-            f"{'' if i % 17 == 3 else fmt(d)},{i % 5},{(i * 7) % 3}\n"
-            for i, d in enumerate(days)))
-        outs[name] = tmp_path / f"o_{name}"
-        preprocess.run(["--input", str(src), "--output", str(outs[name]), "--label_column",
-                        "label", "--split", "1,0"])
-    schemas = {m: json.load(open(o / "raw_schema.json")) for m, o in outs.items()}
+    schemas, records = _dated_twins(tmp_path, days, {
+        "us": lambda d: f"{d.month}/{d.day}/{d.year % 100:02d}",
+        "excel": lambda d: f"{d.day}-{d.strftime('%b')}-{d.year % 100:02d}",
+        "iso": lambda d: d.isoformat()})
     us, excel, iso = (schemas[n]["columns"][0] for n in ("us", "excel", "iso"))
     assert (us["transform"], us["date_order"], us["default"]) == ("datetime", "mdy", "1/1/1970")
     assert (excel["date_order"], excel["default"]) == ("dmy", "1/1/1970")  # 6-Aug-09
@@ -227,36 +219,42 @@ def test_a_month_first_date_file_gives_the_records_of_its_iso_twin(tmp_path):
         col.pop("date_order")
         col["default"] = iso["default"]
     assert schemas["us"] == schemas["excel"] == schemas["iso"]
-    records = {m: sorted(_features(r.numpy()) for r in tf.data.TFRecordDataset(
-        sorted(glob.glob(str(o / "train" / "*"))), compression_type="GZIP"))
-        for m, o in outs.items()}
     assert len(records["us"]) == 90 and records["us"] == records["excel"] == records["iso"]
+
+
+def _dated_twins(tmp_path, dates, formats) -> tuple:
+    """({name: raw_schema.json}, {name: sorted train records}) of a table `when,x,label` of
+    `dates` written by each of `formats` ({name: date -> text}; every 17th date missing),
+    preprocessed with inference."""
+    schemas, records = {}, {}
+    for name, fmt in formats.items():
+        src, out = tmp_path / f"rows_{name}.csv", tmp_path / f"o_{name}"
+        src.write_text("when,x,label\n" + "".join(
+            f"{'' if i % 17 == 3 else fmt(d)},{i % 5},{(i * 7) % 3}\n"
+            for i, d in enumerate(dates)))
+        preprocess.run(["--input", str(src), "--output", str(out), "--label_column",
+                        "label", "--split", "1,0"])
+        schemas[name] = json.load(open(out / "raw_schema.json"))
+        records[name] = sorted(_features(r.numpy()) for r in tf.data.TFRecordDataset(
+            sorted(glob.glob(str(out / "train" / "*"))), compression_type="GZIP"))
+    return schemas, records
+
 
 def test_months_written_five_ways_give_the_same_records(tmp_path):
     """A quarterly series written `1998-01`, `1/1998`, `Jan-98`, `1998 Jan` and `1998 Q1`
     (some missing) is read as the same months: the same schema, the same records."""
     import calendar
     months = [(1990 + i // 4, i % 4 * 3 + 1) for i in range(90)]
-    outs = {}
-    for name, fmt in (("iso", lambda y, m: f"{y}-{m:02d}"), ("slash", lambda y, m: f"{m}/{y}"),
-                      ("excel", lambda y, m: f"{calendar.month_abbr[m]}-{y % 100:02d}"),
-                      ("tsibble", lambda y, m: f"{y} {calendar.month_abbr[m]}"),
-                      ("quarter", lambda y, m: f"{y} Q{(m + 2) // 3}")):
-        src = tmp_path / f"rows_{name}.csv"
-        src.write_text("when,x,label\n" + "".join(
-            f"{'' if i % 17 == 3 else fmt(*ym)},{i % 5},{(i * 7) % 3}\n"
-            for i, ym in enumerate(months)))
-        outs[name] = tmp_path / f"o_{name}"
-        preprocess.run(["--input", str(src), "--output", str(outs[name]), "--label_column",
-                        "label", "--split", "1,0"])
-    schemas = [json.load(open(o / "raw_schema.json")) for o in outs.values()]
+    schemas, records = _dated_twins(tmp_path, months, {
+        "iso": lambda ym: f"{ym[0]}-{ym[1]:02d}", "slash": lambda ym: f"{ym[1]}/{ym[0]}",
+        "excel": lambda ym: f"{calendar.month_abbr[ym[1]]}-{ym[0] % 100:02d}",
+        "tsibble": lambda ym: f"{ym[0]} {calendar.month_abbr[ym[1]]}",
+        "quarter": lambda ym: f"{ym[0]} Q{(ym[1] + 2) // 3}"})
+    schemas, records = list(schemas.values()), list(records.values())
     col = schemas[0]["columns"][0]
     assert (col["transform"], col["date_order"], col["default"], col["parts"]) == \
         ("datetime", "ym", "1970-01", ["month", "days"])
     assert all(s == schemas[0] for s in schemas)
-    records = [sorted(_features(r.numpy()) for r in tf.data.TFRecordDataset(
-        sorted(glob.glob(str(o / "train" / "*"))), compression_type="GZIP"))
-        for o in outs.values()]
     assert len(records[0]) == 90 and all(r == records[0] for r in records)
     assert len({dict(r)["when_days"] for r in records[0]}) == 85  # a value per quarter, and
     # the missing months' default
