@@ -34,20 +34,24 @@ def _collect(topics, seen: list, want: set, timeout: float, proc=None) -> None:
 def test_kill_9_a_deleted_topic_and_restarts_lose_no_message(pubsub_emulator, model):
     topics = Topics(PROJECT, "faults-kill")
     publisher = Publisher(topics, "k", rate=300)
-    publisher.start()
     seen: list = []
     proc = None
     try:
         # 1. SIGKILL mid-stream: what was in flight was not acknowledged, so it comes again.
+        #    The publisher starts once the job answers (a backlog of its start-up time would
+        #    only add minutes of predictions) and stops a second after the kill.
         proc = _start_job(topics, model)
+        topics.publish("in", json.dumps(GOOD).encode(), id="up")
+        _collect(topics, seen, {"up"}, timeout=180, proc=proc)
+        publisher.start()
         _collect(topics, seen, {"k100"}, timeout=180, proc=proc)
         time.sleep(1)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-        # 2. A restart: everything published so far comes out.
-        proc = _start_job(topics, model, "--max_outage_secs", "5")
-        time.sleep(2)
+        time.sleep(1)
         publisher.stop()
+        # 2. A restart: everything published so far, while it ran or was down, comes out.
+        proc = _start_job(topics, model, "--max_outage_secs", "5")
         _collect(topics, seen, set(publisher.sent), timeout=180, proc=proc)
         missing = set(publisher.sent) - set(seen)
         assert not missing, (len(missing), len(publisher.sent), sorted(missing)[:10])
@@ -70,7 +74,8 @@ def test_kill_9_a_deleted_topic_and_restarts_lose_no_message(pubsub_emulator, mo
         while not set(later) <= set(back) and time.time() < deadline:
             back += [m.message.attributes["id"] for m in topics.pull_once("in", 500, 2)]
     finally:
-        publisher.stop()
+        if publisher.ident is not None:  # started
+            publisher.stop()
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.communicate(timeout=30)
