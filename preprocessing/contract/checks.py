@@ -16,6 +16,7 @@ from preprocessing.contract.values import (
     DATE_ORDER_FORMS,
     DATE_ORDERS,
     DECIMAL_MARKS,
+    DURATION,
     coerce_value,
     looks_like_datetime,
 )
@@ -82,9 +83,11 @@ def _columns(schema) -> set:
         if c.decimal not in DECIMAL_MARKS or (c.decimal != "." and c.type != "float"):
             raise SchemaError(f"column '{c.name}': decimal {c.decimal!r} must be '.', or ',' "
                               f"for a float column")
-        if not isinstance(c.clock, bool) or (c.clock and (c.type != "float" or c.decimal != ".")):
+        if not (isinstance(c.clock, bool) or c.clock == DURATION) or \
+                (c.clock and (c.type != "float" or c.decimal != ".")):
             raise SchemaError(f"column '{c.name}': clock {c.clock!r} must be false, or true "
-                              f"for a float column written with decimal points")
+                              f"(a time of day) or '{DURATION}' for a float column written "
+                              f"with decimal points")
         if c.date_order not in DATE_ORDERS or (c.date_order != "ymd" and
                                                c.transform != "datetime"):
             raise SchemaError(f"column '{c.name}': date_order {c.date_order!r} must be 'ymd', "

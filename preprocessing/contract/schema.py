@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from preprocessing.contract.checks import validate
 from preprocessing.contract.kinds import (  # noqa: F401 (SchemaError: re-exported)
@@ -76,10 +76,11 @@ class ColumnSpec:
     # (1/3/2011 month first, a US spreadsheet's; 03.01.2011 day first), or "ym", a month
     # without its day (2018-03, Mar-2018, 1998 Q1): values.DATE_ORDERS.
     date_order: str = "ymd"
-    # A float column written as a clock: a time of day (13:30, 5:00 a.m.) or a duration
-    # (2:31:38), read as seconds (values.CLOCK_PATTERN); a number there (a default too) is
-    # seconds.
-    clock: bool = False
+    # A float column written as a clock: true for a time of day (13:30, 5:00 a.m.) or hours
+    # first (2:31:38), "duration" for elapsed times whose two parts are minutes and seconds
+    # (58:12, 1:02.35, beside 1:02:03); read as seconds (values.CLOCK_PATTERN). A number
+    # there (a default too) is seconds.
+    clock: Union[bool, str] = False
 
     @property
     def required(self) -> bool:

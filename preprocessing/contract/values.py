@@ -18,7 +18,9 @@ date at midnight, UTC.
 A float column may be written as a clock (ColumnSpec.clock: a time of day `13:30`, `5:00 a.m.`,
 or a duration `2:31:38`, a race's time): hours (up to four digits), `:`, two digits of
 minutes, optionally `:` and two digits of seconds with a fraction, optionally `am`/`pm`
-(`a.m.`, `PM`; hours 1-12 then: 12 am is 0:00). It is read as a number of seconds. A number
+(`a.m.`, `PM`; hours 1-12 then: 12 am is 0:00). It is read as a number of seconds. A column
+of durations (ColumnSpec.clock `duration`) reads two parts as minutes and seconds instead
+(`58:12`, `1:02.35`; three parts are still H:MM:SS), never with am/pm. A number
 there is that many seconds (what a tf.Example or JSON carries for it, as the model gets it);
 another text is unparsable_number.
 
@@ -122,17 +124,35 @@ def float32_storable(values: np.ndarray) -> np.ndarray:
     return ok
 
 
-# A clock's text (named groups: RE2, so the Arrow column check reads the same pattern).
-CLOCK_PATTERN = (r"^(?P<h>[0-9]{1,4}):(?P<m>[0-5][0-9])(?::(?P<s>[0-5][0-9](?:\.[0-9]{1,9})?))?"
+# A clock's text (named groups: RE2, so the Arrow column check reads the same pattern). `f`,
+# a fraction of a two-part text, is a duration's only (M:SS.ff: a swimmer's 1:02.35).
+CLOCK_PATTERN = (r"^(?P<h>[0-9]{1,4}):(?P<m>[0-5][0-9])"
+                 r"(?:(?P<f>\.[0-9]{1,9})|:(?P<s>[0-5][0-9](?:\.[0-9]{1,9})?))?"
                  r"(?: ?(?P<ap>[AaPp])\.?[Mm]\.?)?$")
 CLOCK_RE = re.compile(CLOCK_PATTERN)
 CLOCK_FORM = "a clock time H:MM[:SS] (am/pm optional) or a number of seconds"
+# ColumnSpec.clock's value for elapsed times written as a race's results are: M:SS under an
+# hour (58:12, 1:02.35), H:MM:SS past it (1:02:03); no am/pm.
+DURATION = "duration"
+DURATION_FORM = "a duration M:SS[.ff] or H:MM:SS[.ff], or a number of seconds"
 
 
-def clock_seconds(text: str):
-    """The seconds a clock text (CLOCK_PATTERN) stands for, or None when it is not one."""
+def clock_form(clock) -> str:
+    return DURATION_FORM if clock == DURATION else CLOCK_FORM
+
+
+def clock_seconds(text: str, duration: bool = False):
+    """The seconds a clock text (CLOCK_PATTERN) stands for, or None when it is not one: a
+    time of day's two parts are hours and minutes, a duration's minutes and seconds."""
     m = CLOCK_RE.match(text)
     if not m:
+        return None
+    if duration:
+        if m["ap"]:
+            return None
+        if m["s"] is None:
+            return int(m["h"]) * 60 + int(m["m"]) + float(m["f"] or 0)
+    elif m["f"]:
         return None
     hours = int(m["h"])
     if m["ap"]:
@@ -142,16 +162,17 @@ def clock_seconds(text: str):
     return hours * 3600 + int(m["m"]) * 60 + float(m["s"] or 0)
 
 
-def coerce_value(text: str, dtype: str, decimal: str = ".", clock: bool = False):
+def coerce_value(text: str, dtype: str, decimal: str = ".", clock=False):
     """Parses one stripped field as the column's type (the grammar above), its numbers
-    written with `decimal` as their mark (DECIMAL_MARKS), or as a clock (`clock`: seconds);
+    written with `decimal` as their mark (DECIMAL_MARKS), or as a clock (`clock`: True, or
+    DURATION; read as seconds);
     raises NumberError with the reject reason and a short message."""
     if dtype == "string":
         return text
     if clock and ":" in text:
-        seconds = clock_seconds(text)
+        seconds = clock_seconds(text, clock == DURATION)
         if seconds is None:
-            raise NumberError("unparsable_number", f"{text!r} is not {CLOCK_FORM}")
+            raise NumberError("unparsable_number", f"{text!r} is not {clock_form(clock)}")
         return seconds
     if decimal != ".":
         if "." in text:  # 1.234 where the mark is a comma: a thousands separator, not 1.234

@@ -21,6 +21,7 @@ from preprocessing.contract.values import (
     CLOCK_PATTERN,
     DATE_ONLY_LENGTH,
     DATETIME_TAIL_PATTERN,
+    DURATION,
     MIDNIGHT,
     MONTH_NAMES,
     NONZERO_MANTISSA_PATTERN,
@@ -60,12 +61,11 @@ def stripped(texts: pa.Array) -> pa.Array:
     return pc.utf8_trim(texts, characters=PY_WHITESPACE)
 
 
-def convert(s: pa.Array, dtype: str, dates: Optional[str], decimal: str = ".",
-            clock: bool = False):
+def convert(s: pa.Array, dtype: str, dates: Optional[str], decimal: str = ".", clock=False):
     """(values, bad) for one column of stripped, non-null texts `s`: values as an Arrow
     string array (strings) or a numpy array (numbers, written with `decimal` as their mark,
-    or as a clock: seconds), datetimes (`dates`: their date order, values.DATE_ORDERS)
-    checked, `bad` a numpy mask of the positions the row-by-row parser must redo (their
+    or as values.coerce_value's `clock`: seconds), datetimes (`dates`: their date order,
+    values.DATE_ORDERS) checked, `bad` a numpy mask of the positions the row-by-row parser must redo (their
     value here is a placeholder)."""
     bad = mask(pc.equal(s, ""))
     empty = bad.copy()
@@ -75,7 +75,7 @@ def convert(s: pa.Array, dtype: str, dates: Optional[str], decimal: str = ".",
         return s, bad
     if clock:  # coerce_value's rule: a text with a ':' is a clock, else a number of seconds
         numbers, bad_number = convert(s, dtype, None, decimal)
-        seconds, ok = clock_seconds(s)
+        seconds, ok = clock_seconds(s, clock == DURATION)
         colon = mask(pc.match_substring(s, ":"))
         return np.where(colon, seconds, numbers), bad | np.where(colon, ~ok, bad_number)
     if decimal != ".":  # coerce_value's rule: a point there is refused, the mark read as one
@@ -103,7 +103,7 @@ def convert(s: pa.Array, dtype: str, dates: Optional[str], decimal: str = ".",
     return values, bad
 
 
-def clock_seconds(s: pa.Array) -> tuple:
+def clock_seconds(s: pa.Array, duration: bool = False) -> tuple:
     """(seconds, ok): values.clock_seconds over a column of stripped texts, vectorised (the
     same sums, so the same float64s); where `ok` is False the value is a placeholder."""
     m = pc.extract_regex(s, CLOCK_PATTERN)
@@ -116,7 +116,12 @@ def clock_seconds(s: pa.Array) -> tuple:
 
     hours, ap = num("h"), m.field("ap")
     twelve = mask(pc.not_equal(ap, ""))
-    ok &= ~twelve | ((hours >= 1) & (hours <= 12))
+    if duration:  # two parts are minutes and seconds (a fraction too); never am/pm
+        two = mask(pc.equal(m.field("s"), ""))
+        two_parts = (hours * 60 + num("m")) + num("f", pa.float64())
+        three_parts = (hours * 3600 + num("m") * 60) + num("s", pa.float64())
+        return np.where(two, two_parts, three_parts), ok & ~twelve
+    ok &= mask(pc.equal(m.field("f"), "")) & (~twelve | ((hours >= 1) & (hours <= 12)))
     pm = mask(pc.is_in(ap, value_set=pa.array(["P", "p"])))
     hours = np.where(twelve, hours % 12 + np.where(pm, 12, 0), hours)
     return (hours * 3600 + num("m") * 60) + num("s", pa.float64()), ok

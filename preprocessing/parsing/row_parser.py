@@ -17,6 +17,7 @@ from preprocessing.contract.schema import Schema
 from preprocessing.contract.values import (
     DATE_ORDER_FORMS,
     DTYPE_TABLE,
+    DURATION,
     JsonNumber,
     NumberError,
     coerce_value,
@@ -95,7 +96,8 @@ class RowParser:
             try:
                 values.append(coerce_value(text, c.dtype, c.decimal, c.clock))
             except NumberError as e:
-                mark = (" as a clock" if c.clock else "" if c.decimal == "."
+                mark = (f" as a {'duration' if c.clock == DURATION else 'clock'}" if c.clock
+                        else "" if c.decimal == "."
                         else f" with a decimal {c.decimal!r}")
                 raise Reject(e.reason, f"column '{c.name}': cannot read {text!r} as "
                                        f"{c.dtype}{mark} ({e.reason})") from None

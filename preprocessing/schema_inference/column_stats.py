@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from preprocessing.contract.values import (
     DATE_ORDERS,
     DECIMAL_COMMA_PATTERN,
+    DURATION,
     INTEGER_PATTERN,
     NUMBER_PATTERN,
 )
@@ -115,9 +116,14 @@ class ColumnStats:
     # Every present value so far a clock text (values.CLOCK_PATTERN) but for at most
     # STRAY_TEXT_SHARE of them (`unclocked`, the first few kept in `unclocked_texts`), with
     # these numbers of ':' (1: H:MM, 2: H:MM:SS); `clock_view`: the same values read as
-    # seconds (the others as empty), fed while so (for `clock_numbers`).
+    # seconds (the others as empty), fed while so (for `clock_numbers`). What tells a
+    # duration (clock_kind): `clock_fraction`, a two-part text with a fraction (1:02.35);
+    # `clock_long`, one whose first part is 24 or more (58:12); `clock_ap`, an am/pm.
     clocks_only: bool = True
     clock_colons: set = dataclasses.field(default_factory=set)
+    clock_fraction: bool = False
+    clock_long: bool = False
+    clock_ap: bool = False
     unclocked: int = 0
     unclocked_texts: dict = dataclasses.field(default_factory=dict)
     clock_view: Optional["ColumnStats"] = None
@@ -301,7 +307,9 @@ class ColumnStats:
         """Feeds clock_view the stripped values `s` (before they are added here; `na`: those
         of NA_TOKENS) read as seconds, the few that are no clock text as empty, while they
         are few (STRAY_TEXT_SHARE); until the first present value the view would equal these
-        statistics, so it is copied then."""
+        statistics, so it is copied then. A two-part text is read as H:MM, or as M:SS.ff
+        where it has a fraction: the view's figures decide the column's type and
+        distinctness, which neither reading changes."""
         present = mask(pc.invert(pc.or_(pc.equal(s, ""), na)))
         n = int(present.sum())
         if n == 0:
@@ -310,33 +318,49 @@ class ColumnStats:
             return
         limit = STRAY_TEXT_SHARE * (self.present + n)
         colon = mask(pc.match_substring(s, ":"))
-        if self.unclocked + int((present & ~colon).sum()) > limit:  # numbers or words
-            self.clocks_only, self.clock_view = False, None
-            return
-        seconds, ok = clock_seconds(s)
-        odd = present & ~ok
-        self.unclocked += int(odd.sum())
+        self.unclocked += int((present & ~colon).sum())  # numbers or words
+        if self.unclocked <= limit:
+            hours_first, ok = clock_seconds(s)
+            minutes_first, as_duration = clock_seconds(s, duration=True)
+            self.unclocked += int((present & colon & ~ok & ~as_duration).sum())
         if self.unclocked > limit:
             self.clocks_only, self.clock_view = False, None
             return
+        odd = present & ~(ok | as_duration)
         if odd.any():
             _keep_first(self.unclocked_texts, s.filter(pa.array(odd)))
-        clocks = pa.array(present & ok)
-        self.clock_colons.update(pc.unique(pc.count_substring(s.filter(clocks), ":")).to_pylist())
+        clocks = present & (ok | as_duration)
+        colons = pc.count_substring(s, ":").to_numpy(zero_copy_only=False)
+        self.clock_colons.update(np.unique(colons[clocks]).tolist())
+        self.clock_fraction |= bool((clocks & ~ok).any())
+        self.clock_ap |= bool((clocks & ~as_duration).any())
+        self.clock_long |= bool((ok & (colons == 1) & (hours_first >= 24 * 3600)).any())
         if self.clock_view is None:
             self.clock_view = dataclasses.replace(copy.deepcopy(self), reads_commas=False,
                                                   clocks_only=False)
-        self.clock_view.add(pc.if_else(clocks, pc.cast(pa.array(seconds), pa.string()),
+        seconds = np.where(ok, hours_first, minutes_first)
+        self.clock_view.add(pc.if_else(pa.array(clocks), pc.cast(pa.array(seconds), pa.string()),
                                        pc.if_else(pa.array(odd), "", s)))
+
+    def clock_kind(self):
+        """How the clock texts read: True (a time of day, or hours first), values.DURATION
+        (elapsed times: M:SS under an hour beside H:MM:SS, as races' results are written, or
+        M:SS.ff), or None: two-part texts of times of day beside three-part ones (13:30,
+        1:02:03: no one reading tells minutes from hours there), or a fraction beside am/pm."""
+        if not self.clock_ap and (self.clock_fraction or
+                                  (self.clock_long and self.clock_colons == {1, 2})):
+            return DURATION
+        if self.clock_fraction or len(self.clock_colons) != 1:
+            return None
+        return True
 
     def clock_numbers(self) -> tuple:
         """(the statistics of the column read as seconds (ColumnSpec.clock), the texts read
-        as missing there) where every present value is a clock text of one shape (H:MM, or
-        H:MM:SS: `58:12` beside `1:02:03` is minutes there, which no one reading can tell)
-        but for a few texts (_few, in at most STRAY_TEXT_SHARE of the values), with more
-        than CLOCK_SLOTS distinct times; else (None, ())."""
+        as missing there) where every present value is a clock text of one reading
+        (clock_kind) but for a few texts (_few, in at most STRAY_TEXT_SHARE of the values),
+        with more than CLOCK_SLOTS distinct times; else (None, ())."""
         view = self.clock_view
-        if not self.clocks_only or view is None or len(self.clock_colons) != 1 \
+        if not self.clocks_only or view is None or self.clock_kind() is None \
                 or view.rows != self.rows or not view.numeric or not _few(self.unclocked_texts) \
                 or (view.distinct_count is not None and view.distinct_count <= CLOCK_SLOTS):
             return None, ()

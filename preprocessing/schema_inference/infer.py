@@ -36,7 +36,9 @@ stripped:
   a float read with that mark (ColumnSpec.decimal `","`: _as_numbers);
 - clock texts (`13:30`, `5:00 a.m.`, a race's `2:31:38`), every present value of one shape
   (H:MM or H:MM:SS), are a float read as seconds (ColumnSpec.clock: _as_numbers), decided
-  as numbers are: a feature, or a label to regress on;
+  as numbers are: a feature, or a label to regress on. Durations, two parts beside three
+  with a first part past 23 (`58:12`, `1:02:03`) or two parts with a fraction (`1:02.35`),
+  read two parts as M:SS (ColumnSpec.clock `duration`: ColumnStats.clock_kind);
 - a column named like a key that repeats (a patient's `id` over visits) is a feature, not the
   key, and the derived `<name>_entity` (_entity): an exact vocabulary, whose one id past the
   values seen in train stands for an entity never seen (the models learn both:
@@ -60,7 +62,7 @@ from preprocessing.contract.schema import (
     Schema,
     SchemaError,
 )
-from preprocessing.contract.values import INTEGER_RE
+from preprocessing.contract.values import DURATION, INTEGER_RE
 from preprocessing.parsing.csv_records import BOM, check_first_line, header_names
 from preprocessing.schema_inference.column_stats import (
     DISTINCT_CAP,
@@ -260,13 +262,15 @@ def _as_numbers(s: ColumnStats, decide) -> tuple:
     if view is not None:
         spec, *rest, why = decide(view)
         if spec.type != "string" and "key" not in rest:
-            shape = "H:MM:SS" if 2 in s.clock_colons else "H:MM"
+            kind = s.clock_kind()
+            read = ("durations (M:SS under an hour, H:MM:SS past it)" if kind == DURATION
+                    else f"clock times ({'H:MM:SS' if 2 in s.clock_colons else 'H:MM'})")
             if strays:
                 why += (f"; {s.unclocked} text value(s) {list(strays)[:3]} no clock time: "
                         f"read as missing")
-            return (dataclasses.replace(spec, type="float", clock=True,
+            return (dataclasses.replace(spec, type="float", clock=kind,
                                         missing=spec.missing + strays), *rest,
-                    f"clock times ({shape}) read as seconds: {why}")
+                    f"{read} read as seconds: {why}")
     return decide(s)
 
 

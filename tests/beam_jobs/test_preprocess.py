@@ -261,17 +261,21 @@ def test_months_written_three_ways_give_the_same_records(tmp_path):
 
 
 def test_a_clock_file_gives_the_records_of_its_seconds_twin(tmp_path):
-    """Times written as a clock (`7:05 p.m.`, a race's `2:31:38`, some missing) are read as
-    the same table written in seconds: the same schema but for `clock`, the same records."""
-    rows = [(i * 137 % 43200 // 60 * 60, 7000 + i * 53 % 4000, (i * 7) % 3) for i in range(90)]
+    """Times written as a clock (`7:05 p.m.`, some missing) and a race's times as durations
+    (`48:05` under an hour, `1:31:38` past it) are read as the same table written in
+    seconds: the same schema but for `clock`, the same records."""
+    rows = [(i * 137 % 43200 // 60 * 60, 1500 + i * 53 % 4000, (i * 7) % 3) for i in range(90)]
 
     def half_day(s):
         h, m = divmod(s // 60, 60)
         return f"{(h - 1) % 12 + 1}:{m:02d} {'p.m.' if h >= 12 else 'a.m.'}"
 
+    def race_time(s):
+        return f"{s // 60}:{s % 60:02d}" if s < 3600 else \
+            f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
     outs = {}
-    for name, day, race in (("clock", half_day, lambda s: f"{s // 3600}:{s // 60 % 60:02d}:"
-                                                          f"{s % 60:02d}"), ("seconds", str, str)):
+    for name, day, race in (("clock", half_day, race_time), ("seconds", str, str)):
         src = tmp_path / f"rows_{name}.csv"
         src.write_text("slot,race,label\n" + "".join(
             f"{'' if i % 17 == 3 else day(d)},{race(r)},{y}\n" for i, (d, r, y) in enumerate(rows)))
@@ -279,7 +283,8 @@ def test_a_clock_file_gives_the_records_of_its_seconds_twin(tmp_path):
         preprocess.run(["--input", str(src), "--output", str(outs[name]), "--label_column",
                         "label", "--split", "1,0"])
     schemas = {m: json.load(open(o / "raw_schema.json")) for m, o in outs.items()}
-    assert [c.pop("clock", False) for c in schemas["clock"]["columns"]] == [True, True, False]
+    assert [c.pop("clock", False) for c in schemas["clock"]["columns"]] == \
+        [True, "duration", False]
     assert [c.pop("type") for c in schemas["clock"]["columns"][:2]] == ["float", "float"]
     # whole seconds in every row are integers there (a clock column is always a float)
     assert [c.pop("type") for c in schemas["seconds"]["columns"][:2]] == ["float", "int"]
