@@ -251,8 +251,17 @@ def test_rows(df, seed: int, group=None) -> np.ndarray:
     return df[group].map(dict(zip(keys, rng.random(len(keys)) < 0.2))).to_numpy(bool)
 
 
+def race_time(seconds) -> str:
+    """Seconds as a race's results write them: M:SS under an hour, H:MM:SS past it."""
+    if seconds != seconds:  # NaN: an empty field
+        return ""
+    s = int(round(seconds))
+    return f"{s // 60}:{s % 60:02d}" if s < 3600 else \
+        f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
 def run_table(name, work, seed=0, table=None, split=None, train_flags=(), cv_fold=None,
-              group=None, entity_copy=None) -> dict:
+              group=None, entity_copy=None, race_times=()) -> dict:
     """One table's line; `table` (loader, label, task, leaks) for one outside the lists;
     `split` a preprocess --split other than its default; `train_flags` more flags of
     training.task (a setting's worth against the defaults); `cv_fold` k: the seeded split's
@@ -261,7 +270,8 @@ def run_table(name, work, seed=0, table=None, split=None, train_flags=(), cv_fol
     hold: benchmarks/cv_against_test.py); `group` a column test_rows keeps together;
     `entity_copy` a column whose values the jobs' files also hold as text, in
     `<column>_entity` (a number that names an entity, given as a category too; the baseline
-    reads the table's own columns)."""
+    reads the table's own columns); `race_times` columns of seconds the jobs' files write
+    as race_time does (the baseline reads the seconds)."""
     loader, label, task, leaks = table or _named(name)
     df = loader().drop(columns=list(leaks))
     test_mask = test_rows(df, seed, group)
@@ -274,6 +284,7 @@ def run_table(name, work, seed=0, table=None, split=None, train_flags=(), cv_fol
     for part, file in ((train, "train.csv"), (test, "test.csv")):
         if entity_copy:
             part = part.assign(**{f"{entity_copy}_entity": "e" + part[entity_copy].astype(str)})
+        part = part.assign(**{c: part[c].map(race_time) for c in race_times})
         part.to_csv(os.path.join(d, file), index=False)
     secs = {
         "prep": time_job("beam_jobs.preprocess", ["--input", f"{d}/train.csv", "--output",
@@ -361,6 +372,10 @@ def main(argv=None):
                     help="the jobs' files also hold COLUMN's values as text, in "
                     "COLUMN_entity (an entity's number given as a category too); "
                     "scikit-learn reads the table's own columns")
+    ap.add_argument("--race_times", default="", metavar="COLUMNS",
+                    help="comma-separated columns of seconds the jobs' files write as a "
+                    "race's results (M:SS under an hour, H:MM:SS past it); scikit-learn "
+                    "reads the seconds")
     a = ap.parse_args(argv)
     work = a.work_dir or tempfile.mkdtemp(prefix="tabular_quality_")
     print(f"{'table':<11} {'rows':>6} {'metric':<8} {'ours':>9} {'baseline':>9} {'vs':>9} "
@@ -373,7 +388,8 @@ def main(argv=None):
         try:
             results.append(run_table(name, work, a.seed, split=a.split,
                                      train_flags=a.train_flags.split(), cv_fold=a.cv_fold,
-                                     group=a.group_split, entity_copy=a.entity_copy))
+                                     group=a.group_split, entity_copy=a.entity_copy,
+                                     race_times=[c for c in a.race_times.split(",") if c]))
         except Exception as e:  # a job that failed is a result too: say which and go on
             print(f"{name:<11} FAILED: {type(e).__name__}: {str(e)[:300]}", flush=True)
             continue
