@@ -199,6 +199,21 @@ def _inferred_cases(csv, lines, bomb, latin1):
         "--input", csv("ym_bad.csv", "\n".join(bad)), "--schema_spec",
         csv("ym.yaml", open(SPEC).read().replace("transform: datetime,",
                                                  "transform: datetime, date_order: ym,"))], n
+    def race(m):  # the pickup's seconds since midnight / 20: 0-72 minutes, as a race's
+        t = (int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3])) // 20
+        return f"{t // 60}:{t % 60:02d}" if t < 3600 else f"1:{t // 60 % 60:02d}:{t % 60:02d}"
+    durations = re.sub(r"\b\d{4}-\d{2}-\d{2} (\d\d):(\d\d):(\d\d) UTC\b", race, text)
+    yield "inferred: pickup times as durations (58:12, 1:02:03)", inferred(
+        csv("i_durations.csv", durations)), n
+    bad = durations.split("\n")
+    for i, time_text in ((3, "5:00 pm"), (4, "58:60"), (5, "1:02.")):
+        bad[i] = re.sub(r"^([^,]*),[^,]*,", lambda m: f"{m[1]},{time_text},", bad[i])
+    timed = open(SPEC).read().split("crosses:")[0].replace(
+        "{name: pickup_datetime, type: string, transform: datetime, parts: [hour, weekday, month]}",
+        "{name: pickup_datetime, type: float, clock: duration, transform: zscore}")
+    yield "a spec's durations, 3 impossible", [
+        "--input", csv("dur_bad.csv", "\n".join(bad)), "--schema_spec",
+        csv("dur.yaml", timed)], n
     yield "inferred: the gzip bomb", inferred(bomb), None
 
 
