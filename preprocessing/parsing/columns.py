@@ -106,6 +106,13 @@ def convert(s: pa.Array, dtype: str, dates: Optional[str], decimal: str = ".", c
 def clock_seconds(s: pa.Array, duration: bool = False) -> tuple:
     """(seconds, ok): values.clock_seconds over a column of stripped texts, vectorised (the
     same sums, so the same float64s); where `ok` is False the value is a placeholder."""
+    hours_first, ok, minutes_first, ok_duration = clock_readings(s)
+    return (minutes_first, ok_duration) if duration else (hours_first, ok)
+
+
+def clock_readings(s: pa.Array) -> tuple:
+    """(seconds, ok) as a time of day and then as a duration (values.clock_seconds with
+    duration False, True) from one pass of the pattern."""
     m = pc.extract_regex(s, CLOCK_PATTERN)
     ok = ~mask(pc.is_null(m))
     m = m.fill_null({f.name: "" for f in m.type})
@@ -114,17 +121,17 @@ def clock_seconds(s: pa.Array, duration: bool = False) -> tuple:
         v = m.field(field)
         return pc.cast(pc.if_else(pc.equal(v, ""), "0", v), to).to_numpy(zero_copy_only=False)
 
-    hours, ap = num("h"), m.field("ap")
+    hours, minutes, ap = num("h"), num("m"), m.field("ap")
     twelve = mask(pc.not_equal(ap, ""))
-    if duration:  # two parts are minutes and seconds (a fraction too); never am/pm
-        two = mask(pc.equal(m.field("s"), ""))
-        two_parts = (hours * 60 + num("m")) + num("f", pa.float64())
-        three_parts = (hours * 3600 + num("m") * 60) + num("s", pa.float64())
-        return np.where(two, two_parts, three_parts), ok & ~twelve
+    # a duration: two parts are minutes and seconds (a fraction too); never am/pm
+    two = mask(pc.equal(m.field("s"), ""))
+    three_parts = (hours * 3600 + minutes * 60) + num("s", pa.float64())
+    minutes_first = np.where(two, (hours * 60 + minutes) + num("f", pa.float64()), three_parts)
+    ok_duration = ok & ~twelve
     ok &= mask(pc.equal(m.field("f"), "")) & (~twelve | ((hours >= 1) & (hours <= 12)))
     pm = mask(pc.is_in(ap, value_set=pa.array(["P", "p"])))
     hours = np.where(twelve, hours % 12 + np.where(pm, 12, 0), hours)
-    return (hours * 3600 + num("m") * 60) + num("s", pa.float64()), ok
+    return (hours * 3600 + minutes * 60) + num("s", pa.float64()), ok, minutes_first, ok_duration
 
 
 def _valid_date(year, month, day) -> np.ndarray:

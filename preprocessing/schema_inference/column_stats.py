@@ -21,7 +21,7 @@ from preprocessing.contract.values import (
     INTEGER_PATTERN,
     NUMBER_PATTERN,
 )
-from preprocessing.parsing.columns import PY_WHITESPACE, clock_seconds, datetime_ok, mask
+from preprocessing.parsing.columns import PY_WHITESPACE, clock_readings, datetime_ok, mask
 
 # Texts that mean "no value" in a numeric column (R, pandas, spreadsheets, surveys).
 NA_TOKENS = ("NA", "N/A", "n/a", "na", "NaN", "nan", "NAN", "null", "NULL", "Null", "None",
@@ -320,8 +320,7 @@ class ColumnStats:
         colon = mask(pc.match_substring(s, ":"))
         self.unclocked += int((present & ~colon).sum())  # numbers or words
         if self.unclocked <= limit:
-            hours_first, ok = clock_seconds(s)
-            minutes_first, as_duration = clock_seconds(s, duration=True)
+            hours_first, ok, minutes_first, as_duration = clock_readings(s)
             self.unclocked += int((present & colon & ~ok & ~as_duration).sum())
         if self.unclocked > limit:
             self.clocks_only, self.clock_view = False, None
