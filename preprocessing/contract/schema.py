@@ -19,7 +19,8 @@ Spec file format (YAML shown; JSON has the same keys)::
       - {name: pickup_longitude, type: float, transform: zscore}
       - {name: tip_share, type: float, decimal: ",", transform: zscore}  # written 0,15
       - {name: ordered_on, type: string, transform: datetime, date_order: mdy}  # 1/3/2011
-      - {name: race_time, type: float, clock: true, transform: zscore}  # 2:31:38, in seconds
+      - {name: start_time, type: float, clock: true, transform: zscore}  # 7:05 p.m., in seconds
+      - {name: race_time, type: float, clock: duration}  # 58:12 or 1:02:03, in seconds
       - {name: passenger_count, type: int, default: 1, transform: scale_0_1}
       - {name: payment_type, type: string, transform: vocabulary, top_k: 10, num_oov_buckets: 1}
       - {name: trip_seconds, type: float, transform: bucketize, num_buckets: 10}
