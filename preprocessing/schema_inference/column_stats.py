@@ -17,11 +17,16 @@ import pyarrow.compute as pc
 from preprocessing.contract.values import (
     DATE_ORDERS,
     DECIMAL_COMMA_PATTERN,
-    DURATION,
     INTEGER_PATTERN,
     NUMBER_PATTERN,
 )
-from preprocessing.parsing.columns import PY_WHITESPACE, clock_readings, datetime_ok, mask
+from preprocessing.parsing.columns import PY_WHITESPACE, datetime_ok, mask
+from preprocessing.schema_inference.clock_stats import ClockStats
+from preprocessing.schema_inference.strays import (
+    STRAY_TEXT_SHARE,
+    few,
+    keep_first,
+)
 
 # Texts that mean "no value" in a numeric column (R, pandas, spreadsheets, surveys).
 NA_TOKENS = ("NA", "N/A", "n/a", "na", "NaN", "nan", "NAN", "null", "NULL", "Null", "None",
@@ -30,23 +35,12 @@ DISTINCT_CAP = 100_000       # distinct values counted per column; past it, over
 MIN_ID_ROWS = 20             # fewer rows than this are never identifiers
 ID_SPAN = 10                 # increasing integers spanning at most this many values a row: ids
 EXAMPLES = 3                 # non-numeric texts kept per column for the report
-# A numeric column's text values are counted exactly while they are at most this share of
-# its present values (a price with a stray "unknown"); past it the column is text and its
-# count stops (matching every value of a text column would cost the profile its speed).
-STRAY_TEXT_SHARE = 0.01
 # A token of NA_TOKENS in at least this share of a column's rows, beside at most
 # CATEGORY_MARK_VALUES other distinct values, is one of a few categories ("None": no previous
 # convictions), not a missing mark (category_marks).
 CATEGORY_MARK_SHARE = 0.1
 CATEGORY_MARK_VALUES = 20
-STRAY_TEXT_VALUES = 10       # distinct texts a numeric feature may read as missing
-STRAY_TEXT_CHARS = 40        # and their longest: a longer text is data, not a missing mark
 EXAMPLE_CHARS = 40           # an example is cut to this for the log and summary.json
-# A clock column of at most this many distinct times is a few slots (a shift, the hours a
-# shop updates its prices): categories, as text. Read as seconds, such a column did worse
-# (stevedata turnips' 3 times: 0.950x / 0.873x / 0.914x of scikit-learn's RMSE as text,
-# 0.987x / 0.965x / 0.975x as seconds).
-CLOCK_SLOTS = 10
 _NUMBER = f"^{NUMBER_PATTERN}$"
 _INTEGER = f"^{INTEGER_PATTERN}$"
 _DECIMAL_COMMA = f"^{DECIMAL_COMMA_PATTERN}$"  # 39,1: a European spreadsheet's number
@@ -60,25 +54,13 @@ _MIDNIGHT = r"[ T]0?0:00(:00(\.0+)?)? ?(Z|UTC|[+-]00(:?00)?)?$"
 _SHORT_DOTTED = r"^[0-9]{1,2}[.-][0-9]{1,2}[.-][0-9]{2}( |$)"
 
 
-def _keep_first(texts: dict, odd: pa.Array) -> None:
-    """Adds the distinct values of `odd` to `texts` (an ordered set) while it holds at most
-    STRAY_TEXT_VALUES: one more than that says there are too many to read as missing."""
-    if len(texts) <= STRAY_TEXT_VALUES:
-        texts.update(dict.fromkeys(pc.unique(odd).slice(0, STRAY_TEXT_VALUES + 1).to_pylist()))
-
-
-def _few(texts) -> bool:
-    """Few and short enough to be missing marks (STRAY_TEXT_VALUES, STRAY_TEXT_CHARS)."""
-    return len(texts) <= STRAY_TEXT_VALUES and all(len(t) <= STRAY_TEXT_CHARS for t in texts)
-
-
 def short(text: str) -> str:
     """`text` cut to EXAMPLE_CHARS: a field may be a megabyte, a log line should not."""
     return text if len(text) <= EXAMPLE_CHARS else text[:EXAMPLE_CHARS] + "..."
 
 
 @dataclasses.dataclass
-class ColumnStats:
+class ColumnStats(ClockStats):
     """Mergeable statistics of one column's text values (stripped)."""
     rows: int = 0
     empty: int = 0
@@ -119,6 +101,7 @@ class ColumnStats:
     # seconds (the others as empty), fed while so (for `clock_numbers`). What tells a
     # duration (clock_kind): `clock_fraction`, a two-part text with a fraction (1:02.35);
     # `clock_long`, one whose first part is 24 or more (58:12); `clock_ap`, an am/pm.
+    # clock_stats.ClockStats reads and feeds them.
     clocks_only: bool = True
     clock_colons: set = dataclasses.field(default_factory=set)
     clock_fraction: bool = False
@@ -179,7 +162,7 @@ class ColumnStats:
             bad = len(present) - (pc.sum(is_number).as_py() or 0)
             if bad:
                 self.non_numeric += bad
-                _keep_first(self.texts, present.filter(pc.invert(is_number)))
+                keep_first(self.texts, present.filter(pc.invert(is_number)))
                 self.mostly_text = self.mostly_text or \
                     self.non_numeric > STRAY_TEXT_SHARE * self.present
         if self.only_numbers:
@@ -204,7 +187,7 @@ class ColumnStats:
             count = int(bad.sum())
             self.not_dated[order] += count
             if count:
-                _keep_first(self.undated[order], present.filter(pa.array(bad)))
+                keep_first(self.undated[order], present.filter(pa.array(bad)))
         if orders:
             self.timed += pc.sum(pc.and_(pc.match_substring(present, ":"), pc.invert(
                 pc.match_substring_regex(present, _MIDNIGHT)))).as_py() or 0
@@ -217,7 +200,7 @@ class ColumnStats:
         if self.present == 0 or self.numeric or self.date_orders():
             return (), ()
         fit = {order: n for order, n in self.not_dated.items()
-               if n <= STRAY_TEXT_SHARE * self.present and _few(self.undated[order])}
+               if n <= STRAY_TEXT_SHARE * self.present and few(self.undated[order])}
         if not fit:
             return (), ()
         fewest = min(fit.values())
@@ -239,7 +222,7 @@ class ColumnStats:
     def stray_texts(self) -> tuple:
         """The few texts of a numeric column, when they can be read as missing values: at
         most STRAY_TEXT_VALUES distinct, in at most STRAY_TEXT_SHARE of the values."""
-        if self.stray_text and _few(self.texts):
+        if self.stray_text and few(self.texts):
             return tuple(sorted(self.texts))
         return ()
 
@@ -302,68 +285,6 @@ class ColumnStats:
         """Every present value a number, some written with a decimal comma (39,1): numbers
         this job reads as text (its grammar has decimal points only)."""
         return self.only_numbers and self.decimal_comma > 0
-
-    def _view_as_clock(self, s: pa.Array, na: pa.Array) -> None:
-        """Feeds clock_view the stripped values `s` (before they are added here; `na`: those
-        of NA_TOKENS) read as seconds, the few that are no clock text as empty, while they
-        are few (STRAY_TEXT_SHARE); until the first present value the view would equal these
-        statistics, so it is copied then. A two-part text is read as H:MM, or as M:SS.ff
-        where it has a fraction: the view's figures decide the column's type and
-        distinctness, which neither reading changes."""
-        present = mask(pc.invert(pc.or_(pc.equal(s, ""), na)))
-        n = int(present.sum())
-        if n == 0:
-            if self.clock_view is not None:
-                self.clock_view.add(s)
-            return
-        limit = STRAY_TEXT_SHARE * (self.present + n)
-        colon = mask(pc.match_substring(s, ":"))
-        self.unclocked += int((present & ~colon).sum())  # numbers or words
-        if self.unclocked <= limit:
-            hours_first, ok, minutes_first, as_duration = clock_readings(s)
-            self.unclocked += int((present & colon & ~ok & ~as_duration).sum())
-        if self.unclocked > limit:
-            self.clocks_only, self.clock_view = False, None
-            return
-        odd = present & ~(ok | as_duration)
-        if odd.any():
-            _keep_first(self.unclocked_texts, s.filter(pa.array(odd)))
-        clocks = present & (ok | as_duration)
-        colons = pc.count_substring(s, ":").to_numpy(zero_copy_only=False)
-        self.clock_colons.update(np.unique(colons[clocks]).tolist())
-        self.clock_fraction |= bool((clocks & ~ok).any())
-        self.clock_ap |= bool((clocks & ~as_duration).any())
-        self.clock_long |= bool((ok & (colons == 1) & (hours_first >= 24 * 3600)).any())
-        if self.clock_view is None:
-            self.clock_view = dataclasses.replace(copy.deepcopy(self), reads_commas=False,
-                                                  clocks_only=False)
-        seconds = np.where(ok, hours_first, minutes_first)
-        self.clock_view.add(pc.if_else(pa.array(clocks), pc.cast(pa.array(seconds), pa.string()),
-                                       pc.if_else(pa.array(odd), "", s)))
-
-    def clock_kind(self):
-        """How the clock texts read: True (a time of day, or hours first), values.DURATION
-        (elapsed times: M:SS under an hour beside H:MM:SS, as races' results are written, or
-        M:SS.ff), or None: two-part texts of times of day beside three-part ones (13:30,
-        1:02:03: no one reading tells minutes from hours there), or a fraction beside am/pm."""
-        if not self.clock_ap and (self.clock_fraction or
-                                  (self.clock_long and self.clock_colons == {1, 2})):
-            return DURATION
-        if self.clock_fraction or len(self.clock_colons) != 1:
-            return None
-        return True
-
-    def clock_numbers(self) -> tuple:
-        """(the statistics of the column read as seconds (ColumnSpec.clock), the texts read
-        as missing there) where every present value is a clock text of one reading
-        (clock_kind) but for a few texts (_few, in at most STRAY_TEXT_SHARE of the values),
-        with more than CLOCK_SLOTS distinct times; else (None, ())."""
-        view = self.clock_view
-        if not self.clocks_only or view is None or self.clock_kind() is None \
-                or view.rows != self.rows or not view.numeric or not _few(self.unclocked_texts) \
-                or (view.distinct_count is not None and view.distinct_count <= CLOCK_SLOTS):
-            return None, ()
-        return view, tuple(sorted(self.unclocked_texts))
 
     def numeric_examples_wanted(self) -> bool:
         return len(self.texts) < EXAMPLES and self.non_numeric < EXAMPLES

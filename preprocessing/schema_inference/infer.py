@@ -38,7 +38,7 @@ stripped:
   (H:MM or H:MM:SS), are a float read as seconds (ColumnSpec.clock: _as_numbers), decided
   as numbers are: a feature, or a label to regress on. Durations, two parts beside three
   with a first part past 23 (`58:12`, `1:02:03`) or two parts with a fraction (`1:02.35`),
-  read two parts as M:SS (ColumnSpec.clock `duration`: ColumnStats.clock_kind);
+  read two parts as M:SS (ColumnSpec.clock `duration`: ClockStats.clock_kind);
 - a column named like a key that repeats (a patient's `id` over visits) is a feature, not the
   key, and the derived `<name>_entity` (_entity): an exact vocabulary, whose one id past the
   values seen in train stands for an entity never seen (the models learn both:

@@ -209,7 +209,7 @@ def test_a_stray_text_among_clock_times_is_missing_and_mixed_or_other_texts_stay
     assert "1 text value(s) ['9.12'] no clock time" in decisions["capture"].why
     assert np.isnan(RowParser(schema, names).parse(rows[500])[0])
     assert [schema.column(n).clock for n in names[1:]] == [False] * 6
-    assert schema.column("slot").transform == "vocabulary"  # 3 times: slots (CLOCK_SLOTS)
+    assert schema.column("slot").transform == "vocabulary"  # 3 times: slots (clock_stats.CLOCK_SLOTS)
     assert schema.column("when").transform == "datetime"
     count = schema.column("count")  # numbers with a stray time: those read as missing
     assert (count.type, "10:30" in count.missing) == ("float", True)
