@@ -55,6 +55,19 @@ def _create_exclusive(path: str, text: str) -> bool:
     return True
 
 
+def _rewrite(path: str, text: str) -> None:
+    """Replaces the lock's record whole: a reader sees the old one or the new one, never a
+    truncated file (Cloud Storage replaces an object so; a local file is written beside it
+    and renamed over it)."""
+    if filesys.is_remote_path(path):
+        filesys.write_text(path, text)
+        return
+    scratch = f"{path}.renewal-{os.getpid()}"
+    with open(scratch, "w") as f:
+        f.write(text)
+    os.replace(scratch, path)
+
+
 class LockWaitTimeout(RuntimeError):
     """Another run held the publish lock for longer than this run would wait."""
 
@@ -102,7 +115,7 @@ class PublishLock:
         self.path = FileSystems.join(output, LOCK)
         self.owner, self.job, self.lease, self.poll = owner, job, lease_secs, poll_secs
         self.max_wait, self.unreadable = max_wait_secs, unreadable_secs
-        self._stop = None
+        self._stop = self._renewer = None
 
     def _record(self) -> str:
         now = time.time()
@@ -157,12 +170,15 @@ class PublishLock:
                 held = _read_lock(self.path)
                 if held is None or held.get("owner") != self.owner:
                     return
-                filesys.write_text(self.path, json.dumps(dict(held, renewed=time.time())))
-        threading.Thread(target=renew, daemon=True, name="publish-lock").start()
+                _rewrite(self.path, json.dumps(dict(held, renewed=time.time())))
+        self._renewer = threading.Thread(target=renew, daemon=True, name="publish-lock")
+        self._renewer.start()
 
     def __exit__(self, *exc):
         if self._stop is not None:
             self._stop.set()
+            # A renewal under way would write the lock again after its release.
+            self._renewer.join(timeout=self.lease)
         held = _read_lock(self.path)
         if held is not None and held.get("owner") == self.owner:
             FileSystems.delete([self.path])
