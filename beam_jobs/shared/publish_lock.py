@@ -1,11 +1,11 @@
 """The publish lock: two runs into one output publish one at a time under
 `OUTPUT/_PUBLISH_LOCK`, created exclusively (O_EXCL locally, a generation-0 precondition on
-Cloud Storage). Its holder renews it every few seconds; a lock whose process is gone (same
-host) or that has not been renewed for LEASE_SECS is taken over; an empty, unreadable or
-half-written one (a kill between its create and its write, a full disk) once it is older than
-UNREADABLE_LOCK_SECS. A run waiting on a live holder says so (whose lock, for how long) and
-gives up after MAX_WAIT_SECS with one line (LockWaitTimeout). No Beam pipeline in it:
-publish.py's protocol and the Finalize step use it."""
+Cloud Storage). Its holder renews it every few seconds, replacing its record whole; a lock
+whose process is gone (same host) or that has not been renewed for LEASE_SECS is taken over;
+an empty, unreadable or half-written one (a kill between its create and its write, a full
+disk) once it is older than UNREADABLE_LOCK_SECS. A run waiting on a live holder says so
+(whose lock, for how long) and gives up after MAX_WAIT_SECS with one line (LockWaitTimeout).
+No Beam pipeline in it: publish.py's protocol and the Finalize step use it."""
 from __future__ import annotations
 
 import json
