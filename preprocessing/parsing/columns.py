@@ -121,17 +121,17 @@ def clock_readings(s: pa.Array) -> tuple:
         v = m.field(field)
         return pc.cast(pc.if_else(pc.equal(v, ""), "0", v), to).to_numpy(zero_copy_only=False)
 
-    hours, minutes, ap = num("h"), num("m"), m.field("ap")
+    hours, minutes, seconds, ap = num("h"), num("m"), num("s", pa.float64()), m.field("ap")
     twelve = mask(pc.not_equal(ap, ""))
     # a duration: two parts are minutes and seconds (a fraction too); never am/pm
     two = mask(pc.equal(m.field("s"), ""))
-    three_parts = (hours * 3600 + minutes * 60) + num("s", pa.float64())
+    three_parts = (hours * 3600 + minutes * 60) + seconds
     minutes_first = np.where(two, (hours * 60 + minutes) + num("f", pa.float64()), three_parts)
     ok_duration = ok & ~twelve
     ok &= mask(pc.equal(m.field("f"), "")) & (~twelve | ((hours >= 1) & (hours <= 12)))
     pm = mask(pc.is_in(ap, value_set=pa.array(["P", "p"])))
     hours = np.where(twelve, hours % 12 + np.where(pm, 12, 0), hours)
-    return (hours * 3600 + minutes * 60) + num("s", pa.float64()), ok, minutes_first, ok_duration
+    return (hours * 3600 + minutes * 60) + seconds, ok, minutes_first, ok_duration
 
 
 def _valid_date(year, month, day) -> np.ndarray:

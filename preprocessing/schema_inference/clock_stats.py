@@ -39,7 +39,8 @@ class ClockStats:
                 self.clock_view.add(s)
             return
         limit = STRAY_TEXT_SHARE * (self.present + n)
-        colon = mask(pc.match_substring(s, ":"))
+        colons = pc.count_substring(s, ":").to_numpy(zero_copy_only=False)
+        colon = colons > 0
         self.unclocked += int((present & ~colon).sum())  # numbers or words
         if self.unclocked <= limit:
             hours_first, ok, minutes_first, as_duration = clock_readings(s)
@@ -51,7 +52,6 @@ class ClockStats:
         if odd.any():
             keep_first(self.unclocked_texts, s.filter(pa.array(odd)))
         clocks = present & (ok | as_duration)
-        colons = pc.count_substring(s, ":").to_numpy(zero_copy_only=False)
         self.clock_colons.update(np.unique(colons[clocks]).tolist())
         self.clock_fraction |= bool((clocks & ~ok).any())
         self.clock_ap |= bool((clocks & ~as_duration).any())
