@@ -73,7 +73,7 @@ class ColumnSpec:
     # The decimal mark of a float column's numbers: "," where they are written 39,1 (a
     # European spreadsheet's ';'-delimited file); every reader parses them as 39.1.
     decimal: str = "."
-    # How a datetime column's dates are written: "ymd" (ISO, YYYY-MM-DD), "mdy" / "dmy"
+    # How a datetime column's dates are written: "ymd" (ISO, YYYY-MM-DD or YYYY/MM/DD), "mdy" / "dmy"
     # (1/3/2011 month first, a US spreadsheet's; 03.01.2011 day first), or "ym", a month
     # without its day (2018-03, Mar-2018, 1998 Q1): values.DATE_ORDERS.
     date_order: str = "ymd"

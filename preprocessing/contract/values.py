@@ -8,12 +8,13 @@ non-ASCII digits, `nan`/`inf` (non_finite_number). Float columns are stored as f
 value beyond it, or a non-zero one that would be stored as 0 (`1e-400`), is
 number_out_of_range. An int column takes an integer literal within int64, or a decimal with
 an integral value within +-2**53 (`3.0`, `2e3`). A datetime is `YYYY-MM-DD HH:MM:SS` (or with
-a `T`), a valid calendar time, optionally followed by a fraction of a second (`.123`) and a
-zone: `Z`, `UTC` or an offset `+05:00`/`-0330`/`+05` (hours 0-23), with or without a space
-before it. A time with a zone is converted to UTC before its parts are taken (in the
-transform graph, so preprocess and serving agree); a time without one is taken as UTC.
+a `T`; `/` or `.` may stand for both `-`, as some systems export dates), a valid calendar
+time, optionally followed by a fraction of a second (`.123`) and a zone: `Z`, `UTC` or an
+offset `+05:00`/`-0330`/`+05` (hours 0-23), with or without a space before it. A time
+with a zone is converted to UTC before its parts are taken (in the transform graph, so
+preprocess and serving agree); a time without one is taken as UTC.
 Anything else after the seconds is unparsable_datetime. A date alone (`YYYY-MM-DD`) is that
-date at midnight, UTC.
+date at midnight, UTC; a time without seconds (`YYYY-MM-DD HH:MM`, no zone) is that minute.
 
 A float column may be written as a clock (ColumnSpec.clock: a time of day `13:30`, `5:00 a.m.`,
 or a duration `2:31:38`, a race's time): hours (up to four digits), `:`, two digits of
@@ -53,7 +54,10 @@ import pyarrow as pa
 
 from preprocessing.accounting.rejects import Reject
 
-DATETIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
+DATETIME_RE = re.compile(r"^\d{4}([-/.])\d{2}\1\d{2}[ T]\d{2}:\d{2}:\d{2}")
+# The date's separators a `ymd` datetime may use (both the same); the transform graph reads
+# its fields by position, so any of them parses alike there.
+YMD_SEPARATORS = "-/."
 # What may follow the seconds (the Arrow column check uses the same pattern).
 DATETIME_TAIL_PATTERN = r"(?:\.[0-9]{1,9})? ?(?:Z|UTC|[+-](?:[01][0-9]|2[0-3])(?::?[0-5][0-9])?)?"
 DATETIME_TAIL_RE = re.compile(DATETIME_TAIL_PATTERN)
@@ -203,12 +207,14 @@ def coerce_value(text: str, dtype: str, decimal: str = ".", clock=False):
     return int(v)
 
 
-DATE_ONLY_LENGTH = 10      # `YYYY-MM-DD`: a datetime at midnight (UTC)
-MIDNIGHT = " 00:00:00"
+# What completes a `ymd` datetime written short, by its length: a date alone (`YYYY-MM-DD`)
+# is midnight (UTC), a time without its seconds (`YYYY-MM-DD HH:MM`) that minute's start.
+YMD_COMPLETIONS = {10: " 00:00:00", 16: ":00"}
 # ColumnSpec.date_order: ISO's year first, a date written month first or day first, or a
 # month without its day.
 DATE_ORDERS = ("ymd", "mdy", "dmy", "ym")
-DATE_ORDER_FORMS = {"ymd": "YYYY-MM-DD[ HH:MM:SS[.fff][Z|UTC|+HH:MM]]",
+DATE_ORDER_FORMS = {"ymd": ("YYYY-MM-DD (or YYYY/MM/DD, YYYY.MM.DD)"
+                            "[ HH:MM:SS[.fff][Z|UTC|+HH:MM] or HH:MM]"),
                     "mdy": "M/D/YYYY (or M/D/YY, '.' or '-' for '/'; Aug 6, 2009)[ H:MM[:SS]]",
                     "dmy": "D/M/YYYY (or D/M/YY, '.' or '-' for '/'; 6-Aug-09)[ H:MM[:SS]]",
                     "ym": "a year and a month, no day (2018-03, 03/2018, Mar-2018, 1960 Jan, "
@@ -300,12 +306,11 @@ def looks_like_datetime(text: str, order: str = "ymd") -> bool:
             return True
         except ValueError:
             return False
-    if len(text) == DATE_ONLY_LENGTH:
-        text += MIDNIGHT
+    text += YMD_COMPLETIONS.get(len(text), "")
     if not DATETIME_RE.match(text) or not DATETIME_TAIL_RE.fullmatch(text[19:]):
         return False
     try:
-        datetime.datetime.fromisoformat(text[:19])
+        datetime.datetime.fromisoformat(f"{text[:4]}-{text[5:7]}-{text[8:19]}")
         return True
     except ValueError:
         return False

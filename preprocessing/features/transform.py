@@ -37,6 +37,7 @@ from preprocessing.contract.values import (
     TWO_DIGIT_PIVOT,
     YEAR_MONTH_PATTERN,
     YEAR_MONTH_RE,
+    YMD_COMPLETIONS,
 )
 from preprocessing.features.module_files import load_module_function
 
@@ -145,7 +146,8 @@ def datetime_parts(s: tf.Tensor, order: str = "ymd") -> dict:
     elif order != "ymd":
         minutes = _ordered_minutes(s, order)
     else:
-        s = tf.where(tf.strings.length(s) == 10, s + " 00:00:00", s)  # a date alone: midnight
+        for length, tail in YMD_COMPLETIONS.items():  # a date alone: midnight; no seconds: :00
+            s = tf.where(tf.strings.length(s) == length, s + tail, s)
 
         def num(pos, length):
             return tf.strings.to_number(tf.strings.substr(s, pos, length), out_type=tf.int64)

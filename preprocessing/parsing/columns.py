@@ -19,16 +19,16 @@ import pyarrow.compute as pc
 
 from preprocessing.contract.values import (
     CLOCK_PATTERN,
-    DATE_ONLY_LENGTH,
     DATETIME_TAIL_PATTERN,
     DURATION,
-    MIDNIGHT,
     MONTH_NAMES,
     NONZERO_MANTISSA_PATTERN,
     NUMBER_PATTERN,
     ORDERED_DATE_PATTERN,
     TWO_DIGIT_PIVOT,
     YEAR_MONTH_PATTERN,
+    YMD_COMPLETIONS,
+    YMD_SEPARATORS,
     float32_storable,
 )
 
@@ -39,9 +39,11 @@ _FLOAT = f"^{NUMBER_PATTERN}$"
 _INT = r'^-?[0-9]{1,18}$'
 _NONZERO_MANTISSA = "^" + NONZERO_MANTISSA_PATTERN  # '1e-400' casts to 0.0
 _DATETIME_TAIL = f"^.{{19}}{DATETIME_TAIL_PATTERN}$"
-# Byte ranges per position of YYYY-MM-DD?HH:MM:SS (position 10, ' ' or 'T', checked apart).
-_LOW = np.frombuffer(b"0000-00-00 00:00:00", dtype=np.uint8)
-_HIGH = np.frombuffer(b"9999-99-99T99:99:99", dtype=np.uint8)
+# Byte ranges per position of YYYY-MM-DD?HH:MM:SS (positions 4 and 7, the date's separators,
+# and 10, ' ' or 'T', checked apart).
+_LOW = np.frombuffer(b"0000\x0000\x0000 00:00:00", dtype=np.uint8)
+_HIGH = np.frombuffer(b"9999\xff99\xff99T99:99:99", dtype=np.uint8)
+_YMD_SEPARATORS = np.frombuffer(YMD_SEPARATORS.encode(), dtype=np.uint8)
 _NO_DATE = b"0000-00-00 00:00:00"
 _DAYS = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
 
@@ -200,8 +202,9 @@ def _year_month_ok(s) -> np.ndarray:
 
 
 def datetime_ok(s, order: str = "ymd") -> np.ndarray:
-    """looks_like_datetime, vectorised for ASCII `YYYY-MM-DD[[ T]HH:MM:SS[tail]]` (a valid
-    date and time, a fraction and zone as values.DATETIME_TAIL_PATTERN), or for the date
+    """looks_like_datetime, vectorised for ASCII `YYYY-MM-DD[[ T]HH:MM:SS[tail]]` (`/` or `.`
+    for both `-`; a valid date and time, a fraction and zone as
+    values.DATETIME_TAIL_PATTERN), or for the date
     `order` `mdy` / `dmy` / `ym`; anything else is False and goes to the row-by-row check."""
     n = len(s)
     if n == 0:
@@ -210,15 +213,16 @@ def datetime_ok(s, order: str = "ymd") -> np.ndarray:
         return _year_month_ok(s)
     if order != "ymd":
         return _ordered_ok(s, order)
-    # A date alone (`YYYY-MM-DD`) is that date at midnight.
-    s = pc.if_else(pc.equal(pc.binary_length(s), DATE_ONLY_LENGTH),
-                   pc.binary_join_element_wise(s, MIDNIGHT, ""), s)
+    for length, tail in YMD_COMPLETIONS.items():  # a date alone: midnight; no seconds: :00
+        s = pc.if_else(pc.equal(pc.binary_length(s), length),
+                       pc.binary_join_element_wise(s, tail, ""), s)
     tail_ok = mask(pc.match_substring_regex(s, _DATETIME_TAIL))
     head = pc.binary_slice(s.cast(pa.binary()), 0, 19)
     full = mask(pc.equal(pc.binary_length(head), 19))
     head = pc.if_else(pa.array(full), head, pa.scalar(_NO_DATE))
     m = np.frombuffer(join(head, b"").as_buffer(), dtype=np.uint8).reshape(n, 19)
-    ok = full & tail_ok & ((m >= _LOW) & (m <= _HIGH)).all(axis=1)  # digits, '-', ':'
+    ok = full & tail_ok & ((m >= _LOW) & (m <= _HIGH)).all(axis=1)  # digits, ':'
+    ok &= (m[:, 4] == m[:, 7]) & np.isin(m[:, 4], _YMD_SEPARATORS)  # '-', '/' or '.', twice
     ok &= (m[:, 10] == 32) | (m[:, 10] == 84)  # ' ' or 'T'
 
     def num(*cols):

@@ -8,6 +8,7 @@ import itertools
 from typing import Optional
 
 from preprocessing.contract.schema import ColumnSpec
+from preprocessing.contract.values import looks_like_datetime
 from preprocessing.schema_inference.column_stats import NA_TOKENS, ColumnStats
 
 DATE_PARTS = ("weekday", "month", "day", "days")  # of a column of dates alone
@@ -40,7 +41,12 @@ def dated_column(name: str, s: ColumnStats, missing: int) -> Optional[tuple]:
         order, what = "ym", ("month without its day (2018-03, Mar-2018, 1998 Q1), read as its "
                              "first day")
     elif "ymd" in orders:
-        order, what = "ymd", f"{'YYYY-MM-DD HH:MM:SS' if s.timed else 'YYYY-MM-DD'} {kind}"
+        first = next((v.strip() for v in s.distinct if looks_like_datetime(v.strip())),
+                     "0000-00-00 00:00:00")
+        form = f"YYYY{first[4:5]}MM{first[4:5]}DD"  # as its values write it: `-`, `/` or `.`
+        if s.timed:
+            form += " HH:MM:SS" if len(first) > 16 else " HH:MM"
+        order, what = "ymd", f"{form} {kind}"
     elif len(orders) == 1:
         order = orders[0]
         named = any(c.isalpha() for v in itertools.islice(s.distinct, 1000) for c in v[:4])

@@ -171,17 +171,25 @@ def test_vectorised_datetime_check_is_looks_like_datetime():
         y, mo, d = rng.randrange(0, 2500), rng.randrange(0, 14), rng.randrange(0, 33)
         h, mi, s = rng.randrange(0, 26), rng.randrange(0, 62), rng.randrange(0, 62)
         sep = rng.choice(" T ")
-        texts.append(f"{y:04d}-{mo:02d}-{d:02d}{sep}{h:02d}:{mi:02d}:{s:02d}"
+        # the date's separators: `-`, `/` or `.` twice; mixed or another are no date
+        d1, d2 = rng.choice(["--", "--", "//", "..", "-/", "/.", "  ", "xx"])
+        texts.append(f"{y:04d}{d1}{mo:02d}{d2}{d:02d}{sep}{h:02d}:{mi:02d}:{s:02d}"
                      + rng.choice(["", " UTC", "Z", ".5", "+05:30", "-0330", "+05", ".25-08:00",
                                    "+24:00", "+05:60", " PST", "x", "+5", ".Z"]))
-        texts.append(f"{y:04d}-{mo:02d}-{d:02d}")  # a date alone
+        texts.append(f"{y:04d}{d1}{mo:02d}{d2}{d:02d}")  # a date alone
+        texts.append(f"{y:04d}-{mo:02d}-{d:02d}{sep}{h:02d}:{mi:02d}"  # no seconds
+                     + rng.choice(["", "", "Z", " UTC", "+05:30"]))
     texts += ["2024-02-29 00:00:00", "1900-02-29 00:00:00", "2000-02-29 00:00:00", "x", "",
               "2025-01-01", "\u0662025-01-01 00:00:00", "2024-02-29", "2023-02-29", "2025-1-01",
-              "2025-01-01Z", "20250101000"]
+              "2025-01-01Z", "20250101000", "2016/01/01 00:47:36", "2016.02.29", "2016/1/01",
+              "2018-01-01 02:22", "2018-01-01 2:22", "2018-01-01 02:2"]
     got = columns.datetime_ok(pa.array(texts)).tolist()
     assert got == [looks_like_datetime(t) for t in texts]
     assert sum(got) > 1000
     assert looks_like_datetime("2024-02-29") and not looks_like_datetime("2023-02-29")
+    assert looks_like_datetime("2016/01/01 00:47:36") and looks_like_datetime("2016.02.29")
+    assert not looks_like_datetime("2016/01-01") and not looks_like_datetime("2016/02/30")
+    assert looks_like_datetime("2018-01-01 02:22") and not looks_like_datetime("2018-01-01 02:22Z")
 
 
 def _records(block):

@@ -332,6 +332,28 @@ def test_a_month_without_its_day_is_a_datetime_with_a_trend_not_an_identifier(fm
     assert (col.date_order, col.default) == ("ym", "1970-01")
 
 
+@pytest.mark.parametrize("sep, seconds, form", [("/", ":36", "YYYY/MM/DD HH:MM:SS"),
+                                                ("-", "", "YYYY-MM-DD HH:MM"),
+                                                (".", ":36", "YYYY.MM.DD HH:MM:SS")])
+def test_year_first_dates_with_slashes_dots_or_no_seconds_are_iso_datetimes(sep, seconds, form):
+    """`2016/01/01 00:47:36` (a police log's export; Japanese and Chinese systems write it
+    so, German ones `2016.01.01`) and `2018-01-01 02:22` (no seconds) were text; they are
+    ISO's order with other separators or the seconds left out, read by the same rule
+    (values.DATETIME_RE) and by position in the graph."""
+    texts = _dates(lambda d: d.strftime(f"%Y{sep}%m{sep}%d") + f" {d.day % 24:02d}:47{seconds}")
+    rows = [[t, str(i % 7), str(i % 2)] for i, t in enumerate(texts)]
+    schema, decisions = infer_from_profile(profile_rows(["when", "x", "y"], rows), "y")
+    col = schema.column("when")
+    assert (col.transform, col.date_order, col.parts) == ("datetime", "ymd", TIMED_PARTS)
+    assert decisions["when"].why.startswith(f"every value is a {form} datetime")
+    parser = RowParser(schema, ["when", "x", "y"])
+    assert all(parser.parse(r)[0] == r[0] for r in rows)
+    rows[4][0] = texts[4].replace(sep, "/" if sep == "-" else "-", 1)  # mixed: a dead letter
+    with pytest.raises(Reject) as rejected:
+        parser.parse(rows[4])
+    assert rejected.value.reason == "unparsable_datetime"
+
+
 def test_a_month_and_day_without_a_year_is_no_month_of_a_year():
     """`Mar 15` is more often a day than March 2015, and `03/18` a fraction or a score more
     often than March 2018: such columns are no `ym` dates."""

@@ -22,6 +22,11 @@ def test_datetime_parts_match_python_calendar():
     texts = [d.strftime("%Y-%m-%d %H:%M:%S") + (" UTC" if i % 2 else "")
              for i, d in enumerate(stamps)]
     texts[0] = stamps[0].strftime("%Y-%m-%dT%H:%M:%S")
+    # read by position: a date written YYYY/MM/DD or YYYY.MM.DD gives the same parts
+    texts[1::3] = [d.strftime("%Y/%m/%d %H:%M:%S") for d in stamps[1::3]]
+    texts[2::3] = [d.strftime("%Y.%m.%d %H:%M:%S") for d in stamps[2::3]]
+    texts[4::9] = [d.strftime("%Y-%m-%d %H:%M") for d in stamps[4::9]]  # no seconds
+    assert all(looks_like_datetime(t) for t in texts)
     parts = {k: v.numpy() for k, v in datetime_parts(tf.constant(texts)).items()}
     assert parts["weekday"].tolist() == [d.weekday() for d in stamps]
     assert parts["hour"].tolist() == [d.hour for d in stamps]
