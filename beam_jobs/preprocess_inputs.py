@@ -116,8 +116,7 @@ class InputsFound:
             logging.warning("preprocess: schema inference left out %s row(s) that are not UTF-8 "
                             "text; the pipeline dead-letters them (bad_encoding): save the "
                             "file as UTF-8 to keep them", f"{prof.not_utf8:,}")
-        commas = [name for name, column in prof.columns.items()
-                  if column.decimal_commas and column.comma_numbers() is None]
+        commas = [name for name, column in prof.columns.items() if column.unread_commas]
         if commas:
             logging.warning("preprocess: column(s) %s: %s", ", ".join(map(repr, commas)),
                             DECIMAL_COMMA_NOTE)

@@ -17,6 +17,7 @@ from preprocessing.contract.values import (
     DATE_ORDERS,
     DECIMAL_MARKS,
     DURATION,
+    GROUPING_MARKS,
     coerce_value,
     looks_like_datetime,
 )
@@ -83,6 +84,11 @@ def _columns(schema) -> set:
         if c.decimal not in DECIMAL_MARKS or (c.decimal != "." and c.type != "float"):
             raise SchemaError(f"column '{c.name}': decimal {c.decimal!r} must be '.', or ',' "
                               f"for a float column")
+        if c.grouping not in GROUPING_MARKS or (c.grouping and (
+                c.type not in ("float", "int") or c.grouping == c.decimal or c.clock)):
+            raise SchemaError(f"column '{c.name}': grouping {c.grouping!r} must be '', or ',' "
+                              f"(or '.' beside decimal ',') for a number column not written "
+                              f"as a clock")
         if not (isinstance(c.clock, bool) or c.clock == DURATION) or \
                 (c.clock and (c.type != "float" or c.decimal != ".")):
             raise SchemaError(f"column '{c.name}': clock {c.clock!r} must be false, or true "

@@ -18,6 +18,7 @@ Spec file format (YAML shown; JSON has the same keys)::
       - {name: pickup_datetime, type: string, transform: datetime, parts: [hour, weekday]}
       - {name: pickup_longitude, type: float, transform: zscore}
       - {name: tip_share, type: float, decimal: ",", transform: zscore}  # written 0,15
+      - {name: income, type: float, grouping: ",", transform: zscore}  # written 52,000
       - {name: ordered_on, type: string, transform: datetime, date_order: mdy}  # 1/3/2011
       - {name: start_time, type: float, clock: true, transform: zscore}  # 7:05 p.m., in seconds
       - {name: race_time, type: float, clock: duration}  # 58:12 or 1:02:03, in seconds
@@ -73,6 +74,9 @@ class ColumnSpec:
     # The decimal mark of a float column's numbers: "," where they are written 39,1 (a
     # European spreadsheet's ';'-delimited file); every reader parses them as 39.1.
     decimal: str = "."
+    # A number column's thousands separator: "," where its numbers are written 1,234,567.5
+    # (grouped in threes; "." beside a decimal comma, 1.234.567,5): values.GROUPING_MARKS.
+    grouping: str = ""
     # How a datetime column's dates are written: "ymd" (ISO, YYYY-MM-DD or YYYY/MM/DD), "mdy" / "dmy"
     # (1/3/2011 month first, a US spreadsheet's; 03.01.2011 day first), or "ym", a month
     # without its day (2018-03, Mar-2018, 1998 Q1): values.DATE_ORDERS.

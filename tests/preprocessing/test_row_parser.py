@@ -251,6 +251,44 @@ def test_a_decimal_comma_column_reads_39_1_alike_row_by_row_and_column_wise():
         "unparsable_number"
 
 
+@pytest.mark.parametrize("column, decimal, read, refused", [
+    ("fare_amount", ".", {"1,234,567.5": 1234567.5, "-12,000": -12000.0, "999.25": 999.25,
+                          "+1,000": 1000.0, "7": 7.0, " 2,500.75 ": 2500.75},
+     ["12,34", "1,2345", ",123", "1,,234", "1,234e5", "1,234.5.6", "1,234,56"]),
+    ("fare_amount", ",", {"1.234.567,5": 1234567.5, "39,1": 39.1, "1.000": 1000.0},
+     ["1.23,4", "1,234.5", "12.34"]),
+    ("passenger_count", ".", {"1,234": 1234, "-5,000,000": -5000000, "3": 3},
+     ["1,234.5", "12,3"]),
+])
+def test_a_grouped_column_reads_1_234_alike_row_by_row_and_column_wise(column, decimal, read,
+                                                                        refused):
+    """A number column written with thousands separators (ColumnSpec.grouping; "." beside
+    a decimal comma): both parsers drop the mark where the integer part is grouped in
+    threes and refuse it elsewhere (`12,34` is no thousand), each reject naming the form."""
+    grouping = "." if decimal == "," else ","
+    grouped = dataclasses.replace(SCHEMA, columns=tuple(
+        dataclasses.replace(c, decimal=decimal, grouping=grouping) if c.name == column else c
+        for c in SCHEMA.columns))
+    grouped.validate()
+    pos = HEADER.index(column)
+    parser = row_parser.RowParser(grouped, HEADER)
+    rows = []
+    for text in list(read) + refused:
+        row = list(GOOD)
+        row[pos] = text
+        rows.append(row)
+        if text in read:
+            assert parser.parse(row)[pos] == read[text]
+        else:
+            reject = _reject_of(parser, row)
+            assert reject.reason == "unparsable_number" and repr(text) in reject.detail
+            assert f"grouped in threes by {grouping!r}" in reject.detail
+    block = parser.parse_many(rows * 20)  # past FEW_ROWS: the Arrow path
+    got = dict(zip(block.index, block.rows()))
+    got.update({i: (e.reason, e.detail) for i, e in block.errors})
+    assert got == _row_by_row(parser, rows * 20) and len(block.errors) == 20 * len(refused)
+
+
 
 @pytest.mark.parametrize("order, read, refused", [
     ("mdy", ["1/3/2011", "12/31/99 23:59", "2.29.2024", "1-3-11 9:05:07", "Aug 6, 2009",

@@ -204,6 +204,21 @@ def test_a_decimal_comma_round_trips_and_an_older_schema_reads_a_point():
 
 
 
+def test_a_grouping_round_trips_and_is_refused_where_no_number_could_hold_it():
+    spec = {"label": "y", "columns": [{"name": "x", "type": "int", "grouping": ","},
+                                      {"name": "y", "type": "float"}]}
+    schema = Schema.from_dict(spec)
+    assert schema.column("x").grouping == "," and schema.column("y").grouping == ""
+    assert Schema.loads(schema.dumps(), "x.json") == schema
+    assert "grouping" not in schema.to_dict()["columns"][1]  # a file of before reads the same
+    for bad in ({"type": "string", "grouping": ","}, {"type": "float", "grouping": " "},
+                {"type": "float", "decimal": ",", "grouping": ","},
+                {"type": "float", "clock": True, "grouping": ","}):
+        spec["columns"][0] = {"name": "x", **bad}
+        with pytest.raises(SchemaError, match="column 'x': grouping .* must be"):
+            Schema.from_dict(spec).validate()
+
+
 def test_a_date_order_round_trips_and_an_older_schema_reads_iso_dates():
     spec = {"label": "y", "columns": [
         {"name": "d", "type": "string", "transform": "datetime", "date_order": "dmy",

@@ -1,6 +1,7 @@
 """Schema inference (preprocessing/schema_inference): types from the whole input, NA tokens,
 codes, identifiers by statistics, dates, and TensorFlow names of any header."""
 import calendar
+import csv
 import io
 
 import numpy as np
@@ -86,6 +87,38 @@ def test_numbers_with_a_decimal_comma_are_numbers_in_a_file_not_delimited_by_com
     prof = profile_csv([("t.csv", lambda: io.BytesIO(("x,y\n" + quoted).encode()))])
     schema, decisions = infer_from_profile(prof, "y")
     assert schema.column("x").type == "string" and DECIMAL_COMMA_NOTE in decisions["x"].why
+
+
+def test_numbers_with_thousands_separators_are_numbers_in_a_comma_delimited_file():
+    """A report's `"1,234,567.50"` (quoted in a comma-delimited file) was text, so hashed:
+    it is a number read with ',' as a thousands separator (ColumnSpec.grouping), an int
+    column and a regression label too; one `"12,34"` among them is a stray read as missing,
+    as a word would be. A column where many a ',' is not grouped in threes stays text, as
+    does a ';' file's 1,234 (a decimal comma there)."""
+    rows = "".join(f'"{i * 1234.5:,.2f}","{i * 1001:,}",{i % 5},'
+                   f'"{"12,34" if i % 5 == 0 else f"{(i % 50) * 997:,}"}",'
+                   f'"{"12,34" if i == 77 else f"{(i % 50) * 997:,}"}","{(i % 40) * 997:,}"\n'
+                   for i in range(400))
+    prof = profile_csv([("t.csv", lambda: io.BytesIO(("inc,n,c,odd,stray,y\n" + rows).encode()))])
+    schema, decisions = infer_from_profile(prof, "y")
+    inc, n, y = schema.column("inc"), schema.column("n"), schema.column("y")
+    assert (inc.type, inc.transform, inc.grouping) == ("float", "numeric", ",")
+    assert (n.type, n.grouping) == ("int", ",") and schema.column("c").grouping == ""
+    assert (y.type, y.grouping, schema.task) == ("float", ",", "regression")
+    assert decisions["inc"].why.endswith("written with thousands separators (1,234,567): "
+                                         "read as numbers")
+    assert schema.column("odd").type == "string" and schema.column("odd").grouping == ""
+    stray = schema.column("stray")
+    assert (stray.type, stray.grouping, stray.default) == ("float", ",", "mean")
+    assert "12,34" in stray.missing and "12,34" in decisions["stray"].why
+    parser = RowParser(schema, ["inc", "n", "c", "odd", "stray", "y"])
+    last, odd = (next(csv.reader([rows.splitlines()[i]])) for i in (399, 77))
+    assert parser.parse(last)[:2] == (399 * 1234.5, 399 * 1001)
+    assert parser.parse(last)[4] == 49 * 997 and np.isnan(parser.parse(odd)[4])
+    semi = "".join(f"{i % 9},{i % 7 + 100};{i % 2}\n" for i in range(300))
+    prof = profile_csv([("t.csv", lambda: io.BytesIO(("x;y\n" + semi).encode()))], ";")
+    x = infer_from_profile(prof, "y")[0].column("x")
+    assert (x.decimal, x.grouping) == (",", "")
 
 
 def test_a_decimal_comma_first_met_in_a_later_statistics_pass_is_read_over_every_row():
