@@ -260,8 +260,15 @@ def race_time(seconds) -> str:
         f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
+def thousands(value) -> str:
+    """A number as a report writes it, grouped in threes: 1,234,567.5 (Python's `,`)."""
+    if value != value:  # NaN: an empty field
+        return ""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,}"
+
+
 def run_table(name, work, seed=0, table=None, split=None, train_flags=(), cv_fold=None,
-              group=None, entity_copy=None, race_times=()) -> dict:
+              group=None, entity_copy=None, race_times=(), grouped=()) -> dict:
     """One table's line; `table` (loader, label, task, leaks) for one outside the lists;
     `split` a preprocess --split other than its default; `train_flags` more flags of
     training.task (a setting's worth against the defaults); `cv_fold` k: the seeded split's
@@ -271,7 +278,8 @@ def run_table(name, work, seed=0, table=None, split=None, train_flags=(), cv_fol
     `entity_copy` a column whose values the jobs' files also hold as text, in
     `<column>_entity` (a number that names an entity, given as a category too; the baseline
     reads the table's own columns); `race_times` columns of seconds the jobs' files write
-    as race_time does (the baseline reads the seconds)."""
+    as race_time does (the baseline reads the seconds); `grouped` columns of numbers they
+    write with thousands separators (`thousands`; the baseline reads the numbers)."""
     loader, label, task, leaks = table or _named(name)
     df = loader().drop(columns=list(leaks))
     test_mask = test_rows(df, seed, group)
@@ -285,6 +293,7 @@ def run_table(name, work, seed=0, table=None, split=None, train_flags=(), cv_fol
         if entity_copy:
             part = part.assign(**{f"{entity_copy}_entity": "e" + part[entity_copy].astype(str)})
         part = part.assign(**{c: part[c].map(race_time) for c in race_times})
+        part = part.assign(**{c: part[c].map(thousands) for c in grouped})
         part.to_csv(os.path.join(d, file), index=False)
     secs = {
         "prep": time_job("beam_jobs.preprocess", ["--input", f"{d}/train.csv", "--output",
@@ -376,6 +385,9 @@ def main(argv=None):
                     help="comma-separated columns of seconds the jobs' files write as a "
                     "race's results (M:SS under an hour, H:MM:SS past it); scikit-learn "
                     "reads the seconds")
+    ap.add_argument("--thousands", default="", metavar="COLUMNS",
+                    help="comma-separated number columns the jobs' files write with "
+                    "thousands separators (1,234,567.5); scikit-learn reads the numbers")
     a = ap.parse_args(argv)
     work = a.work_dir or tempfile.mkdtemp(prefix="tabular_quality_")
     print(f"{'table':<11} {'rows':>6} {'metric':<8} {'ours':>9} {'baseline':>9} {'vs':>9} "
@@ -389,7 +401,8 @@ def main(argv=None):
             results.append(run_table(name, work, a.seed, split=a.split,
                                      train_flags=a.train_flags.split(), cv_fold=a.cv_fold,
                                      group=a.group_split, entity_copy=a.entity_copy,
-                                     race_times=[c for c in a.race_times.split(",") if c]))
+                                     race_times=[c for c in a.race_times.split(",") if c],
+                                     grouped=[c for c in a.thousands.split(",") if c]))
         except Exception as e:  # a job that failed is a result too: say which and go on
             print(f"{name:<11} FAILED: {type(e).__name__}: {str(e)[:300]}", flush=True)
             continue
