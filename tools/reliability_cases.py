@@ -4,6 +4,7 @@ download), as (name, job arguments, data lines the input holds or None[, job, ou
 from __future__ import annotations
 
 import calendar
+import csv as csv_module
 import gzip
 import io
 import os
@@ -66,6 +67,7 @@ def cases(work: str, quick: bool):
     good = os.path.join(work, "a_good.csv")
     yield from _inferred_cases(csv, lines, os.path.join(work, "bomb.csv.gz"),
                                os.path.join(work, "latin1.csv"))
+    yield from _written_forms_cases(csv, lines)
     yield from _round3_cases(work, csv, good, header, body)
     yield from _image_cases(work, csv)
     yield from _round4_cases(work, csv, good, header, body)
@@ -215,6 +217,38 @@ def _inferred_cases(csv, lines, bomb, latin1):
         "--input", csv("dur_bad.csv", "\n".join(bad)), "--schema_spec",
         csv("dur.yaml", timed)], n
     yield "inferred: the gzip bomb", inferred(bomb), None
+
+
+def _written_forms_cases(csv, lines):
+    """Dates and numbers as other systems write them (round 12, 2026-12-06): year first with
+    slashes and no seconds, and fares grouped in threes (a quoted "1,234.50")."""
+    text = "\n".join(lines) + "\n"
+    n = len(lines) - 1
+    slashed = re.sub(r"\b(\d{4})-(\d{2})-(\d{2}) (\d\d:\d\d):\d\d UTC\b", r"\1/\2/\3 \4", text)
+    yield "inferred: pickup times as 2025/06/02 08:15", [
+        "--input", csv("i_slashed.csv", slashed), "--label_column", "fare_amount"], n
+    fare = lines[0].split(",").index("fare_amount")
+
+    def grouped(bad: dict) -> str:  # fares in cents, grouped: "1,234"; `bad` rows otherwise
+        rows = list(csv_module.reader(lines))
+        for i, row in enumerate(rows[1:], 1):
+            try:
+                cents = f"{int(round(float(row[fare]) * 100)):,}"
+            except (ValueError, IndexError):  # the corpus' own bad rows stay as they are
+                continue
+            row[fare] = bad.get(i, cents)
+        out = io.StringIO()
+        csv_module.writer(out, lineterminator="\n").writerows(rows)
+        return out.getvalue()
+
+    yield "inferred: fares in cents grouped in threes (\"1,234\"), 1 not", [
+        "--input", csv("i_grouped.csv", grouped({3: "12,34"})), "--label_column",
+        "fare_amount"], n
+    spec = open(SPEC).read().replace("{name: fare_amount, type: float",
+                                     "{name: fare_amount, type: float, grouping: ','")
+    yield "a spec's grouped fares, 3 not in threes", [
+        "--input", csv("grouped_bad.csv", grouped({3: "12,34", 4: "1,2345", 5: ",123"})),
+        "--schema_spec", csv("grouped.yaml", spec)], n
 
 
 def _round3_cases(work, csv, good, header, body):
