@@ -223,22 +223,8 @@ def test_a_decimal_comma_column_reads_39_1_alike_row_by_row_and_column_wise():
                "1,5x": "unparsable_number", "nan": "non_finite_number",
                "1e39": "number_out_of_range"}
     parser = row_parser.RowParser(comma, HEADER)
-    rows = []
-    for i, text in enumerate(list(read) + list(refused)):
-        row = list(GOOD)
-        row[fare] = text
-        rows.append(row)
-        if text in read:
-            assert parser.parse(row)[fare] == read[text]
-        else:
-            with pytest.raises(rejects.Reject) as e:
-                parser.parse(row)
-            assert e.value.reason == refused[text] and repr(text.strip()) in e.value.detail
+    rows = _read_alike(parser, fare, read, refused)
     assert "as float with a decimal ','" in _reject_of(parser, rows[len(read)]).detail
-    block = parser.parse_many(rows * 20)  # past FEW_ROWS: the Arrow path
-    got = dict(zip(block.index, block.rows()))
-    got.update({i: (e.reason, e.detail) for i, e in block.errors})
-    assert got == _row_by_row(parser, rows * 20)
     # JSON: a number is a number (its point read as the mark); a text follows the mark.
     record = dict(zip(HEADER, GOOD))
     for value, want in (("39.5", 39.5), ('"39,5"', 39.5), ("4", 4.0), ("-2e-3", -0.002)):
@@ -270,10 +256,19 @@ def test_a_grouped_column_reads_1_234_alike_row_by_row_and_column_wise(column, d
         dataclasses.replace(c, decimal=decimal, grouping=grouping) if c.name == column else c
         for c in SCHEMA.columns))
     grouped.validate()
-    pos = HEADER.index(column)
     parser = row_parser.RowParser(grouped, HEADER)
+    rows = _read_alike(parser, HEADER.index(column), read,
+                       {text: "unparsable_number" for text in refused})
+    assert all(f"grouped in threes by {grouping!r}" in _reject_of(parser, row).detail
+               for row in rows[len(read):])
+
+
+def _read_alike(parser, pos, read: dict, refused: dict) -> list:
+    """The rows of GOOD with field `pos` each text of `read` ({text: value}) and `refused`
+    ({text: reason}): the row parser reads or rejects each so (the reject quoting the
+    text), and the Arrow path (parse_many) gives the same values and rejects."""
     rows = []
-    for text in list(read) + refused:
+    for text in list(read) + list(refused):
         row = list(GOOD)
         row[pos] = text
         rows.append(row)
@@ -281,12 +276,12 @@ def test_a_grouped_column_reads_1_234_alike_row_by_row_and_column_wise(column, d
             assert parser.parse(row)[pos] == read[text]
         else:
             reject = _reject_of(parser, row)
-            assert reject.reason == "unparsable_number" and repr(text) in reject.detail
-            assert f"grouped in threes by {grouping!r}" in reject.detail
+            assert reject.reason == refused[text] and repr(text.strip()) in reject.detail
     block = parser.parse_many(rows * 20)  # past FEW_ROWS: the Arrow path
     got = dict(zip(block.index, block.rows()))
     got.update({i: (e.reason, e.detail) for i, e in block.errors})
     assert got == _row_by_row(parser, rows * 20) and len(block.errors) == 20 * len(refused)
+    return rows
 
 
 

@@ -194,27 +194,25 @@ def test_taxi_spec_round_trips_through_json():
     assert s.categorical_outputs()[s.crosses[0].name] == 168
 
 
-def test_a_decimal_comma_round_trips_and_an_older_schema_reads_a_point():
-    spec = {"label": "y", "columns": [{"name": "x", "type": "float", "decimal": ","},
-                                      {"name": "y", "type": "float"}]}
+@pytest.mark.parametrize("x, field, value, before", [
+    ({"type": "float", "decimal": ","}, "decimal", ",", "."),
+    ({"type": "int", "grouping": ","}, "grouping", ",", "")])
+def test_a_number_form_round_trips_and_an_older_schema_reads_plain_numbers(x, field, value,
+                                                                            before):
+    spec = {"label": "y", "columns": [{"name": "x", **x}, {"name": "y", "type": "float"}]}
     schema = Schema.from_dict(spec)
-    assert schema.column("x").decimal == "," and schema.column("y").decimal == "."
+    assert getattr(schema.column("x"), field) == value
+    assert getattr(schema.column("y"), field) == before
     assert Schema.loads(schema.dumps(), "x.json") == schema
-    assert "decimal" not in schema.to_dict()["columns"][1]  # a file of before reads the same
+    assert field not in schema.to_dict()["columns"][1]  # a file of before reads the same
 
 
-
-def test_a_grouping_round_trips_and_is_refused_where_no_number_could_hold_it():
-    spec = {"label": "y", "columns": [{"name": "x", "type": "int", "grouping": ","},
-                                      {"name": "y", "type": "float"}]}
-    schema = Schema.from_dict(spec)
-    assert schema.column("x").grouping == "," and schema.column("y").grouping == ""
-    assert Schema.loads(schema.dumps(), "x.json") == schema
-    assert "grouping" not in schema.to_dict()["columns"][1]  # a file of before reads the same
+def test_a_grouping_is_refused_where_no_number_could_hold_it():
+    spec = {"label": "y", "columns": [{"name": "y", "type": "float"}]}
     for bad in ({"type": "string", "grouping": ","}, {"type": "float", "grouping": " "},
                 {"type": "float", "decimal": ",", "grouping": ","},
                 {"type": "float", "clock": True, "grouping": ","}):
-        spec["columns"][0] = {"name": "x", **bad}
+        spec["columns"][1:] = [{"name": "x", **bad}]
         with pytest.raises(SchemaError, match="column 'x': grouping .* must be"):
             Schema.from_dict(spec).validate()
 
