@@ -267,8 +267,14 @@ def thousands(value) -> str:
     return f"{int(value):,}" if float(value).is_integer() else f"{value:,}"
 
 
+# How --thousands, --dollars and --percent write a number column (the baseline reads it).
+WRITTEN = {"thousands": thousands,
+           "dollars": lambda v: "" if v != v else ("-$" if v < 0 else "$") + thousands(abs(v)),
+           "percent": lambda v: "" if v != v else f"{v}%"}
+
+
 def run_table(name, work, seed=0, table=None, split=None, train_flags=(), cv_fold=None,
-              group=None, entity_copy=None, race_times=(), grouped=()) -> dict:
+              group=None, entity_copy=None, race_times=(), written=None) -> dict:
     """One table's line; `table` (loader, label, task, leaks) for one outside the lists;
     `split` a preprocess --split other than its default; `train_flags` more flags of
     training.task (a setting's worth against the defaults); `cv_fold` k: the seeded split's
@@ -278,8 +284,8 @@ def run_table(name, work, seed=0, table=None, split=None, train_flags=(), cv_fol
     `entity_copy` a column whose values the jobs' files also hold as text, in
     `<column>_entity` (a number that names an entity, given as a category too; the baseline
     reads the table's own columns); `race_times` columns of seconds the jobs' files write
-    as race_time does (the baseline reads the seconds); `grouped` columns of numbers they
-    write with thousands separators (`thousands`; the baseline reads the numbers)."""
+    as race_time does (the baseline reads the seconds); `written` ({column: a key of
+    WRITTEN}) number columns they write so (the baseline reads the numbers)."""
     loader, label, task, leaks = table or _named(name)
     df = loader().drop(columns=list(leaks))
     test_mask = test_rows(df, seed, group)
@@ -293,7 +299,8 @@ def run_table(name, work, seed=0, table=None, split=None, train_flags=(), cv_fol
         if entity_copy:
             part = part.assign(**{f"{entity_copy}_entity": "e" + part[entity_copy].astype(str)})
         part = part.assign(**{c: part[c].map(race_time) for c in race_times})
-        part = part.assign(**{c: part[c].map(thousands) for c in grouped})
+        part = part.assign(**{c: part[c].map(WRITTEN[how])
+                              for c, how in (written or {}).items()})
         part.to_csv(os.path.join(d, file), index=False)
     secs = {
         "prep": time_job("beam_jobs.preprocess", ["--input", f"{d}/train.csv", "--output",
@@ -385,9 +392,11 @@ def main(argv=None):
                     help="comma-separated columns of seconds the jobs' files write as a "
                     "race's results (M:SS under an hour, H:MM:SS past it); scikit-learn "
                     "reads the seconds")
-    ap.add_argument("--thousands", default="", metavar="COLUMNS",
-                    help="comma-separated number columns the jobs' files write with "
-                    "thousands separators (1,234,567.5); scikit-learn reads the numbers")
+    for how, example in (("thousands", "1,234,567.5"), ("dollars", "$1,234.5, -$5"),
+                         ("percent", "13.5%")):
+        ap.add_argument(f"--{how}", default="", metavar="COLUMNS",
+                        help=f"comma-separated number columns the jobs' files write as "
+                        f"{example}; scikit-learn reads the numbers")
     a = ap.parse_args(argv)
     work = a.work_dir or tempfile.mkdtemp(prefix="tabular_quality_")
     print(f"{'table':<11} {'rows':>6} {'metric':<8} {'ours':>9} {'baseline':>9} {'vs':>9} "
@@ -402,7 +411,8 @@ def main(argv=None):
                                      train_flags=a.train_flags.split(), cv_fold=a.cv_fold,
                                      group=a.group_split, entity_copy=a.entity_copy,
                                      race_times=[c for c in a.race_times.split(",") if c],
-                                     grouped=[c for c in a.thousands.split(",") if c]))
+                                     written={c: how for how in WRITTEN
+                                              for c in getattr(a, how).split(",") if c}))
         except Exception as e:  # a job that failed is a result too: say which and go on
             print(f"{name:<11} FAILED: {type(e).__name__}: {str(e)[:300]}", flush=True)
             continue

@@ -221,7 +221,7 @@ def _inferred_cases(csv, lines, bomb, latin1):
 
 def _written_forms_cases(csv, lines):
     """Dates and numbers as other systems write them (round 12, 2026-12-06): year first with
-    slashes and no seconds, and fares grouped in threes (a quoted "1,234.50")."""
+    slashes and no seconds, and fares grouped in threes (a quoted "1,234") or in dollars."""
     text = "\n".join(lines) + "\n"
     n = len(lines) - 1
     slashed = re.sub(r"\b(\d{4})-(\d{2})-(\d{2}) (\d\d:\d\d):\d\d UTC\b", r"\1/\2/\3 \4", text)
@@ -229,14 +229,17 @@ def _written_forms_cases(csv, lines):
         "--input", csv("i_slashed.csv", slashed), "--label_column", "fare_amount"], n
     fare = lines[0].split(",").index("fare_amount")
 
-    def grouped(bad: dict) -> str:  # fares in cents, grouped: "1,234"; `bad` rows otherwise
+    def grouped(bad: dict, dollars=False) -> str:
+        """The file with its fares in cents grouped in threes ("1,234"), or in dollars with
+        their sign ("$18.39"); the rows of `bad` ({row: text}) written otherwise."""
         rows = list(csv_module.reader(lines))
         for i, row in enumerate(rows[1:], 1):
             try:
-                cents = f"{int(round(float(row[fare]) * 100)):,}"
+                fare_text = f"${float(row[fare]):,.2f}" if dollars else \
+                    f"{int(round(float(row[fare]) * 100)):,}"
             except (ValueError, IndexError):  # the corpus' own bad rows stay as they are
                 continue
-            row[fare] = bad.get(i, cents)
+            row[fare] = bad.get(i, fare_text)
         out = io.StringIO()
         csv_module.writer(out, lineterminator="\n").writerows(rows)
         return out.getvalue()
@@ -244,6 +247,9 @@ def _written_forms_cases(csv, lines):
     yield "inferred: fares in cents grouped in threes (\"1,234\"), 1 not", [
         "--input", csv("i_grouped.csv", grouped({3: "12,34"})), "--label_column",
         "fare_amount"], n
+    yield "inferred: fares as dollars ($18.39), 1 not", [
+        "--input", csv("i_dollars.csv", grouped({3: "18.39$"}, dollars=True)),
+        "--label_column", "fare_amount"], n
     spec = open(SPEC).read().replace("{name: fare_amount, type: float",
                                      "{name: fare_amount, type: float, grouping: ','")
     yield "a spec's grouped fares, 3 not in threes", [

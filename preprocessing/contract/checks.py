@@ -18,6 +18,7 @@ from preprocessing.contract.values import (
     DECIMAL_MARKS,
     DURATION,
     GROUPING_MARKS,
+    UNITS,
     coerce_value,
     looks_like_datetime,
 )
@@ -89,6 +90,9 @@ def _columns(schema) -> set:
             raise SchemaError(f"column '{c.name}': grouping {c.grouping!r} must be '', or ',' "
                               f"(or '.' beside decimal ',') for a number column not written "
                               f"as a clock")
+        if c.unit not in UNITS or (c.unit and (c.type not in ("float", "int") or c.clock)):
+            raise SchemaError(f"column '{c.name}': unit {c.unit!r} must be '', or one of "
+                              f"{list(UNITS[1:])} for a number column not written as a clock")
         if not (isinstance(c.clock, bool) or c.clock == DURATION) or \
                 (c.clock and (c.type != "float" or c.decimal != ".")):
             raise SchemaError(f"column '{c.name}': clock {c.clock!r} must be false, or true "

@@ -19,6 +19,7 @@ Spec file format (YAML shown; JSON has the same keys)::
       - {name: pickup_longitude, type: float, transform: zscore}
       - {name: tip_share, type: float, decimal: ",", transform: zscore}  # written 0,15
       - {name: income, type: float, grouping: ",", transform: zscore}  # written 52,000
+      - {name: int_rate, type: float, unit: "%", transform: zscore}  # written 13.5%
       - {name: ordered_on, type: string, transform: datetime, date_order: mdy}  # 1/3/2011
       - {name: start_time, type: float, clock: true, transform: zscore}  # 7:05 p.m., in seconds
       - {name: race_time, type: float, clock: duration}  # 58:12 or 1:02:03, in seconds
@@ -77,6 +78,9 @@ class ColumnSpec:
     # A number column's thousands separator: "," where its numbers are written 1,234,567.5
     # (grouped in threes; "." beside a decimal comma, 1.234.567,5): values.GROUPING_MARKS.
     grouping: str = ""
+    # A number column's unit sign, dropped by every reader: "$" (or "€", "£") before the
+    # digits ($1,234.50, -$5), "%" after them (13.5%, read 13.5): values.UNITS.
+    unit: str = ""
     # How a datetime column's dates are written: "ymd" (ISO, YYYY-MM-DD or YYYY/MM/DD), "mdy" / "dmy"
     # (1/3/2011 month first, a US spreadsheet's; 03.01.2011 day first), or "ym", a month
     # without its day (2018-03, Mar-2018, 1998 Q1): values.DATE_ORDERS.

@@ -31,6 +31,7 @@ from preprocessing.contract.values import (
     YMD_SEPARATORS,
     float32_storable,
     grouped_pattern,
+    unit_pattern,
 )
 
 # Every character str.strip() removes (str.isspace), so utf8_trim is exactly .strip().
@@ -65,10 +66,11 @@ def stripped(texts: pa.Array) -> pa.Array:
 
 
 def convert(s: pa.Array, dtype: str, dates: Optional[str], decimal: str = ".", clock=False,
-            grouping: str = ""):
+            grouping: str = "", unit: str = ""):
     """(values, bad) for one column of stripped, non-null texts `s`: values as an Arrow
     string array (strings) or a numpy array (numbers, written with `decimal` as their mark,
-    maybe grouped in threes by `grouping`, or as values.coerce_value's `clock`: seconds),
+    maybe grouped in threes by `grouping`, maybe with their `unit` sign, or as
+    values.coerce_value's `clock`: seconds),
     datetimes (`dates`: their date order, values.DATE_ORDERS) checked, `bad` a numpy mask of
     the positions the row-by-row parser must redo (their value here is a placeholder)."""
     bad = mask(pc.equal(s, ""))
@@ -77,6 +79,9 @@ def convert(s: pa.Array, dtype: str, dates: Optional[str], decimal: str = ".", c
         bad |= ~datetime_ok(s, dates)
     if dtype == "string":
         return s, bad
+    if unit:  # coerce_value's rule: the sign where it belongs dropped; elsewhere refused
+        s = pc.replace_substring_regex(s, *unit_pattern(unit))
+        bad |= mask(pc.match_substring(s, unit))
     if grouping:  # coerce_value's rule: grouped in threes, the mark dropped; else refused
         marked = mask(pc.match_substring(s, grouping))
         bad |= marked & ~mask(pc.match_substring_regex(s, grouped_pattern(grouping, decimal)))

@@ -129,7 +129,8 @@ def _convert(parser: RowParser, table, n: int):
         if n and c.optional and c.default is None and not pc.any(pc.not_equal(s, "")).as_py():
             columns.append(("const", None))
             continue
-        values, col_bad = convert(s, c.dtype, c.dates, c.decimal, c.clock, c.grouping)
+        values, col_bad = convert(s, c.dtype, c.dates, c.decimal, c.clock, c.grouping,
+                                  c.unit)
         bad |= col_bad
         columns.append(("values", values))
     return columns, bad

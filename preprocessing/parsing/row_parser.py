@@ -44,6 +44,7 @@ class ColumnPlan:
     decimal: str = "."      # a number's decimal mark (ColumnSpec.decimal)
     clock: bool = False     # numbers written as a clock, read as seconds (ColumnSpec.clock)
     grouping: str = ""      # a number's thousands separator (ColumnSpec.grouping)
+    unit: str = ""          # a number's unit sign (ColumnSpec.unit)
 
 
 class RowParser:
@@ -62,7 +63,7 @@ class RowParser:
         self.plan = [ColumnPlan(
             c.name, positions.get(c.name), c.type, c.typed_default(),
             c.date_order if c.transform == "datetime" else None, c.name in optional,
-            frozenset(c.missing), c.decimal, c.clock, c.grouping)
+            frozenset(c.missing), c.decimal, c.clock, c.grouping, c.unit)
             for c in schema.columns]
         self.width = len(self.header)
         # field position -> the decimal mark of a column not written with a point
@@ -95,11 +96,13 @@ class RowParser:
                 raise Reject("unparsable_datetime", f"column '{c.name}': {text!r} is not "
                                                     f"{DATE_ORDER_FORMS[c.dates]}")
             try:
-                values.append(coerce_value(text, c.dtype, c.decimal, c.clock, c.grouping))
+                values.append(coerce_value(text, c.dtype, c.decimal, c.clock, c.grouping,
+                                           c.unit))
             except NumberError as e:
                 mark = (f" as a {'duration' if c.clock == DURATION else 'clock'}" if c.clock
                         else ("" if c.decimal == "." else f" with a decimal {c.decimal!r}")
-                        + (f" grouped in threes by {c.grouping!r}" if c.grouping else ""))
+                        + (f" grouped in threes by {c.grouping!r}" if c.grouping else "")
+                        + (f" written with {c.unit!r}" if c.unit else ""))
                 raise Reject(e.reason, f"column '{c.name}': cannot read {text!r} as "
                                        f"{c.dtype}{mark} ({e.reason})") from None
         return tuple(values)
@@ -131,7 +134,7 @@ class RowParser:
                 columns.append(("values", [None] * len(rows)))
                 continue
             values, bad = columns_mod.convert(texts, c.dtype, c.dates, c.decimal, c.clock,
-                                              c.grouping)
+                                              c.grouping, c.unit)
             if c.dtype == "string":
                 values = values.to_pylist()
             slow.update(np.flatnonzero(bad).tolist())

@@ -19,7 +19,9 @@ from preprocessing.contract.values import (
     DECIMAL_COMMA_PATTERN,
     INTEGER_PATTERN,
     NUMBER_PATTERN,
+    UNITS,
     grouped_pattern,
+    unit_pattern,
 )
 from preprocessing.parsing.columns import PY_WHITESPACE, datetime_ok, mask
 from preprocessing.schema_inference.clock_stats import ClockStats
@@ -46,6 +48,7 @@ _NUMBER = f"^{NUMBER_PATTERN}$"
 _INTEGER = f"^{INTEGER_PATTERN}$"
 _DECIMAL_COMMA = f"^{DECIMAL_COMMA_PATTERN}$"  # 39,1: a European spreadsheet's number
 _GROUPED = grouped_pattern(",")  # 1,234,567.5: a report's or a spreadsheet's number
+_MARKS = "[,%$€£]"  # what a number may be written with besides the grammar (_view_written)
 _LEADING_ZERO = r"^[+-]?0[0-9]"
 # A time of day that is midnight UTC: a date exported with its time (12/2/1994 0:00:00,
 # R's 1988-07-10T00:00:00Z).
@@ -97,12 +100,14 @@ class ColumnStats(ClockStats):
     reads_commas: bool = False
     comma_view: Optional["ColumnStats"] = None
     points: int = 0
-    # A comma-delimited file: the same values with thousands separators dropped where
-    # grouped in threes (1,234,567.5; `grouped` counts them), for `grouped_numbers`: a copy
-    # made at the first value holding a ',', fed until it is mostly text (`ungrouped`).
+    # A comma-delimited file: the same values with their unit signs dropped ($1,234.50,
+    # 13.5%: `units` counts each sign's values) and their thousands separators where grouped
+    # in threes (`grouped` counts them), for `written_numbers`: a copy made at the first
+    # value holding either, fed until it is mostly text (`unwritten`).
     grouped: int = 0
-    ungrouped: bool = False
-    group_view: Optional["ColumnStats"] = None
+    units: dict = dataclasses.field(default_factory=dict)
+    unwritten: bool = False
+    written_view: Optional["ColumnStats"] = None
     # Every present value so far a clock text (values.CLOCK_PATTERN) but for at most
     # STRAY_TEXT_SHARE of them (`unclocked`, the first few kept in `unclocked_texts`), with
     # these numbers of ':' (1: H:MM, 2: H:MM:SS); `clock_view`: the same values read as
@@ -149,8 +154,8 @@ class ColumnStats(ClockStats):
         na = pc.is_in(s, value_set=pa.array(NA_TOKENS, s.type))
         if self.reads_commas:
             self._view_with_commas(s, na)
-        elif not self.ungrouped:
-            self._view_grouped(s)
+        elif not self.unwritten:
+            self._view_written(s)
         if self.clocks_only:
             self._view_as_clock(s, na)
         self.rows += len(s)
@@ -280,31 +285,40 @@ class ColumnStats(ClockStats):
             self.comma_view = dataclasses.replace(copy.deepcopy(self), reads_commas=False)
         self.comma_view.add(pc.if_else(comma, pc.replace_substring(s, ",", "."), s))
 
-    def _view_grouped(self, s: pa.Array) -> None:
-        """Feeds group_view the stripped values `s` (before they are added here) with the
-        separators of those grouped in threes dropped (the others, `12,34` or words, are
-        texts there, maybe a few strays), until the view is mostly text; until the first
-        value holding a ',' the view would equal these statistics, so it is copied then."""
-        if self.group_view is not None and self.group_view.mostly_text:
-            self.ungrouped, self.group_view = True, None
+    def _view_written(self, s: pa.Array) -> None:
+        """Feeds written_view the stripped values `s` (before they are added here) with each
+        unit sign where it belongs dropped, then the separators of those grouped in threes
+        (the others, `12,34` or words, are texts there, maybe a few strays), until the view
+        is mostly text; until the first value holding a ',' or a sign the view would equal
+        these statistics, so it is copied then."""
+        if self.written_view is not None and self.written_view.mostly_text:
+            self.unwritten, self.written_view = True, None
             return
-        if self.group_view is None and not pc.any(pc.match_substring(s, ",")).as_py():
+        if self.written_view is None and not pc.any(pc.match_substring_regex(s, _MARKS)).as_py():
             return
+        for unit in UNITS[1:]:
+            pattern, replacement = unit_pattern(unit)
+            signed = pc.sum(pc.match_substring_regex(s, pattern)).as_py() or 0
+            if signed:
+                self.units[unit] = self.units.get(unit, 0) + signed
+                s = pc.replace_substring_regex(s, pattern, replacement)
         grouped = pc.match_substring_regex(s, _GROUPED)
         self.grouped += pc.sum(grouped).as_py() or 0
-        if self.group_view is None:
-            self.group_view = dataclasses.replace(copy.deepcopy(self), ungrouped=True,
-                                                  clocks_only=False, clock_view=None)
-        self.group_view.add(pc.if_else(grouped, pc.replace_substring(s, ",", ""), s))
+        if self.written_view is None:
+            self.written_view = dataclasses.replace(copy.deepcopy(self), unwritten=True,
+                                                    clocks_only=False, clock_view=None)
+        self.written_view.add(pc.if_else(grouped, pc.replace_substring(s, ",", ""), s))
 
-    def grouped_numbers(self) -> Optional["ColumnStats"]:
-        """The statistics of the column read with ',' as a thousands separator
-        (ColumnSpec.grouping) where some values are written 1,234 (whether that makes the
-        column numbers, a few texts aside, is decided on them as on any column); else None."""
-        view = self.group_view
-        if view is None or self.ungrouped or not self.grouped or view.rows != self.rows:
-            return None
-        return view
+    def written_numbers(self) -> tuple:
+        """(the statistics of the column read with its unit sign dropped and ',' as a
+        thousands separator, the grouping, the unit: ColumnSpec's) where some values are so
+        written (1,234, $5, 13.5%), with one sign at most (whether that makes the column
+        numbers, a few texts aside, is decided on them as on any column); else (None, "", "")."""
+        view, units = self.written_view, [u for u, n in self.units.items() if n]
+        if view is None or self.unwritten or view.rows != self.rows or len(units) > 1 or \
+                not (self.grouped or units):
+            return None, "", ""
+        return view, "," if self.grouped else "", units[0] if units else ""
 
     def comma_numbers(self) -> Optional["ColumnStats"]:
         """The statistics of the column read with a decimal comma (ColumnSpec.decimal ","),
@@ -320,7 +334,7 @@ class ColumnStats(ClockStats):
     def unread_commas(self) -> bool:
         """decimal_commas, and neither reading (comma_numbers, grouped_numbers) takes them."""
         return self.decimal_commas and self.comma_numbers() is None and \
-            self.grouped_numbers() is None
+            self.written_numbers()[0] is None
 
     @property
     def decimal_commas(self) -> bool:

@@ -253,20 +253,24 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
 def _as_numbers(s: ColumnStats, decide) -> tuple:
     """`decide(stats)`'s (spec, ..., why), on the column read with a decimal comma where that
     makes it a float (ColumnStats.comma_numbers: a file not delimited by commas), with ','
-    as a thousands separator where that makes it a number (ColumnStats.grouped_numbers: a
-    comma-delimited file's quoted `"1,234"`), or read as seconds where it is clock texts
-    and that makes it a number (ColumnStats.clock_numbers; not where the seconds would be
-    an identifier), else on its texts as they are."""
+    as a thousands separator and its unit sign dropped where that makes it a number
+    (ColumnStats.written_numbers: a comma-delimited file's `"1,234"`, `$5`, `13.5%`), or
+    read as seconds where it is clock texts and that makes it a number
+    (ColumnStats.clock_numbers; not where the seconds would be an identifier), else on its
+    texts as they are."""
     view = s.comma_numbers()
     if view is not None:
         spec, *rest, why = decide(view)
         if spec.type == "float":
             return (dataclasses.replace(spec, decimal=","), *rest, f"{why}; {DECIMAL_COMMA_READ}")
-    view = s.grouped_numbers()
+    view, grouping, unit = s.written_numbers()
     if view is not None:
         spec, *rest, why = decide(view)
         if spec.type in ("float", "int"):
-            return (dataclasses.replace(spec, grouping=","), *rest, f"{why}; {GROUPED_READ}")
+            read = [GROUPED_READ] if grouping else []
+            read += [f"written with {unit!r}: read as numbers without it"] if unit else []
+            return (dataclasses.replace(spec, grouping=grouping, unit=unit), *rest,
+                    f"{why}; {'; '.join(read)}")
     view, strays = s.clock_numbers()
     if view is not None:
         spec, *rest, why = decide(view)

@@ -237,30 +237,37 @@ def test_a_decimal_comma_column_reads_39_1_alike_row_by_row_and_column_wise():
         "unparsable_number"
 
 
-@pytest.mark.parametrize("column, decimal, read, refused", [
-    ("fare_amount", ".", {"1,234,567.5": 1234567.5, "-12,000": -12000.0, "999.25": 999.25,
-                          "+1,000": 1000.0, "7": 7.0, " 2,500.75 ": 2500.75},
-     ["12,34", "1,2345", ",123", "1,,234", "1,234e5", "1,234.5.6", "1,234,56"]),
-    ("fare_amount", ",", {"1.234.567,5": 1234567.5, "39,1": 39.1, "1.000": 1000.0},
-     ["1.23,4", "1,234.5", "12.34"]),
-    ("passenger_count", ".", {"1,234": 1234, "-5,000,000": -5000000, "3": 3},
-     ["1,234.5", "12,3"]),
+@pytest.mark.parametrize("column, form, read, refused, named", [
+    ("fare_amount", {"grouping": ","},
+     {"1,234,567.5": 1234567.5, "-12,000": -12000.0, "999.25": 999.25, "+1,000": 1000.0,
+      "7": 7.0, " 2,500.75 ": 2500.75},
+     ["12,34", "1,2345", ",123", "1,,234", "1,234e5", "1,234.5.6", "1,234,56"],
+     "grouped in threes by ','"),
+    ("fare_amount", {"decimal": ",", "grouping": "."},
+     {"1.234.567,5": 1234567.5, "39,1": 39.1, "1.000": 1000.0}, ["1.23,4", "1,234.5", "12.34"],
+     "grouped in threes by '.'"),
+    ("passenger_count", {"grouping": ","}, {"1,234": 1234, "-5,000,000": -5000000, "3": 3},
+     ["1,234.5", "12,3"], "grouped in threes by ','"),
+    ("fare_amount", {"grouping": ",", "unit": "$"},
+     {"$1,234.50": 1234.5, "-$5": -5.0, "$ 7": 7.0, "$-2": -2.0, "8.25": 8.25},
+     ["5$", "$$5", "$12,34", "US$5", "$"], "written with '$'"),
+    ("fare_amount", {"unit": "%"}, {"13.5%": 13.5, "13.5 %": 13.5, "-2%": -2.0, "7": 7.0},
+     ["%5", "12%%", "13.5 pct", "%"], "written with '%'"),
 ])
-def test_a_grouped_column_reads_1_234_alike_row_by_row_and_column_wise(column, decimal, read,
-                                                                        refused):
+def test_a_number_column_written_with_separators_or_signs_reads_alike_row_by_row_and_column_wise(
+        column, form, read, refused, named):
     """A number column written with thousands separators (ColumnSpec.grouping; "." beside
-    a decimal comma): both parsers drop the mark where the integer part is grouped in
-    threes and refuse it elsewhere (`12,34` is no thousand), each reject naming the form."""
-    grouping = "." if decimal == "," else ","
-    grouped = dataclasses.replace(SCHEMA, columns=tuple(
-        dataclasses.replace(c, decimal=decimal, grouping=grouping) if c.name == column else c
-        for c in SCHEMA.columns))
-    grouped.validate()
-    parser = row_parser.RowParser(grouped, HEADER)
+    a decimal comma) or a unit sign (ColumnSpec.unit: `$5`, `13.5%`): both parsers drop the
+    mark where it belongs (the integer part grouped in threes, a currency before the
+    digits, a percent after them) and refuse it elsewhere (`12,34` is no thousand), each
+    reject naming the form."""
+    written = dataclasses.replace(SCHEMA, columns=tuple(
+        dataclasses.replace(c, **form) if c.name == column else c for c in SCHEMA.columns))
+    written.validate()
+    parser = row_parser.RowParser(written, HEADER)
     rows = _read_alike(parser, HEADER.index(column), read,
                        {text: "unparsable_number" for text in refused})
-    assert all(f"grouped in threes by {grouping!r}" in _reject_of(parser, row).detail
-               for row in rows[len(read):])
+    assert all(named in _reject_of(parser, row).detail for row in rows[len(read):])
 
 
 def _read_alike(parser, pos, read: dict, refused: dict) -> list:

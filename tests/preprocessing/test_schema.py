@@ -196,7 +196,8 @@ def test_taxi_spec_round_trips_through_json():
 
 @pytest.mark.parametrize("x, field, value, before", [
     ({"type": "float", "decimal": ","}, "decimal", ",", "."),
-    ({"type": "int", "grouping": ","}, "grouping", ",", "")])
+    ({"type": "int", "grouping": ","}, "grouping", ",", ""),
+    ({"type": "float", "unit": "%"}, "unit", "%", "")])
 def test_a_number_form_round_trips_and_an_older_schema_reads_plain_numbers(x, field, value,
                                                                             before):
     spec = {"label": "y", "columns": [{"name": "x", **x}, {"name": "y", "type": "float"}]}
@@ -207,13 +208,16 @@ def test_a_number_form_round_trips_and_an_older_schema_reads_plain_numbers(x, fi
     assert field not in schema.to_dict()["columns"][1]  # a file of before reads the same
 
 
-def test_a_grouping_is_refused_where_no_number_could_hold_it():
+def test_a_grouping_or_a_unit_is_refused_where_no_number_could_hold_it():
     spec = {"label": "y", "columns": [{"name": "y", "type": "float"}]}
     for bad in ({"type": "string", "grouping": ","}, {"type": "float", "grouping": " "},
                 {"type": "float", "decimal": ",", "grouping": ","},
-                {"type": "float", "clock": True, "grouping": ","}):
+                {"type": "float", "clock": True, "grouping": ","},
+                {"type": "string", "unit": "%"}, {"type": "float", "unit": "USD"},
+                {"type": "float", "clock": True, "unit": "$"}):
         spec["columns"][1:] = [{"name": "x", **bad}]
-        with pytest.raises(SchemaError, match="column 'x': grouping .* must be"):
+        field = "grouping" if "grouping" in bad else "unit"
+        with pytest.raises(SchemaError, match=f"column 'x': {field} .* must be"):
             Schema.from_dict(spec).validate()
 
 

@@ -121,6 +121,25 @@ def test_numbers_with_thousands_separators_are_numbers_in_a_comma_delimited_file
     assert (x.decimal, x.grouping) == (",", "")
 
 
+def test_numbers_with_a_currency_or_percent_sign_are_numbers_in_a_comma_delimited_file():
+    """A loan file's `13.56%` and `"$1,234.50"` were text: they are numbers read without
+    the sign (ColumnSpec.unit) and separators, 13.56 and 1234.5. Two currencies in one
+    column, or words with a sign, stay text."""
+    rows = "".join(f'{i % 23 + 5.25}%,"${i * 101.5:,.2f}","{"€" if i % 2 else "$"}{i}",'
+                   f'{i % 9} off%,{i % 2}\n' for i in range(400))
+    prof = profile_csv([("t.csv", lambda: io.BytesIO(("rate,paid,two,word,y\n"
+                                                      + rows).encode()))])
+    schema, decisions = infer_from_profile(prof, "y")
+    rate, paid = schema.column("rate"), schema.column("paid")
+    assert (rate.type, rate.transform, rate.unit, rate.grouping) == ("float", "numeric", "%", "")
+    assert (paid.type, paid.unit, paid.grouping) == ("float", "$", ",")
+    assert decisions["rate"].why.endswith("written with '%': read as numbers without it")
+    assert schema.column("two").type == schema.column("word").type == "string"
+    parser = RowParser(schema, ["rate", "paid", "two", "word", "y"])
+    last = next(csv.reader([rows.splitlines()[399]]))
+    assert parser.parse(last)[:2] == (399 % 23 + 5.25, 399 * 101.5)
+
+
 def test_a_decimal_comma_first_met_in_a_later_statistics_pass_is_read_over_every_row():
     """Integers for 70,000 rows (one statistics pass: GATHER_ROWS), then 39,1 in the next
     file: the column is a float read with a decimal comma over all its rows; a point after
