@@ -2,11 +2,11 @@
 them, infer.py decides from them): missing marks (empty, NA_TOKENS), numbers of the one
 number grammar (contract/values.py), integer literals (and those with a leading zero),
 datetimes, distinct values (up to DISTINCT_CAP), whether integers rise strictly in file
-order (row numbers), numbers written with a decimal comma, and clock texts (13:30, 2:31:38).
+order (row numbers), numbers written otherwise (number_forms.py: 39,1, 1,234, $5, 13.5%), and
+clock texts (13:30, 2:31:38: clock_stats.py).
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 from typing import List, Optional
 
@@ -16,15 +16,12 @@ import pyarrow.compute as pc
 
 from preprocessing.contract.values import (
     DATE_ORDERS,
-    DECIMAL_COMMA_PATTERN,
     INTEGER_PATTERN,
     NUMBER_PATTERN,
-    UNITS,
-    grouped_pattern,
-    unit_pattern,
 )
 from preprocessing.parsing.columns import PY_WHITESPACE, datetime_ok, mask
 from preprocessing.schema_inference.clock_stats import ClockStats
+from preprocessing.schema_inference.number_forms import NumberFormStats
 from preprocessing.schema_inference.strays import (
     STRAY_TEXT_SHARE,
     few,
@@ -46,9 +43,6 @@ CATEGORY_MARK_VALUES = 20
 EXAMPLE_CHARS = 40           # an example is cut to this for the log and summary.json
 _NUMBER = f"^{NUMBER_PATTERN}$"
 _INTEGER = f"^{INTEGER_PATTERN}$"
-_DECIMAL_COMMA = f"^{DECIMAL_COMMA_PATTERN}$"  # 39,1: a European spreadsheet's number
-_GROUPED = grouped_pattern(",")  # 1,234,567.5: a report's or a spreadsheet's number
-_MARKS = "[,%$€£]"  # what a number may be written with besides the grammar (_view_written)
 _LEADING_ZERO = r"^[+-]?0[0-9]"
 # A time of day that is midnight UTC: a date exported with its time (12/2/1994 0:00:00,
 # R's 1988-07-10T00:00:00Z).
@@ -65,7 +59,7 @@ def short(text: str) -> str:
 
 
 @dataclasses.dataclass
-class ColumnStats(ClockStats):
+class ColumnStats(ClockStats, NumberFormStats):
     """Mergeable statistics of one column's text values (stripped)."""
     rows: int = 0
     empty: int = 0
@@ -257,90 +251,6 @@ class ColumnStats(ClockStats):
     def examples(self) -> List[str]:
         """The first non-numeric texts met, cut short, for the report."""
         return [short(t) for t in list(self.texts)[:EXAMPLES]]
-
-    def _count_decimal_commas(self, present: pa.Array, is_number=None) -> None:
-        """Counts the values that are no number but one with a decimal comma; stops at the
-        first that is neither (a numeric column costs nothing: no value is left)."""
-        if is_number is None:
-            is_number = pc.match_substring_regex(present, _NUMBER)
-        others = present.filter(pc.invert(is_number))
-        if len(others):
-            commas = pc.sum(pc.match_substring_regex(others, _DECIMAL_COMMA)).as_py() or 0
-            self.only_numbers = commas == len(others)
-            self.decimal_comma += commas
-
-    def _view_with_commas(self, s: pa.Array, na: pa.Array) -> None:
-        """Feeds comma_view the stripped values `s` (before they are added here; `na`: those
-        of NA_TOKENS, "." among them, which is no point) with a decimal comma read as a
-        point, while no value holds a point and they may all be numbers; until the first
-        such value the view would equal these statistics, so it is copied from them then."""
-        if self.points or not self.only_numbers or (self.comma_view and
-                                                    self.comma_view.mostly_text):
-            return
-        self.points += pc.sum(pc.and_(pc.match_substring(s, "."), pc.invert(na))).as_py() or 0
-        comma = pc.match_substring_regex(s, _DECIMAL_COMMA)
-        if self.points or (self.comma_view is None and not pc.any(comma).as_py()):
-            return
-        if self.comma_view is None:
-            self.comma_view = dataclasses.replace(copy.deepcopy(self), reads_commas=False)
-        self.comma_view.add(pc.if_else(comma, pc.replace_substring(s, ",", "."), s))
-
-    def _view_written(self, s: pa.Array) -> None:
-        """Feeds written_view the stripped values `s` (before they are added here) with each
-        unit sign where it belongs dropped, then the separators of those grouped in threes
-        (the others, `12,34` or words, are texts there, maybe a few strays), until the view
-        is mostly text; until the first value holding a ',' or a sign the view would equal
-        these statistics, so it is copied then."""
-        if self.written_view is not None and self.written_view.mostly_text:
-            self.unwritten, self.written_view = True, None
-            return
-        if self.written_view is None and not pc.any(pc.match_substring_regex(s, _MARKS)).as_py():
-            return
-        for unit in UNITS[1:]:
-            pattern, replacement = unit_pattern(unit)
-            signed = pc.sum(pc.match_substring_regex(s, pattern)).as_py() or 0
-            if signed:
-                self.units[unit] = self.units.get(unit, 0) + signed
-                s = pc.replace_substring_regex(s, pattern, replacement)
-        grouped = pc.match_substring_regex(s, _GROUPED)
-        self.grouped += pc.sum(grouped).as_py() or 0
-        if self.written_view is None:
-            self.written_view = dataclasses.replace(copy.deepcopy(self), unwritten=True,
-                                                    clocks_only=False, clock_view=None)
-        self.written_view.add(pc.if_else(grouped, pc.replace_substring(s, ",", ""), s))
-
-    def written_numbers(self) -> tuple:
-        """(the statistics of the column read with its unit sign dropped and ',' as a
-        thousands separator, the grouping, the unit: ColumnSpec's) where some values are so
-        written (1,234, $5, 13.5%), with one sign at most (whether that makes the column
-        numbers, a few texts aside, is decided on them as on any column); else (None, "", "")."""
-        view, units = self.written_view, [u for u, n in self.units.items() if n]
-        if view is None or self.unwritten or view.rows != self.rows or len(units) > 1 or \
-                not (self.grouped or units):
-            return None, "", ""
-        return view, "," if self.grouped else "", units[0] if units else ""
-
-    def comma_numbers(self) -> Optional["ColumnStats"]:
-        """The statistics of the column read with a decimal comma (ColumnSpec.decimal ","),
-        where that makes every present value a number, some written 39,1, and none holds a
-        point; else None."""
-        view = self.comma_view
-        if view is None or not self.decimal_commas or self.points or not view.numeric \
-                or view.rows != self.rows:
-            return None
-        return view
-
-    @property
-    def unread_commas(self) -> bool:
-        """decimal_commas, and neither reading (comma_numbers, grouped_numbers) takes them."""
-        return self.decimal_commas and self.comma_numbers() is None and \
-            self.written_numbers()[0] is None
-
-    @property
-    def decimal_commas(self) -> bool:
-        """Every present value a number, some written with a decimal comma (39,1): numbers
-        this job reads as text (its grammar has decimal points only)."""
-        return self.only_numbers and self.decimal_comma > 0
 
     def numeric_examples_wanted(self) -> bool:
         return len(self.texts) < EXAMPLES and self.non_numeric < EXAMPLES
