@@ -123,25 +123,32 @@ def clock_seconds(s: pa.Array, duration: bool = False) -> tuple:
     return (minutes_first, ok_duration) if duration else (hours_first, ok)
 
 
+def _matched_groups(s: pa.Array, pattern: str) -> tuple:
+    """(where `pattern` matches, {group name: its text, "" where empty or no match}). Each
+    group is filled apart: the struct's own fill_null with a dict took most of schema
+    inference's time (0.39 s a 65,536-row batch against 0.007 s for its fields apart)."""
+    m = pc.extract_regex(s, pattern)
+    ok = ~mask(pc.is_null(m))
+    return ok, {f.name: pc.fill_null(pc.struct_field(m, [i]), "") for i, f in enumerate(m.type)}
+
+
 def clock_readings(s: pa.Array) -> tuple:
     """(seconds, ok) as a time of day and then as a duration (values.clock_seconds with
     duration False, True) from one pass of the pattern."""
-    m = pc.extract_regex(s, CLOCK_PATTERN)
-    ok = ~mask(pc.is_null(m))
-    m = m.fill_null({f.name: "" for f in m.type})
+    ok, m = _matched_groups(s, CLOCK_PATTERN)
 
     def num(field, to=pa.int64()):
-        v = m.field(field)
+        v = m[field]
         return pc.cast(pc.if_else(pc.equal(v, ""), "0", v), to).to_numpy(zero_copy_only=False)
 
-    hours, minutes, seconds, ap = num("h"), num("m"), num("s", pa.float64()), m.field("ap")
+    hours, minutes, seconds, ap = num("h"), num("m"), num("s", pa.float64()), m["ap"]
     twelve = mask(pc.not_equal(ap, ""))
     # a duration: two parts are minutes and seconds (a fraction too); never am/pm
-    two = mask(pc.equal(m.field("s"), ""))
+    two = mask(pc.equal(m["s"], ""))
     three_parts = (hours * 3600 + minutes * 60) + seconds
     minutes_first = np.where(two, (hours * 60 + minutes) + num("f", pa.float64()), three_parts)
     ok_duration = ok & ~twelve
-    ok &= mask(pc.equal(m.field("f"), "")) & (~twelve | ((hours >= 1) & (hours <= 12)))
+    ok &= mask(pc.equal(m["f"], "")) & (~twelve | ((hours >= 1) & (hours <= 12)))
     pm = mask(pc.is_in(ap, value_set=pa.array(["P", "p"])))
     hours = np.where(twelve, hours % 12 + np.where(pm, 12, 0), hours)
     return (hours * 3600 + minutes * 60) + seconds, ok, minutes_first, ok_duration
@@ -166,37 +173,33 @@ def _month_of_name(names: pa.Array) -> np.ndarray:
 
 def _ordered_ok(s, order: str) -> np.ndarray:
     """looks_like_datetime(text, order) for `mdy` / `dmy`, vectorised (values.ORDERED_DATE_PATTERN)."""
-    m = pc.extract_regex(s, ORDERED_DATE_PATTERN)
-    ok = ~mask(pc.is_null(m))
-    m = m.fill_null({f.name: "" for f in m.type})
+    ok, m = _matched_groups(s, ORDERED_DATE_PATTERN)
 
     def num(field):  # a field's number, 0 where empty or a month's name
-        v = m.field(field)
+        v = m[field]
         v = pc.if_else(pc.match_substring_regex(v, "^[0-9]+$"), v, "0")
         return pc.cast(v, pa.int32()).to_numpy(zero_copy_only=False)
 
-    s1, s2, comma = m.field("s1"), m.field("s2"), mask(pc.equal(m.field("c"), ","))
-    digits = {f: mask(pc.match_substring_regex(m.field(f), "^[0-9]")) for f in ("a", "b")}
+    s1, s2, comma = m["s1"], m["s2"], mask(pc.equal(m["c"], ","))
+    digits = {f: mask(pc.match_substring_regex(m[f], "^[0-9]")) for f in ("a", "b")}
     named = ~(digits["a"] & digits["b"])
     ok &= mask(pc.equal(s1, s2)) & (named | ~mask(pc.equal(s1, " ")))
     ok &= ~comma | (named & mask(pc.equal(s2, " ")))
     year = num("y")
-    year = np.where(mask(pc.equal(pc.binary_length(m.field("y")), 2)),
+    year = np.where(mask(pc.equal(pc.binary_length(m["y"]), 2)),
                     year + np.where(year < TWO_DIGIT_PIVOT, 2000, 1900), year)
     month_field, day_field = ("a", "b") if order == "mdy" else ("b", "a")
     ok &= digits[day_field]
     day = np.where(digits[day_field], num(day_field), 0)
-    month = np.where(digits[month_field], num(month_field), _month_of_name(m.field(month_field)))
+    month = np.where(digits[month_field], num(month_field), _month_of_name(m[month_field]))
     ok &= _valid_date(year, month, day)
     return ok & (num("H") < 24) & (num("M") < 60) & (num("S") < 60)
 
 
 def _year_month_ok(s) -> np.ndarray:
     """looks_like_datetime(text, "ym") vectorised (values.YEAR_MONTH_PATTERN, year_month)."""
-    m = pc.extract_regex(s, YEAR_MONTH_PATTERN)
-    ok = ~mask(pc.is_null(m))
-    m = m.fill_null({f.name: "" for f in m.type})
-    year, month, sep = (pc.binary_join_element_wise(m.field(a), m.field(b), "")
+    ok, m = _matched_groups(s, YEAR_MONTH_PATTERN)
+    year, month, sep = (pc.binary_join_element_wise(m[a], m[b], "")
                         for a, b in (("y1", "y2"), ("m1", "m2"), ("s1", "s2")))
     digits = mask(pc.match_substring_regex(month, "^[0-9]+$"))
     quarter = mask(pc.match_substring_regex(month, "^[Qq]"))
