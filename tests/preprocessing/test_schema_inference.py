@@ -388,8 +388,8 @@ def test_a_month_without_its_day_is_a_datetime_with_a_trend_not_an_identifier(fm
                                                 ("-", "", "YYYY-MM-DD HH:MM"),
                                                 (".", ":36", "YYYY.MM.DD HH:MM:SS")])
 def test_year_first_dates_with_slashes_dots_or_no_seconds_are_iso_datetimes(sep, seconds, form):
-    """`2016/01/01 00:47:36` (a police log's export; Japanese and Chinese systems write it
-    so, German ones `2016.01.01`) and `2018-01-01 02:22` (no seconds) were text; they are
+    """`2016/01/01 00:47:36` (a police log's export), `2016.01.01` and `2018-01-01 02:22`
+    (no seconds) were text; they are
     ISO's order with other separators or the seconds left out, read by the same rule
     (values.DATETIME_RE) and by position in the graph."""
     texts = _dates(lambda d: d.strftime(f"%Y{sep}%m{sep}%d") + f" {d.day % 24:02d}:47{seconds}")
