@@ -54,10 +54,11 @@ import pyarrow as pa
 
 from preprocessing.accounting.rejects import Reject
 
-DATETIME_RE = re.compile(r"^\d{4}([-/.])\d{2}\1\d{2}[ T]\d{2}:\d{2}:\d{2}")
 # The date's separators a `ymd` datetime may use (both the same); the transform graph reads
 # its fields by position, so any of them parses alike there.
 YMD_SEPARATORS = "-/."
+DATETIME_RE = re.compile(rf"^\d{{4}}([{re.escape(YMD_SEPARATORS)}])\d{{2}}\1\d{{2}}[ T]"
+                         rf"\d{{2}}:\d{{2}}:\d{{2}}")
 # What may follow the seconds (the Arrow column check uses the same pattern).
 DATETIME_TAIL_PATTERN = r"(?:\.[0-9]{1,9})? ?(?:Z|UTC|[+-](?:[01][0-9]|2[0-3])(?::?[0-5][0-9])?)?"
 DATETIME_TAIL_RE = re.compile(DATETIME_TAIL_PATTERN)

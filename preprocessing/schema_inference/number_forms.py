@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from typing import Optional
 
 import pyarrow as pa
@@ -23,7 +24,8 @@ from preprocessing.contract.values import (
 _NUMBER = f"^{NUMBER_PATTERN}$"
 _DECIMAL_COMMA = f"^{DECIMAL_COMMA_PATTERN}$"  # 39,1: a European spreadsheet's number
 _GROUPED = grouped_pattern(",")  # 1,234,567.5: a report's or a spreadsheet's number
-_MARKS = "[,%$€£]"  # what a number may be written with besides the grammar (_view_written)
+# What a number may be written with besides the grammar (_view_written): a separator, a sign.
+_MARKS = "[" + re.escape("," + "".join(UNITS[1:])) + "]"
 
 
 class NumberFormStats:
