@@ -41,9 +41,10 @@ def dated_column(name: str, s: ColumnStats, missing: int) -> Optional[tuple]:
         order, what = "ym", ("month without its day (2018-03, Mar-2018, 1998 Q1), read as its "
                              "first day")
     elif "ymd" in orders:
-        first = next((v.strip() for v in s.distinct if looks_like_datetime(v.strip())),
-                     "0000-00-00 00:00:00")
-        form = f"YYYY{first[4:5]}MM{first[4:5]}DD"  # as its values write it: `-`, `/` or `.`
+        # as its values write it: `-`, `/` or `.`; a time with its seconds or without
+        first = next((v for v in s.distinct if looks_like_datetime(v) and
+                      (":" in v or not s.timed)), "0000-00-00 00:00:00")
+        form = f"YYYY{first[4]}MM{first[4]}DD"
         if s.timed:
             form += " HH:MM:SS" if len(first) > 16 else " HH:MM"
         order, what = "ymd", f"{form} {kind}"
