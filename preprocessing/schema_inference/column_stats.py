@@ -43,7 +43,7 @@ CATEGORY_MARK_VALUES = 20
 EXAMPLE_CHARS = 40           # an example is cut to this for the log and summary.json
 _NUMBER = f"^{NUMBER_PATTERN}$"
 _INTEGER = f"^{INTEGER_PATTERN}$"
-_LEADING_ZERO = r"^[+-]?0[0-9]"
+LEADING_ZERO = r"^[+-]?0[0-9]"
 # A time of day that is midnight UTC: a date exported with its time (12/2/1994 0:00:00,
 # R's 1988-07-10T00:00:00Z).
 _MIDNIGHT = r"[ T]0?0:00(:00(\.0+)?)? ?(Z|UTC|[+-]00(:?00)?)?$"
@@ -263,7 +263,7 @@ class ColumnStats(ClockStats, NumberFormStats):
             self.increasing = False
             return
         if self.leading_zero == 0:
-            self.leading_zero += pc.sum(pc.match_substring_regex(present, _LEADING_ZERO)).as_py() or 0
+            self.leading_zero += pc.sum(pc.match_substring_regex(present, LEADING_ZERO)).as_py() or 0
         try:
             ints = pc.cast(present, pa.int64()).to_numpy()
         except (pa.ArrowInvalid, OverflowError):

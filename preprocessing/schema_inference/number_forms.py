@@ -86,11 +86,12 @@ class NumberFormStats:
     def written_numbers(self) -> tuple:
         """(the statistics of the column read with its unit sign dropped and ',' as a
         thousands separator, the grouping, the unit: ColumnSpec's) where some values are so
-        written (1,234, $5, 13.5%), with one sign at most (whether that makes the column
-        numbers, a few texts aside, is decided on them as on any column); else (None, "", "")."""
+        written (1,234, $5, 13.5%), with one sign at most, and the view numbers but for a few
+        texts (whether those may be read as missing is decided on them as on any column);
+        else (None, "", "")."""
         view, units = self.written_view, [u for u, n in self.units.items() if n]
-        if view is None or self.unwritten or view.rows != self.rows or len(units) > 1 or \
-                not (self.grouped or units):
+        if view is None or self.unwritten or view.mostly_text or view.rows != self.rows or \
+                len(units) > 1 or not (self.grouped or units):
             return None, "", ""
         return view, "," if self.grouped else "", units[0] if units else ""
 

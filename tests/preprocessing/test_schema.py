@@ -1,6 +1,7 @@
 """Schema inference, the spec parser, and value coercion."""
 
 import dataclasses
+import re
 
 import pyarrow as pa
 import pytest
@@ -166,15 +167,25 @@ def test_a_number_label_with_a_few_text_values_is_regression_and_those_rows_reje
     assert "5 value(s) are not numbers (e.g. ['unknown'])" in decisions["y"].why
     with pytest.raises(ValueError, match="'unknown' is not a decimal number"):
         coerce_value("unknown", schema.column("y").type)
-    # Past 1% of text the column is text: counted no further, a label of too many classes.
+    # Past 1% of text (2% here) the texts are counted no further, but most distinct values
+    # are numbers: still a measure with bad rows (reported heights' `5' 4"`), not classes.
     many = _prices(5000, 50)
     assert many.columns["y"].mostly_text and not many.columns["y"].stray_text
+    schema, decisions = infer_from_profile(many, "y")
+    assert schema.task == "regression" and schema.column("y").type == "float"
+    assert re.search(r"\d+\+ value\(s\) are not numbers .*rejected as unparsable_number",
+                     decisions["y"].why)
     with pytest.raises(SchemaError, match=r"label 'y' has 4,9\d\d distinct values .* over 500 "
-                                          r"classes; 4,9\d\d of them are numbers: --task "
+                                          r"classes; most of them are numbers: --task "
                                           r"regression"):
-        infer_from_profile(many, "y")
-    forced, why = infer_from_profile(many, "y", task="regression")
-    assert forced.task == "regression" and "are not numbers" in why["y"].why
+        infer_from_profile(many, "y", task="classification")
+    # Codes with leading zeros are classes, texts or not; so are a few numbers among words.
+    codes = profile_rows(["f", "y"], [[str(i % 4), "n/k" if i % 20 == 0 else f"{i % 30:05d}"]
+                                      for i in range(600)])
+    assert infer_from_profile(codes, "y")[0].task == "classification"
+    mixed = profile_rows(["f", "y"], [[str(i % 4), str(i % 10) if i % 3 else f"kind {i % 25}"]
+                                      for i in range(600)])
+    assert infer_from_profile(mixed, "y")[0].task == "classification"
     names = profile_rows(["f", "y"], [[str(i % 4), f"name {i}"] for i in range(600)])
     with pytest.raises(SchemaError, match="600 distinct values .* an identifier or free text"):
         infer_from_profile(names, "y", task="classification")
