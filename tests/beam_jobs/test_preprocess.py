@@ -1,4 +1,5 @@
 """The preprocess job on small data: outputs vs the transform, reconciliation, determinism."""
+import csv
 import glob
 import gzip
 import json
@@ -207,11 +208,11 @@ def test_a_month_first_date_file_gives_the_records_of_its_iso_twin(tmp_path):
     order, the same records."""
     import datetime
     days = [datetime.date(2010, 11, 20) + datetime.timedelta(days=3 * i) for i in range(90)]
-    schemas, records = _dated_twins(tmp_path, days, {
+    schemas, records = _twin_columns(tmp_path, _dated(days, {
         "us": lambda d: f"{d.month}/{d.day}/{d.year % 100:02d}",
         "excel": lambda d: f"{d.day}-{d.strftime('%b')}-{d.year % 100:02d}",
-        "iso": lambda d: d.isoformat()})
-    us, excel, iso = (schemas[n]["columns"][0] for n in ("us", "excel", "iso"))
+        "iso": lambda d: d.isoformat()}))
+    us, excel, iso = (schemas[n]["when"] for n in ("us", "excel", "iso"))
     assert (us["transform"], us["date_order"], us["default"]) == ("datetime", "mdy", "1/1/1970")
     assert (excel["date_order"], excel["default"]) == ("dmy", "1/1/1970")  # 6-Aug-09
     assert iso["default"] == "1970-01-01" and "date_order" not in iso
@@ -219,25 +220,42 @@ def test_a_month_first_date_file_gives_the_records_of_its_iso_twin(tmp_path):
         col.pop("date_order")
         col["default"] = iso["default"]
     assert schemas["us"] == schemas["excel"] == schemas["iso"]
-    assert len(records["us"]) == 90 and records["us"] == records["excel"] == records["iso"]
+    assert len(records) == 90 and all(r["us"] == r["excel"] == r["iso"] for r in records)
 
 
-def _dated_twins(tmp_path, dates, formats) -> tuple:
-    """({name: raw_schema.json}, {name: sorted train records}) of a table `when,x,label` of
-    `dates` written by each of `formats` ({name: date -> text}; every 17th date missing),
-    preprocessed with inference."""
-    schemas, records = {}, {}
-    for name, fmt in formats.items():
-        src, out = tmp_path / f"rows_{name}.csv", tmp_path / f"o_{name}"
-        src.write_text("when,x,label\n" + "".join(
-            f"{'' if i % 17 == 3 else fmt(d)},{i % 5},{(i * 7) % 3}\n"
-            for i, d in enumerate(dates)))
-        preprocess.run(["--input", str(src), "--output", str(out), "--label_column",
-                        "label", "--split", "1,0"])
-        schemas[name] = json.load(open(out / "raw_schema.json"))
-        records[name] = sorted(_features(r.numpy()) for r in tf.data.TFRecordDataset(
-            sorted(glob.glob(str(out / "train" / "*"))), compression_type="GZIP"))
-    return schemas, records
+def _dated(dates, formats) -> dict:
+    """{"<format>_when": `dates` written by each of `formats` ({name: date -> text}), every
+    17th missing}, for _twin_columns."""
+    return {f"{name}_when": ["" if i % 17 == 3 else fmt(d) for i, d in enumerate(dates)]
+            for name, fmt in formats.items()}
+
+
+def _twin_columns(tmp_path, columns: dict) -> tuple:
+    """One preprocess run (inference, every row in train) of a table of `columns`
+    ({"<twin>_<column>": texts}), `x` and `label`: ({twin: {column: its raw_schema.json entry
+    without its name}}, [{twin: a train record's features of its columns, named without the
+    twin}]). Inference reads each column alone, so each twin is read as its own file would
+    be, in one run."""
+    names = list(columns)
+    rows = len(columns[names[0]])
+    src, out = tmp_path / "twins.csv", tmp_path / "o"
+    with open(src, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(names + ["x", "label"])
+        w.writerows([columns[n][i] for n in names] + [i % 5, (i * 7) % 3] for i in range(rows))
+    preprocess.run(["--input", str(src), "--output", str(out), "--label_column", "label",
+                    "--split", "1,0"])
+    twins = {n.split("_", 1)[0]: {} for n in names}
+    for c in json.load(open(out / "raw_schema.json"))["columns"]:
+        twin, _, column = c.pop("name").partition("_")
+        if twin in twins:
+            twins[twin][column] = c
+    records = [{t: sorted((k[len(t) + 1:], v) for k, v in _features(r.numpy())
+                          if k.startswith(t + "_")) for t in twins}
+               for r in tf.data.TFRecordDataset(sorted(glob.glob(str(out / "train" / "*"))),
+                                                compression_type="GZIP")]
+    assert all(r[t] for r in records for t in twins)  # every twin's features are there
+    return twins, records
 
 
 def test_months_written_three_ways_give_the_same_records(tmp_path):
@@ -246,25 +264,24 @@ def test_months_written_three_ways_give_the_same_records(tmp_path):
     graph tests)."""
     import calendar
     months = [(1990 + i // 4, i % 4 * 3 + 1) for i in range(90)]
-    schemas, records = _dated_twins(tmp_path, months, {
+    schemas, records = _twin_columns(tmp_path, _dated(months, {
         "iso": lambda ym: f"{ym[0]}-{ym[1]:02d}",
         "excel": lambda ym: f"{calendar.month_abbr[ym[1]]}-{ym[0] % 100:02d}",
-        "quarter": lambda ym: f"{ym[0]} Q{(ym[1] + 2) // 3}"})
-    schemas, records = list(schemas.values()), list(records.values())
-    col = schemas[0]["columns"][0]
+        "quarter": lambda ym: f"{ym[0]} Q{(ym[1] + 2) // 3}"}))
+    col = schemas["iso"]["when"]
     assert (col["transform"], col["date_order"], col["default"], col["parts"]) == \
         ("datetime", "ym", "1970-01", ["month", "days"])
-    assert all(s == schemas[0] for s in schemas)
-    assert len(records[0]) == 90 and all(r == records[0] for r in records)
-    assert len({dict(r)["when_days"] for r in records[0]}) == 85  # a value per quarter, and
-    # the missing months' default
+    assert schemas["iso"] == schemas["excel"] == schemas["quarter"]
+    assert len(records) == 90 and all(r["iso"] == r["excel"] == r["quarter"] for r in records)
+    assert len({dict(r["iso"])["when_days"] for r in records}) == 85  # a value per quarter,
+    # and the missing months' default
 
 
 def test_a_clock_file_gives_the_records_of_its_seconds_twin(tmp_path):
     """Times written as a clock (`7:05 p.m.`, some missing) and a race's times as durations
     (`48:05` under an hour, `1:31:38` past it) are read as the same table written in
     seconds: the same schema but for `clock`, the same records."""
-    rows = [(i * 137 % 43200 // 60 * 60, 1500 + i * 53 % 4000, (i * 7) % 3) for i in range(90)]
+    rows = [(i * 137 % 43200 // 60 * 60, 1500 + i * 53 % 4000) for i in range(90)]
 
     def half_day(s):
         h, m = divmod(s // 60, 60)
@@ -274,25 +291,18 @@ def test_a_clock_file_gives_the_records_of_its_seconds_twin(tmp_path):
         return f"{s // 60}:{s % 60:02d}" if s < 3600 else \
             f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
-    outs = {}
+    columns = {}
     for name, day, race in (("clock", half_day, race_time), ("seconds", str, str)):
-        src = tmp_path / f"rows_{name}.csv"
-        src.write_text("slot,race,label\n" + "".join(
-            f"{'' if i % 17 == 3 else day(d)},{race(r)},{y}\n" for i, (d, r, y) in enumerate(rows)))
-        outs[name] = tmp_path / f"o_{name}"
-        preprocess.run(["--input", str(src), "--output", str(outs[name]), "--label_column",
-                        "label", "--split", "1,0"])
-    schemas = {m: json.load(open(o / "raw_schema.json")) for m, o in outs.items()}
-    assert [c.pop("clock", False) for c in schemas["clock"]["columns"]] == \
-        [True, "duration", False]
-    assert [c.pop("type") for c in schemas["clock"]["columns"][:2]] == ["float", "float"]
+        columns[f"{name}_slot"] = ["" if i % 17 == 3 else day(d) for i, (d, _) in enumerate(rows)]
+        columns[f"{name}_race"] = [race(r) for _, r in rows]
+    schemas, records = _twin_columns(tmp_path, columns)
+    clock, seconds = schemas["clock"], schemas["seconds"]
+    assert [clock[c].pop("clock", False) for c in ("slot", "race")] == [True, "duration"]
+    assert [clock[c].pop("type") for c in ("slot", "race")] == ["float", "float"]
     # whole seconds in every row are integers there (a clock column is always a float)
-    assert [c.pop("type") for c in schemas["seconds"]["columns"][:2]] == ["float", "int"]
-    assert schemas["clock"] == schemas["seconds"]
-    records = {m: sorted(_features(r.numpy()) for r in tf.data.TFRecordDataset(
-        sorted(glob.glob(str(o / "train" / "*"))), compression_type="GZIP"))
-        for m, o in outs.items()}
-    assert len(records["clock"]) == 90 and records["clock"] == records["seconds"]
+    assert [seconds[c].pop("type") for c in ("slot", "race")] == ["float", "int"]
+    assert clock == seconds
+    assert len(records) == 90 and all(r["clock"] == r["seconds"] for r in records)
 
 
 def _features(record: bytes) -> tuple:
