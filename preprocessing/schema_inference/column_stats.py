@@ -8,6 +8,7 @@ clock texts (13:30, 2:31:38: clock_stats.py).
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import List, Optional
 
 import numpy as np
@@ -41,9 +42,14 @@ EXAMPLES = 3                 # non-numeric texts kept per column for the report
 CATEGORY_MARK_SHARE = 0.1
 CATEGORY_MARK_VALUES = 20
 EXAMPLE_CHARS = 40           # an example is cut to this for the log and summary.json
+# Distinct values past which numbers with texts among them are a measure (measure_with_texts),
+# not a few categories (`<5` and `10+` hours of sleep beside 5..9: a vocabulary).
+MEASURE_VALUES = 20
 _NUMBER = f"^{NUMBER_PATTERN}$"
+_NUMBER_RE = re.compile(_NUMBER)
 _INTEGER = f"^{INTEGER_PATTERN}$"
-LEADING_ZERO = r"^[+-]?0[0-9]"
+_LEADING_ZERO = r"^[+-]?0[0-9]"
+_LEADING_ZERO_RE = re.compile(_LEADING_ZERO)
 # A time of day that is midnight UTC: a date exported with its time (12/2/1994 0:00:00,
 # R's 1988-07-10T00:00:00Z).
 _MIDNIGHT = r"[ T]0?0:00(:00(\.0+)?)? ?(Z|UTC|[+-]00(:?00)?)?$"
@@ -77,7 +83,10 @@ class ColumnStats(ClockStats, NumberFormStats):
     distinct: set = dataclasses.field(default_factory=set)
     distinct_rows: int = 0          # present values `distinct` was counted over
     capped: bool = False            # past DISTINCT_CAP: `distinct` covers a prefix only
-    mostly_text: bool = False       # non_numeric passed STRAY_TEXT_SHARE: no longer counted
+    mostly_text: bool = False       # non_numeric passed STRAY_TEXT_SHARE
+    # non_numeric and texts counted over every value so far: past STRAY_TEXT_SHARE they are
+    # counted on while the texts are few (strays.few) and at most half the values.
+    texts_counted: bool = True
     # distinct non-numeric values in the order met (a dict as an ordered set), capped
     texts: dict = dataclasses.field(default_factory=dict)
     increasing: bool = True         # integer values strictly increasing in file order
@@ -166,7 +175,9 @@ class ColumnStats(ClockStats, NumberFormStats):
         if not len(present):
             return
         is_number = None
-        if not self.mostly_text or self.numeric_examples_wanted():
+        self.texts_counted = self.texts_counted and (
+            not self.mostly_text or (few(self.texts) and self._texts_at_most_half()))
+        if self.texts_counted or self.numeric_examples_wanted():
             is_number = pc.match_substring_regex(present, _NUMBER)
             bad = len(present) - (pc.sum(is_number).as_py() or 0)
             if bad:
@@ -230,10 +241,26 @@ class ColumnStats(ClockStats, NumberFormStats):
 
     def stray_texts(self) -> tuple:
         """The few texts of a numeric column, when they can be read as missing values: at
-        most STRAY_TEXT_VALUES distinct, in at most STRAY_TEXT_SHARE of the values."""
-        if self.stray_text and few(self.texts):
+        most STRAY_TEXT_VALUES distinct, in at most STRAY_TEXT_SHARE of the values, or in at
+        most half of them where the column is a measure (measure_with_texts: a daily
+        precipitation's `T` for a trace, in 5% of days, had made 141 amounts a vocabulary)."""
+        if (self.stray_text or self.texts_counted and self._texts_at_most_half() and
+                self.measure_with_texts()) and few(self.texts):
             return tuple(sorted(self.texts))
         return ()
+
+    def _texts_at_most_half(self) -> bool:
+        return 2 * self.non_numeric <= self.present
+
+    def measure_with_texts(self) -> bool:
+        """Numbers and texts, over MEASURE_VALUES distinct values (a prefix's once capped),
+        over half of them numbers and none an integer with a leading zero (00123 is a code):
+        a measure whose texts are marks or bad values (reported heights' `5' 4"`)."""
+        if self.numeric or self.present == 0 or len(self.distinct) <= MEASURE_VALUES:
+            return False
+        numbers = [v for v in map(str, self.distinct) if _NUMBER_RE.fullmatch(v)]
+        return len(numbers) > len(self.distinct) / 2 and \
+            not any(_LEADING_ZERO_RE.match(v) for v in numbers)
 
     def category_marks(self) -> tuple:
         """The tokens of NA_TOKENS this column holds as categories: each in at least
@@ -263,7 +290,7 @@ class ColumnStats(ClockStats, NumberFormStats):
             self.increasing = False
             return
         if self.leading_zero == 0:
-            self.leading_zero += pc.sum(pc.match_substring_regex(present, LEADING_ZERO)).as_py() or 0
+            self.leading_zero += pc.sum(pc.match_substring_regex(present, _LEADING_ZERO)).as_py() or 0
         try:
             ints = pc.cast(present, pa.int64()).to_numpy()
         except (pa.ArrowInvalid, OverflowError):

@@ -13,8 +13,10 @@ stripped:
 - numeric: every present value is a decimal of the one number grammar (contract/values.py); `int`
   when every one is an integer literal and the whole input was profiled, else `float`
   (widening: a later `55.3` cannot be rejected). Any other text makes the column a string,
-  but for a few (at most 10 distinct texts in at most 1% of the values: a stray `unknown`),
-  which a feature reads as missing values and a label's rows are rejected for;
+  but for a few (at most 10 distinct texts in at most 1% of the values: a stray `unknown`;
+  in at most half of them where the column is a measure, ColumnStats.measure_with_texts:
+  a precipitation's `T` for a trace), which a feature reads as missing values and a
+  label's rows are rejected for;
   Integer literals with a leading zero (`02134`) are codes: strings;
 - datetime: strings that all look like `YYYY-MM-DD HH:MM:SS` (with an optional zone, values.py);
   dates alone (`YYYY-MM-DD`) too, with the parts a date has and `days` since 1970 (a trend);

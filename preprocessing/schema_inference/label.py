@@ -4,22 +4,14 @@ CLASSIFICATION_MAX_CLASSES integers that run like class ids, are classes; other 
 a regression; a classification has at most MAX_LABEL_CLASSES classes."""
 from __future__ import annotations
 
-import re
 from typing import List, Optional
 
 from preprocessing.contract.kinds import MAX_LABEL_CLASSES
 from preprocessing.contract.schema import ColumnSpec, SchemaError
 from preprocessing.contract.values import NUMBER_RE
-from preprocessing.schema_inference.column_stats import (
-    DISTINCT_CAP,
-    LEADING_ZERO,
-    NA_TOKENS,
-    ColumnStats,
-    short,
-)
+from preprocessing.schema_inference.column_stats import DISTINCT_CAP, NA_TOKENS, ColumnStats, short
 
 CLASSIFICATION_MAX_CLASSES = 20
-_LEADING_ZERO_RE = re.compile(LEADING_ZERO)
 
 
 def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple:
@@ -40,10 +32,9 @@ def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple
             raise SchemaError(f"--task regression: label '{name}' has no numeric value "
                               f"(e.g. {s.examples[:2]})")
         return number, task, "--task regression" + (texts if s.non_numeric else "")
-    if task is None and not s.numeric and (d is None or d > CLASSIFICATION_MAX_CLASSES) \
-            and (s.stray_text or _mostly_numbers(s)):
-        # More values than a classification reads as ids, most of them numbers: a measure
-        # with bad texts (reported heights' `5'7"`), not hundreds of classes.
+    if task is None and (s.stray_text and (d is None or d > CLASSIFICATION_MAX_CLASSES)
+                         or s.measure_with_texts()):
+        # a measure with bad texts (reported heights' `5'7"`), not hundreds of classes
         return number, "regression", "numeric label" + texts
     if task == "classification" or not s.numeric or (s.leading_zero and s.non_integer == 0):
         _check_classes(name, s)
@@ -74,14 +65,6 @@ def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple
     return (number, "regression", "numeric label")
 
 
-def _mostly_numbers(s: ColumnStats) -> bool:
-    """Over half the distinct values counted are numbers, none an integer with a leading zero
-    (00123 is a code: a class)."""
-    numbers = [v for v in map(str, s.distinct) if NUMBER_RE.fullmatch(v)]
-    return len(numbers) > len(s.distinct) / 2 and \
-        not any(_LEADING_ZERO_RE.match(v) for v in numbers)
-
-
 def _whole_numbers(values) -> Optional[List[int]]:
     """The values as sorted integers when every one is a whole number (`3`, `3.0`), else None."""
     try:
@@ -100,7 +83,7 @@ def _check_classes(name: str, s: ColumnStats) -> None:
     if d is not None and d <= MAX_LABEL_CLASSES:
         return
     hint = ("most of them are numbers: --task regression predicts a number and rejects the "
-            "rows whose label is text" if _mostly_numbers(s) else
+            "rows whose label is text" if s.measure_with_texts() else
             "an identifier or free text is not a label to classify")
     count = f"{d:,}" if d is not None else f"over {DISTINCT_CAP:,}"
     some = [short(v) for v in sorted(map(str, s.distinct))[:3]]

@@ -5,6 +5,7 @@ import csv
 import io
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from preprocessing.contract.names import tf_name
@@ -13,7 +14,7 @@ from preprocessing.parsing.csv_records import header_names
 from preprocessing.parsing.row_parser import Reject, RowParser
 from preprocessing.schema_inference.dated import TIMED_PARTS
 from preprocessing.schema_inference.infer import DECIMAL_COMMA_NOTE, infer_from_profile
-from preprocessing.schema_inference.profile import profile_csv, profile_rows
+from preprocessing.schema_inference.profile import profile_csv, profile_rows, profile_tables
 from tests.helpers import late_decimals_csv
 
 
@@ -193,6 +194,38 @@ def test_a_few_texts_in_a_number_column_are_its_missing_values_not_a_string_colu
     with pytest.raises(Reject, match="unparsable_number"):  # a text never seen: a dead letter
         parser.parse(["unknowns", "code 1", "1"])
     assert schema.column("c").type == "string"
+
+
+def test_a_measures_marks_in_more_rows_are_missing_values_while_few_categories_stay_text():
+    """A daily precipitation's `T` (a trace) in 5% of days, and an `M` first met in the last
+    batch, past the 1% a stray may be: still a measure of 140 amounts, the marks missing
+    values (a vocabulary of amounts as texts loses their order). Not where the values are a
+    few categories (`<5`, `10+` hours of sleep beside 5..9), where marks are most rows
+    (`ND`), or where the texts are many."""
+    n = 4000
+
+    def column(value):
+        return pa.array([value(i) for i in range(n)])
+
+    batches = [pa.table({
+        "precip": column(lambda i: "M" if i == n - 7 else "T" if i % 20 == 3 else
+                         f"{i % 140 / 100:.2f}"),
+        "sleep": column(lambda i: "<5" if i % 10 == 1 else "10+" if i % 10 == 2 else
+                        str(5 + i % 5)),
+        "lab": column(lambda i: "ND" if i % 5 < 3 else f"{i % 90 / 10:.1f}"),
+        "coded": column(lambda i: f"x{i}" if i % 25 == 0 else f"{i % 70}.5"),
+        "y": column(lambda i: str(i % 2))}).slice(a, 1000) for a in range(0, n, 1000)]
+    prof = profile_tables(["precip", "sleep", "lab", "coded", "y"], batches)
+    assert prof.columns["precip"].mostly_text and prof.columns["precip"].non_numeric == 201
+    schema, decisions = infer_from_profile(prof, "y")
+    precip = schema.column("precip")
+    assert (precip.type, precip.transform, precip.default) == ("float", "numeric", "mean")
+    assert {"M", "T"} <= set(precip.missing)
+    assert "201 text value(s) ['M', 'T']" in decisions["precip"].why
+    assert schema.column("sleep").transform == "vocabulary"
+    assert schema.column("lab").type == schema.column("coded").type == "string"
+    parser = RowParser(schema, ["precip", "sleep", "lab", "coded", "y"])
+    assert np.isnan(parser.parse(["T", "<5", "ND", "x1", "1"])[0])
 
 
 def test_a_huge_text_in_a_number_column_is_cut_in_the_report_and_never_a_missing_mark():
