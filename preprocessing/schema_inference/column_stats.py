@@ -103,6 +103,7 @@ class ColumnStats(ClockStats, NumberFormStats):
     reads_commas: bool = False
     comma_view: Optional["ColumnStats"] = None
     points: int = 0
+    dot_grouped: int = 0            # 1.234,5: points grouping thousands, beside commas
     # A comma-delimited file: the same values with their unit signs dropped ($1,234.50,
     # 13.5%: `units` counts each sign's values) and their thousands separators where grouped
     # in threes (`grouped` counts them), for `written_numbers`: a copy made at the first

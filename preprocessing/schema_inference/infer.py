@@ -264,7 +264,11 @@ def _as_numbers(s: ColumnStats, decide) -> tuple:
     if view is not None:
         spec, *rest, why = decide(view)
         if spec.type == "float":
-            return (dataclasses.replace(spec, decimal=","), *rest, f"{why}; {DECIMAL_COMMA_READ}")
+            grouping = "." if s.dot_grouped else ""
+            read = DECIMAL_COMMA_READ + (", its thousands grouped by points (1.234,5)"
+                                         if grouping else "")
+            return (dataclasses.replace(spec, decimal=",", grouping=grouping), *rest,
+                    f"{why}; {read}")
     view, grouping, unit = s.written_numbers()
     if view is not None:
         spec, *rest, why = decide(view)

@@ -23,6 +23,9 @@ from preprocessing.contract.values import (
 
 _NUMBER = f"^{NUMBER_PATTERN}$"
 _DECIMAL_COMMA = f"^{DECIMAL_COMMA_PATTERN}$"  # 39,1: a European spreadsheet's number
+# 1.234.567,5 (or 1.234 beside a decimal comma): its thousands grouped by points
+_DOT_GROUPED = grouped_pattern(".", ",")
+_COMMA_NUMBER = f"{_DECIMAL_COMMA}|{_DOT_GROUPED}"
 _GROUPED = grouped_pattern(",")  # 1,234,567.5: a report's or a spreadsheet's number
 # What a number may be written with besides the grammar (_view_written): a separator, a sign.
 _MARKS = "[" + re.escape("," + "".join(UNITS[1:])) + "]"
@@ -39,25 +42,33 @@ class NumberFormStats:
             is_number = pc.match_substring_regex(present, _NUMBER)
         others = present.filter(pc.invert(is_number))
         if len(others):
-            commas = pc.sum(pc.match_substring_regex(others, _DECIMAL_COMMA)).as_py() or 0
+            commas = pc.sum(pc.match_substring_regex(others, _COMMA_NUMBER)).as_py() or 0
             self.only_numbers = commas == len(others)
             self.decimal_comma += commas
 
     def _view_with_commas(self, s: pa.Array, na: pa.Array) -> None:
         """Feeds comma_view the stripped values `s` (before they are added here; `na`: those
         of NA_TOKENS, "." among them, which is no point) with a decimal comma read as a
-        point, while no value holds a point and they may all be numbers; until the first
-        such value the view would equal these statistics, so it is copied from them then."""
+        point and points grouping thousands dropped (1.234,5; `dot_grouped` counts them),
+        while no other value holds a point and they may all be numbers; until the first
+        value with a decimal comma the view would equal these statistics, so it is copied
+        from them then (a 1.234 before it is 1.234 there, 1234 read: a float either way)."""
         if self.points or not self.only_numbers or (self.comma_view and
                                                     self.comma_view.mostly_text):
             return
-        self.points += pc.sum(pc.and_(pc.match_substring(s, "."), pc.invert(na))).as_py() or 0
-        comma = pc.match_substring_regex(s, _DECIMAL_COMMA)
-        if self.points or (self.comma_view is None and not pc.any(comma).as_py()):
+        grouped = pc.and_(pc.match_substring_regex(s, _DOT_GROUPED), pc.match_substring(s, "."))
+        self.points += pc.sum(pc.and_(pc.match_substring(s, "."), pc.invert(
+            pc.or_(na, grouped)))).as_py() or 0
+        self.dot_grouped += pc.sum(grouped).as_py() or 0
+        comma = pc.match_substring_regex(s, _COMMA_NUMBER)
+        if self.points or (self.comma_view is None and not pc.any(pc.match_substring(
+                s.filter(comma), ",")).as_py()):
             return
         if self.comma_view is None:
             self.comma_view = dataclasses.replace(copy.deepcopy(self), reads_commas=False)
-        self.comma_view.add(pc.if_else(comma, pc.replace_substring(s, ",", "."), s))
+        read = pc.replace_substring(pc.if_else(grouped, pc.replace_substring(s, ".", ""), s),
+                                    ",", ".")
+        self.comma_view.add(pc.if_else(comma, read, s))
 
     def _view_written(self, s: pa.Array) -> None:
         """Feeds written_view the stripped values `s` (before they are added here) with each
@@ -97,8 +108,9 @@ class NumberFormStats:
 
     def comma_numbers(self) -> Optional["NumberFormStats"]:
         """The statistics of the column read with a decimal comma (ColumnSpec.decimal ","),
-        where that makes every present value a number, some written 39,1, and none holds a
-        point; else None."""
+        and points as thousands separators where some group them (`dot_grouped`:
+        ColumnSpec.grouping "."), where that makes every present value a number, some
+        written 39,1, and no other holds a point; else None."""
         view = self.comma_view
         if view is None or not self.decimal_commas or self.points or not view.numeric \
                 or view.rows != self.rows:

@@ -90,6 +90,29 @@ def test_numbers_with_a_decimal_comma_are_numbers_in_a_file_not_delimited_by_com
     assert schema.column("x").type == "string" and DECIMAL_COMMA_NOTE in decisions["x"].why
 
 
+def test_amounts_grouped_by_points_beside_a_decimal_comma_are_numbers():
+    """A European spreadsheet's amounts, `1.234.567,50` and `2.500` beside `999,5`, are
+    numbers read with a decimal comma and points as thousands separators (ColumnSpec
+    grouping "."), where the first file has only `2.500` (before any comma: still a
+    thousand). A column of `1.234` alone is decimals; `0.5` beside `1,5` stays text."""
+    def amount(i):
+        return f"{i * 1234.5:,.2f}".translate(str.maketrans(",.", ".,"))
+    head = "amt;dec;mixed;y\n" + "".join(f"2.500;1.{i:03d};0.5;{i % 2}\n" for i in range(50))
+    tail = "".join(f"{amount(i) if i % 3 else f'{i},5'};{i}.125;{i},5;{i % 2}\n"
+                   for i in range(300))
+    prof = profile_csv([("a.csv", lambda: io.BytesIO(head.encode())),
+                        ("b.csv", lambda: io.BytesIO(("amt;dec;mixed;y\n" + tail).encode()))], ";")
+    schema, decisions = infer_from_profile(prof, "y")
+    amt, dec = schema.column("amt"), schema.column("dec")
+    assert (amt.type, amt.decimal, amt.grouping) == ("float", ",", ".")
+    assert decisions["amt"].why.endswith("its thousands grouped by points (1.234,5)")
+    assert (dec.type, dec.decimal, dec.grouping) == ("float", ".", "")
+    assert schema.column("mixed").type == "string"
+    parser = RowParser(schema, ["amt", "dec", "mixed", "y"])
+    for text, value in (("2.500", 2500), (amount(299), 299 * 1234.5), ("7,5", 7.5)):
+        assert parser.parse([text, "1.5", "x", "1"])[0] == pytest.approx(value)
+
+
 def test_numbers_with_thousands_separators_are_numbers_in_a_comma_delimited_file():
     """A report's `"1,234,567.50"` (quoted in a comma-delimited file) was text, so hashed:
     it is a number read with ',' as a thousands separator (ColumnSpec.grouping), an int
