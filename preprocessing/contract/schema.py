@@ -79,7 +79,8 @@ class ColumnSpec:
     # (grouped in threes; "." beside a decimal comma, 1.234.567,5): values.GROUPING_MARKS.
     grouping: str = ""
     # A number column's unit sign, dropped by every reader: "$" (or "€", "£") before the
-    # digits ($1,234.50, -$5), "%" after them (13.5%, read 13.5): values.UNITS.
+    # digits or after the number ($1,234.50, -$5, 5 €), "%" after it (13.5%, read 13.5):
+    # values.UNITS.
     unit: str = ""
     # How a datetime column's dates are written: "ymd" (ISO, YYYY-MM-DD or YYYY/MM/DD), "mdy" / "dmy"
     # (1/3/2011 month first, a US spreadsheet's; 03.01.2011 day first), or "ym", a month

@@ -83,9 +83,10 @@ def grouped_pattern(grouping: str, decimal: str = ".") -> str:
 
 
 # A number column's unit sign (ColumnSpec.unit): a currency's before the digits, after the
-# number's sign (`$1,234.50`, `-€5`, a space after it allowed), or a percent after them
-# (`13.5%`, `13.5 %`); every reader drops it (13.5% reads 13.5) before the rest. A value
-# without it is a plain number.
+# number's sign (`$1,234.50`, `-€5`, a space after it allowed), or after the number as
+# much of Europe writes it (`1.234,50 €`, `5$`); a percent after the number (`13.5%`,
+# `13.5 %`); every reader drops it (13.5% reads 13.5) before the rest. A value without it
+# is a plain number; one with it twice is refused.
 UNITS = ("", "$", "€", "£", "%")
 
 
@@ -93,7 +94,9 @@ def unit_pattern(unit: str) -> tuple:
     """(pattern, replacement) that drop `unit` from a number written with it (RE2's and
     Python's syntax alike)."""
     u = re.escape(unit)
-    return (r"^(.+?) ?%$", r"\1") if unit == "%" else (rf"^([+-]?){u} ?(.+)$", r"\1\2")
+    # an alternative's groups that did not take part are empty in Python's and RE2's rewrite
+    return (r"^(.+?) ?%$", r"\1") if unit == "%" else \
+        (rf"^([+-]?){u} ?(.+)$|^(.+?) ?{u}$", r"\1\2\3")
 
 
 INTEGER_RE = re.compile(INTEGER_PATTERN)

@@ -253,8 +253,9 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
 
 
 def _as_numbers(s: ColumnStats, decide) -> tuple:
-    """`decide(stats)`'s (spec, ..., why), on the column read with a decimal comma where that
-    makes it a float (ColumnStats.comma_numbers: a file not delimited by commas), with ','
+    """`decide(stats)`'s (spec, ..., why), on the column read with a decimal comma, points
+    grouping thousands and its unit sign dropped where that makes it a number
+    (ColumnStats.comma_numbers: a file not delimited by commas: 1.234,50 €), with ','
     as a thousands separator and its unit sign dropped where that makes it a number
     (ColumnStats.written_numbers: a comma-delimited file's `"1,234"`, `$5`, `13.5%`), or
     read as seconds where it is clock texts and that makes it a number
@@ -263,12 +264,15 @@ def _as_numbers(s: ColumnStats, decide) -> tuple:
     view = s.comma_numbers()
     if view is not None:
         spec, *rest, why = decide(view)
-        if spec.type == "float":
-            grouping = "." if s.dot_grouped else ""
-            read = DECIMAL_COMMA_READ + (", its thousands grouped by points (1.234,5)"
-                                         if grouping else "")
-            return (dataclasses.replace(spec, decimal=",", grouping=grouping), *rest,
-                    f"{why}; {read}")
+        if spec.type in ("float", "int"):
+            form = {"unit": s.unit(), "grouping": "." if s.dot_grouped else ""}
+            read = [DECIMAL_COMMA_READ] if s.decimal_comma else []
+            read += ["its thousands grouped by points (1.234,5)"] if form["grouping"] else []
+            read += [f"written with {form['unit']!r}: read as numbers without it"] \
+                if form["unit"] else []
+            if s.decimal_comma or form["grouping"]:
+                form["decimal"] = ","
+            return (dataclasses.replace(spec, **form), *rest, f"{why}; {'; '.join(read)}")
     view, grouping, unit = s.written_numbers()
     if view is not None:
         spec, *rest, why = decide(view)

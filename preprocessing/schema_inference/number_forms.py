@@ -31,19 +31,35 @@ _GROUPED = grouped_pattern(",")  # 1,234,567.5: a report's or a spreadsheet's nu
 _MARKS = "[" + re.escape("," + "".join(UNITS[1:])) + "]"
 
 
+def _without_units(s: pa.Array) -> tuple:
+    """(`s` with each unit sign dropped where it belongs (values.unit_pattern), {sign: values
+    written with it})."""
+    counts = {}
+    for unit in UNITS[1:]:
+        pattern, replacement = unit_pattern(unit)
+        signed = pc.sum(pc.match_substring_regex(s, pattern)).as_py() or 0
+        if signed:
+            counts[unit] = signed
+            s = pc.replace_substring_regex(s, pattern, replacement)
+    return s, counts
+
+
 class NumberFormStats:
     """ColumnStats' methods over its number-form fields (decimal_comma, only_numbers,
     reads_commas, comma_view, points; grouped, units, unwritten, written_view)."""
 
     def _count_decimal_commas(self, present: pa.Array, is_number=None) -> None:
-        """Counts the values that are no number but one with a decimal comma; stops at the
-        first that is neither (a numeric column costs nothing: no value is left)."""
+        """Counts the values that are no number but one with a decimal comma (maybe grouped
+        by points); stops at the first that is neither, a unit sign dropped (a numeric
+        column costs nothing: no value is left)."""
         if is_number is None:
             is_number = pc.match_substring_regex(present, _NUMBER)
         others = present.filter(pc.invert(is_number))
         if len(others):
+            others = _without_units(others)[0]
             commas = pc.sum(pc.match_substring_regex(others, _COMMA_NUMBER)).as_py() or 0
-            self.only_numbers = commas == len(others)
+            plain = pc.sum(pc.match_substring_regex(others, _NUMBER)).as_py() or 0
+            self.only_numbers = commas + plain == len(others)
             self.decimal_comma += commas
 
     def _view_with_commas(self, s: pa.Array, na: pa.Array) -> None:
@@ -56,13 +72,14 @@ class NumberFormStats:
         if self.points or not self.only_numbers or (self.comma_view and
                                                     self.comma_view.mostly_text):
             return
+        s = self._drop_units(s)
         grouped = pc.and_(pc.match_substring_regex(s, _DOT_GROUPED), pc.match_substring(s, "."))
         self.points += pc.sum(pc.and_(pc.match_substring(s, "."), pc.invert(
             pc.or_(na, grouped)))).as_py() or 0
         self.dot_grouped += pc.sum(grouped).as_py() or 0
         comma = pc.match_substring_regex(s, _COMMA_NUMBER)
-        if self.points or (self.comma_view is None and not pc.any(pc.match_substring(
-                s.filter(comma), ",")).as_py()):
+        if self.points or (self.comma_view is None and not self.units and not pc.any(
+                pc.match_substring(s.filter(comma), ",")).as_py()):
             return
         if self.comma_view is None:
             self.comma_view = dataclasses.replace(copy.deepcopy(self), reads_commas=False)
@@ -81,12 +98,7 @@ class NumberFormStats:
             return
         if self.written_view is None and not pc.any(pc.match_substring_regex(s, _MARKS)).as_py():
             return
-        for unit in UNITS[1:]:
-            pattern, replacement = unit_pattern(unit)
-            signed = pc.sum(pc.match_substring_regex(s, pattern)).as_py() or 0
-            if signed:
-                self.units[unit] = self.units.get(unit, 0) + signed
-                s = pc.replace_substring_regex(s, pattern, replacement)
+        s = self._drop_units(s)
         grouped = pc.match_substring_regex(s, _GROUPED)
         self.grouped += pc.sum(grouped).as_py() or 0
         if self.written_view is None:
@@ -94,17 +106,29 @@ class NumberFormStats:
                                                     clocks_only=False, clock_view=None)
         self.written_view.add(pc.if_else(grouped, pc.replace_substring(s, ",", ""), s))
 
+    def _drop_units(self, s: pa.Array) -> pa.Array:
+        """`s` without its unit signs, each sign's values counted in `units`."""
+        s, counts = _without_units(s)
+        for unit, n in counts.items():
+            self.units[unit] = self.units.get(unit, 0) + n
+        return s
+
+    def unit(self) -> Optional[str]:
+        """The one unit sign some values were written with ("" for none); None for two."""
+        units = [u for u, n in self.units.items() if n]
+        return None if len(units) > 1 else (units[0] if units else "")
+
     def written_numbers(self) -> tuple:
         """(the statistics of the column read with its unit sign dropped and ',' as a
         thousands separator, the grouping, the unit: ColumnSpec's) where some values are so
         written (1,234, $5, 13.5%), with one sign at most, and the view numbers but for a few
         texts (whether those may be read as missing is decided on them as on any column);
         else (None, "", "")."""
-        view, units = self.written_view, [u for u, n in self.units.items() if n]
+        view, unit = self.written_view, self.unit()
         if view is None or self.unwritten or view.mostly_text or view.rows != self.rows or \
-                len(units) > 1 or not (self.grouped or units):
+                unit is None or not (self.grouped or unit):
             return None, "", ""
-        return view, "," if self.grouped else "", units[0] if units else ""
+        return view, "," if self.grouped else "", unit
 
     def comma_numbers(self) -> Optional["NumberFormStats"]:
         """The statistics of the column read with a decimal comma (ColumnSpec.decimal ","),
@@ -112,8 +136,8 @@ class NumberFormStats:
         ColumnSpec.grouping "."), where that makes every present value a number, some
         written 39,1, and no other holds a point; else None."""
         view = self.comma_view
-        if view is None or not self.decimal_commas or self.points or not view.numeric \
-                or view.rows != self.rows:
+        if view is None or not (self.decimal_commas or self.only_numbers and self.unit()) \
+                or self.points or not view.numeric or view.rows != self.rows:
             return None
         return view
 

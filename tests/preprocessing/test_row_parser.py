@@ -249,8 +249,12 @@ def test_a_decimal_comma_column_reads_39_1_alike_row_by_row_and_column_wise():
     ("passenger_count", {"grouping": ","}, {"1,234": 1234, "-5,000,000": -5000000, "3": 3},
      ["1,234.5", "12,3"], "grouped in threes by ','"),
     ("fare_amount", {"grouping": ",", "unit": "$"},
-     {"$1,234.50": 1234.5, "-$5": -5.0, "$ 7": 7.0, "$-2": -2.0, "8.25": 8.25},
-     ["5$", "$$5", "$12,34", "US$5", "$"], "written with '$'"),
+     {"$1,234.50": 1234.5, "-$5": -5.0, "$ 7": 7.0, "$-2": -2.0, "8.25": 8.25, "5$": 5.0,
+      "-1,000 $": -1000.0},
+     ["$5$", "$$5", "5$$", "$12,34", "US$5", "$"], "written with '$'"),
+    ("fare_amount", {"decimal": ",", "grouping": ".", "unit": "€"},
+     {"1.234,50 €": 1234.5, "-5 €": -5.0, "€ 7,5": 7.5, "8": 8.0},
+     ["5 € €", "€5€", "5 EUR", "€"], "written with '€'"),
     ("fare_amount", {"unit": "%"}, {"13.5%": 13.5, "13.5 %": 13.5, "-2%": -2.0, "7": 7.0},
      ["%5", "12%%", "13.5 pct", "%"], "written with '%'"),
 ])
@@ -259,7 +263,7 @@ def test_a_number_column_written_with_separators_or_signs_reads_alike_row_by_row
     """A number column written with thousands separators (ColumnSpec.grouping; "." beside
     a decimal comma) or a unit sign (ColumnSpec.unit: `$5`, `13.5%`): both parsers drop the
     mark where it belongs (the integer part grouped in threes, a currency before the
-    digits, a percent after them) and refuse it elsewhere (`12,34` is no thousand), each
+    digits or after the number, a percent after it) and refuse it elsewhere (`12,34` is no thousand), each
     reject naming the form."""
     written = dataclasses.replace(SCHEMA, columns=tuple(
         dataclasses.replace(c, **form) if c.name == column else c for c in SCHEMA.columns))

@@ -113,6 +113,32 @@ def test_amounts_grouped_by_points_beside_a_decimal_comma_are_numbers():
         assert parser.parse([text, "1.5", "x", "1"])[0] == pytest.approx(value)
 
 
+def test_amounts_and_shares_with_their_sign_are_numbers_in_a_semicolon_file():
+    """A European file's `1.234,50 €`, `5 €` and `13,5 %` are numbers read without the sign
+    (ColumnSpec.unit), with a decimal comma and points grouping thousands where written so;
+    `5 €` beside `$5` stays text. A comma-delimited file's `5 €` (the sign after the
+    number) is a number too."""
+    def euros(i):
+        return f"{i * 1234.5:,.2f} €".translate(str.maketrans(",.", ".,"))
+    rows = "".join(f"{euros(i)};{i % 50} €;{i % 40},5 %;{f'${i}' if i == 9 else f'{i} €'};"
+                   f"{i % 2}\n" for i in range(300))
+    prof = profile_csv([("t.csv", lambda: io.BytesIO(("amt;fee;share;odd;y\n" + rows).encode()))],
+                       ";")
+    schema, decisions = infer_from_profile(prof, "y")
+    form = {c: (schema.column(c).type, schema.column(c).decimal, schema.column(c).grouping,
+                schema.column(c).unit) for c in ("amt", "fee", "share", "odd")}
+    assert form == {"amt": ("float", ",", ".", "€"), "fee": ("int", ".", "", "€"),
+                    "share": ("float", ",", "", "%"), "odd": ("string", ".", "", "")}
+    assert decisions["share"].why.endswith("written with '%': read as numbers without it")
+    parser = RowParser(schema, ["amt", "fee", "share", "odd", "y"])
+    assert parser.parse([euros(299), "7 €", "13,5 %", "x", "1"])[:3] == \
+        (pytest.approx(299 * 1234.5), 7, 13.5)
+    comma = "".join(f"{i % 30} €,{i % 2}\n" for i in range(300))
+    prof = profile_csv([("t.csv", lambda: io.BytesIO(("fee,y\n" + comma).encode()))])
+    fee = infer_from_profile(prof, "y")[0].column("fee")
+    assert (fee.type, fee.unit) == ("int", "€")
+
+
 def test_numbers_with_thousands_separators_are_numbers_in_a_comma_delimited_file():
     """A report's `"1,234,567.50"` (quoted in a comma-delimited file) was text, so hashed:
     it is a number read with ',' as a thousands separator (ColumnSpec.grouping), an int
