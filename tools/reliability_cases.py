@@ -68,6 +68,7 @@ def cases(work: str, quick: bool):
     yield from _inferred_cases(csv, lines, os.path.join(work, "bomb.csv.gz"),
                                os.path.join(work, "latin1.csv"))
     yield from _written_forms_cases(csv, lines)
+    yield from _marked_numbers_cases(csv, lines)
     yield from _round3_cases(work, csv, good, header, body)
     yield from _image_cases(work, csv)
     yield from _round4_cases(work, csv, good, header, body)
@@ -247,14 +248,43 @@ def _written_forms_cases(csv, lines):
     yield "inferred: fares in cents grouped in threes (\"1,234\"), 1 not", [
         "--input", csv("i_grouped.csv", grouped({3: "12,34"})), "--label_column",
         "fare_amount"], n
-    yield "inferred: fares as dollars ($18.39), 1 not", [
-        "--input", csv("i_dollars.csv", grouped({3: "18.39$"}, dollars=True)),
+    yield "inferred: fares as dollars ($18.39), 1 US$", [
+        "--input", csv("i_dollars.csv", grouped({3: "US$18.39"}, dollars=True)),
         "--label_column", "fare_amount"], n
     spec = open(SPEC).read().replace("{name: fare_amount, type: float",
                                      "{name: fare_amount, type: float, grouping: ','")
     yield "a spec's grouped fares, 3 not in threes", [
         "--input", csv("grouped_bad.csv", grouped({3: "12,34", 4: "1,2345", 5: ",123"})),
         "--schema_spec", csv("grouped.yaml", spec)], n
+
+
+def _marked_numbers_cases(csv, lines):
+    """Numbers with marks in more rows than a stray (round 13, 2026-12-06): a ';' file of
+    euro fares (`18,39 €`), a fare label with 3% words, a longitude with 5% `GPS off`."""
+    rows = list(csv_module.reader(lines))
+    fare, lon = rows[0].index("fare_amount"), rows[0].index("pickup_longitude")
+    n = len(rows) - 1
+
+    def written(column, text, sep=","):
+        out = io.StringIO()
+        w = csv_module.writer(out, delimiter=sep, lineterminator="\n")
+        w.writerow(rows[0])
+        w.writerows(r[:column] + [text(i, r[column])] + r[column + 1:]
+                    for i, r in enumerate(rows[1:], 1))
+        return out.getvalue()
+
+    def euros(i, v):
+        return "18,39 EUR" if i == 3 else f"{float(v):,.2f} €".translate(
+            str.maketrans(",.", ".,"))
+    yield "inferred: ';' fares as 1.234,50 €, 1 not", [
+        "--input", csv("i_euros.csv", written(fare, euros, ";")), "--delimiter", ";",
+        "--label_column", "fare_amount"], n
+    yield "inferred: a fare label with 3% words", [
+        "--input", csv("i_words.csv", written(fare, lambda i, v: "see note" if i % 33 == 1
+                                              else v)), "--label_column", "fare_amount"], n
+    yield "inferred: 5% of longitudes 'GPS off'", [
+        "--input", csv("i_gps.csv", written(lon, lambda i, v: "GPS off" if i % 20 == 1
+                                            else v)), "--label_column", "fare_amount"], n
 
 
 def _round3_cases(work, csv, good, header, body):

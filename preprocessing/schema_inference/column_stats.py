@@ -96,7 +96,8 @@ class ColumnStats(ClockStats, NumberFormStats):
     high: Optional[int] = None
     fits_int64: bool = True
     decimal_comma: int = 0          # values like 39,1, while every value is a number or one
-    only_numbers: bool = True       # ... (else decimal_comma stops being counted)
+    only_numbers: bool = True       # ... but for a few strays (else no longer counted)
+    uncomma: int = 0                # the strays: values neither
     # A file whose delimiter is not a comma (`reads_commas`): the same values with 39,1 read
     # as 39.1 (for `comma_numbers`), a copy made at the first such value and fed while they
     # may all be numbers; `points`: values with a point.

@@ -20,6 +20,7 @@ from preprocessing.contract.values import (
     grouped_pattern,
     unit_pattern,
 )
+from preprocessing.schema_inference.strays import STRAY_TEXT_SHARE
 
 _NUMBER = f"^{NUMBER_PATTERN}$"
 _DECIMAL_COMMA = f"^{DECIMAL_COMMA_PATTERN}$"  # 39,1: a European spreadsheet's number
@@ -50,8 +51,9 @@ class NumberFormStats:
 
     def _count_decimal_commas(self, present: pa.Array, is_number=None) -> None:
         """Counts the values that are no number but one with a decimal comma (maybe grouped
-        by points); stops at the first that is neither, a unit sign dropped (a numeric
-        column costs nothing: no value is left)."""
+        by points), a unit sign dropped, and those that are neither (`uncomma`); stops once
+        these are more than a few strays (STRAY_TEXT_SHARE of the values: only_numbers).
+        A numeric column costs nothing: no value is left."""
         if is_number is None:
             is_number = pc.match_substring_regex(present, _NUMBER)
         others = present.filter(pc.invert(is_number))
@@ -59,7 +61,8 @@ class NumberFormStats:
             others = _without_units(others)[0]
             commas = pc.sum(pc.match_substring_regex(others, _COMMA_NUMBER)).as_py() or 0
             plain = pc.sum(pc.match_substring_regex(others, _NUMBER)).as_py() or 0
-            self.only_numbers = commas + plain == len(others)
+            self.uncomma += len(others) - commas - plain
+            self.only_numbers = self.uncomma <= STRAY_TEXT_SHARE * self.present
             self.decimal_comma += commas
 
     def _view_with_commas(self, s: pa.Array, na: pa.Array) -> None:
@@ -133,11 +136,13 @@ class NumberFormStats:
     def comma_numbers(self) -> Optional["NumberFormStats"]:
         """The statistics of the column read with a decimal comma (ColumnSpec.decimal ","),
         and points as thousands separators where some group them (`dot_grouped`:
-        ColumnSpec.grouping "."), where that makes every present value a number, some
-        written 39,1, and no other holds a point; else None."""
+        ColumnSpec.grouping "."), where that makes every present value a number but for a
+        few stray texts (decided on as in any column), some written 39,1, and no other holds
+        a point; else None."""
         view = self.comma_view
         if view is None or not (self.decimal_commas or self.only_numbers and self.unit()) \
-                or self.points or not view.numeric or view.rows != self.rows:
+                or self.points or view.mostly_text or view.present == 0 \
+                or view.rows != self.rows:
             return None
         return view
 
@@ -149,6 +154,6 @@ class NumberFormStats:
 
     @property
     def decimal_commas(self) -> bool:
-        """Every present value a number, some written with a decimal comma (39,1): numbers
-        this job reads as text (its grammar has decimal points only)."""
+        """Every present value a number but for a few strays, some written with a decimal
+        comma (39,1): numbers the grammar's decimal points alone read as text."""
         return self.only_numbers and self.decimal_comma > 0

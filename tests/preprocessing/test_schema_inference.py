@@ -66,15 +66,20 @@ def test_a_row_longer_than_arrows_block_is_left_out_as_the_pipeline_rejects_it()
 
 def test_numbers_with_a_decimal_comma_are_numbers_in_a_file_not_delimited_by_commas():
     """A ';'-delimited European file: 39,1 is a number written with a decimal comma, and the
-    column a float read so (ColumnSpec.decimal ","), a regression label too. A column that
-    also holds words is plain text; one that mixes 39,1 and 39.5 is text whose decision says
-    what to change (1.234 may be a thousand there)."""
-    rows = "".join(f"{'.' if i == 5 else f'{i % 10},{i % 3}'};{'abc' if i == 3 else f'{i},5'};"
+    column a float read so (ColumnSpec.decimal ","), a regression label too; a stray word
+    among them is a missing value, as in any number column. A column that also holds many
+    words is plain text; one that mixes 39,1 and 39.5 is text whose decision says what to
+    change (1.234 may be a thousand there)."""
+    rows = "".join(f"{'.' if i == 5 else f'{i % 10},{i % 3}'};"
+                   f"{'abc' if i % 10 == 3 else f'{i},5'};{'n/k' if i == 8 else f'{i % 7},5'};"
                    f"{f'{i % 20}.5' if i % 7 else f'{i % 20},5'};{i % 2};{i % 4},25\n" for i in range(300))
-    prof = profile_csv([("t.csv", lambda: io.BytesIO(("x;w;m;c;y\n" + rows).encode()))], ";")
+    prof = profile_csv([("t.csv", lambda: io.BytesIO(("x;w;s;m;c;y\n" + rows).encode()))], ";")
     assert prof.columns["x"].comma_numbers() is not None
     assert prof.columns["w"].comma_numbers() is None and prof.columns["m"].comma_numbers() is None
     schema, decisions = infer_from_profile(prof, "y")
+    stray = schema.column("s")
+    assert (stray.type, stray.decimal, stray.default) == ("float", ",", "mean")
+    assert "n/k" in stray.missing
     x, y = schema.column("x"), schema.column("y")
     assert (x.type, x.transform, x.decimal) == ("float", "numeric", ",")
     assert "." in x.missing and x.default == "mean"  # SAS's missing mark is no point
