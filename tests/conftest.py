@@ -2,16 +2,13 @@
 from __future__ import annotations
 
 import csv
-import fcntl
 import os
-import pathlib
-import pickle
 import random
 import shutil
 
 import pytest
 
-from tests.helpers import small_train_config
+from tests.helpers import built_once, small_train_config
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -25,32 +22,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if END_TO_END_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-
-
-def built_once(tmp_path_factory, name: str, build):
-    """`build(folder)` of a session fixture, run once for all of pytest-xdist's workers: the
-    first worker to ask builds it in the run's shared temp folder while the others wait on
-    a lock, then read its (pickled) result. `make test` also shares that folder with its
-    second pytest run (TESTS_SHARED_DIR). Without either: built here. Each worker used to
-    build the same trained model for itself, on the same two cores."""
-    if os.environ.get("TESTS_SHARED_DIR"):
-        shared = pathlib.Path(os.environ["TESTS_SHARED_DIR"])
-    elif os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = tmp_path_factory.getbasetemp().parent / "shared"
-    else:
-        return build(tmp_path_factory.mktemp(name))
-    shared.mkdir(exist_ok=True)
-    with open(shared / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        done = shared / f"{name}.pickle"
-        if done.exists():
-            return pickle.loads(done.read_bytes())
-        folder = shared / name
-        shutil.rmtree(folder, ignore_errors=True)  # a build that failed in another worker
-        folder.mkdir()
-        result = build(folder)
-        done.write_bytes(pickle.dumps(result))
-        return result
 
 
 @pytest.fixture(scope="session")

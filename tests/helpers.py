@@ -2,9 +2,13 @@
 tf.Examples, a small training config, a valid taxi row."""
 from __future__ import annotations
 
+import fcntl
 import glob
 import os
+import pathlib
+import pickle
 import re
+import shutil
 
 from preprocessing import quiet
 from tools.outputs import read_jsonl  # noqa: F401 (the tests' one reader)
@@ -108,3 +112,29 @@ def late_decimals_csv(rows=12_000, late_from=10_500):
         price = f"{50 + i % 9}.0" if i < late_from else f"{50 + i % 9}.3"
         lines.append(f"{i % 17},{price},{(i * 7) % 11}.5")
     return "\n".join(lines) + "\n"
+
+
+def built_once(tmp_path_factory, name: str, build):
+    """`build(folder)` of a session fixture, run once for all of pytest-xdist's workers: the
+    first worker to ask builds it in the run's shared temp folder while the others wait on
+    a lock, then read its (pickled) result. `make test` also shares that folder with its
+    second pytest run (TESTS_SHARED_DIR). Without either: built here. Each worker used to
+    build the same trained model for itself, on the same two cores."""
+    if os.environ.get("TESTS_SHARED_DIR"):
+        shared = pathlib.Path(os.environ["TESTS_SHARED_DIR"])
+    elif os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp().parent / "shared"
+    else:
+        return build(tmp_path_factory.mktemp(name))
+    shared.mkdir(exist_ok=True)
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        done = shared / f"{name}.pickle"
+        if done.exists():
+            return pickle.loads(done.read_bytes())
+        folder = shared / name
+        shutil.rmtree(folder, ignore_errors=True)  # a build that failed in another worker
+        folder.mkdir()
+        result = build(folder)
+        done.write_bytes(pickle.dumps(result))
+        return result

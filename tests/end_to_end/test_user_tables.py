@@ -8,7 +8,13 @@ import os
 import numpy as np
 import pytest
 
-from tests.helpers import late_decimals_csv, make_example, read_jsonl, small_train_config
+from tests.helpers import (
+    built_once,
+    late_decimals_csv,
+    make_example,
+    read_jsonl,
+    small_train_config,
+)
 
 # ---- end to end: hostile headers, string labels, every input path ------------------------------
 # `class`: a Python keyword, which no signature argument may be named (ggplot2's mpg has it);
@@ -38,20 +44,23 @@ def _write_csv(path, rows):
         w.writerows(rows)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def hostile(tmp_path_factory):
-    """The table preprocessed with an inferred schema and a small model trained on it."""
+    """The table preprocessed with an inferred schema and a small model trained on it (once
+    for every test process: its tests run on several)."""
     from beam_jobs import preprocess
     from training import train_and_evaluate
-    root = tmp_path_factory.mktemp("hostile")
-    rows = _penguin_like()
-    src = str(root / "table.csv")
-    _write_csv(src, rows)
-    prep = str(root / "prep")
-    summary = preprocess.run(["--input", src, "--output", prep, "--label_column", LABEL])
-    metrics = train_and_evaluate(small_train_config(prep, str(root / "job"), epochs=3,
-                                                    batch_size=32))
-    return root, src, rows, summary, metrics
+
+    def build(root):
+        rows = _penguin_like()
+        src = str(root / "table.csv")
+        _write_csv(src, rows)
+        prep = str(root / "prep")
+        summary = preprocess.run(["--input", src, "--output", prep, "--label_column", LABEL])
+        metrics = train_and_evaluate(small_train_config(prep, str(root / "job"), epochs=3,
+                                                        batch_size=32))
+        return root, src, rows, summary, metrics
+    return built_once(tmp_path_factory, "hostile", build)
 
 
 @pytest.mark.slow
