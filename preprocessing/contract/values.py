@@ -99,6 +99,18 @@ def unit_pattern(unit: str) -> tuple:
         (rf"^([+-]?){u} ?(.+)$|^(.+?) ?{u}$", r"\1\2\3")
 
 
+# An accountant's negative, `(1,234.50)` or `($5)`: read as -1,234.50 in a number column
+# written with a separator, a sign or a decimal comma (the spreadsheets that export these);
+# a sign inside (`(-5)`) or a parenthesis more is refused. (pattern, replacement): RE2's
+# syntax and Python's alike.
+NEGATIVE_PARENS = (r"^\(([^()+-][^()]*)\)$", r"-\1")
+
+
+def reads_parens(decimal: str, grouping: str, unit: str) -> bool:
+    """Whether a column so written reads `(5)` as -5 (NEGATIVE_PARENS)."""
+    return bool(grouping or unit or decimal != ".")
+
+
 INTEGER_RE = re.compile(INTEGER_PATTERN)
 NONZERO_MANTISSA_PATTERN = r"[^eE]*[1-9]"  # a number that must not round to zero (1e-400)
 NONZERO_MANTISSA_RE = re.compile(NONZERO_MANTISSA_PATTERN)
@@ -200,11 +212,14 @@ def coerce_value(text: str, dtype: str, decimal: str = ".", clock=False, groupin
                  unit: str = ""):
     """Parses one stripped field as the column's type (the grammar above), its numbers
     written with `decimal` as their mark (DECIMAL_MARKS), maybe grouped in threes by
-    `grouping` (GROUPING_MARKS) and maybe with their `unit` sign (UNITS), or as a clock
-    (`clock`: True, or DURATION; read as seconds); raises NumberError with the reject
-    reason and a short message."""
+    `grouping` (GROUPING_MARKS) and maybe with their `unit` sign (UNITS), a negative in
+    parentheses where so written (NEGATIVE_PARENS), or as a clock (`clock`: True, or
+    DURATION; read as seconds); raises NumberError with the reject reason and a short
+    message."""
     if dtype == "string":
         return text
+    if text.startswith("(") and reads_parens(decimal, grouping, unit):
+        text = re.sub(*NEGATIVE_PARENS, text)
     if unit and unit in text:
         pattern, replacement = unit_pattern(unit)
         dropped = re.sub(pattern, replacement, text)

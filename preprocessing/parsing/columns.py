@@ -22,6 +22,7 @@ from preprocessing.contract.values import (
     DATETIME_TAIL_PATTERN,
     DURATION,
     MONTH_NAMES,
+    NEGATIVE_PARENS,
     NONZERO_MANTISSA_PATTERN,
     NUMBER_PATTERN,
     ORDERED_DATE_PATTERN,
@@ -31,6 +32,7 @@ from preprocessing.contract.values import (
     YMD_SEPARATORS,
     float32_storable,
     grouped_pattern,
+    reads_parens,
     unit_pattern,
 )
 
@@ -69,7 +71,8 @@ def convert(s: pa.Array, dtype: str, dates: Optional[str], decimal: str = ".", c
             grouping: str = "", unit: str = ""):
     """(values, bad) for one column of stripped, non-null texts `s`: values as an Arrow
     string array (strings) or a numpy array (numbers, written with `decimal` as their mark,
-    maybe grouped in threes by `grouping`, maybe with their `unit` sign, or as
+    maybe grouped in threes by `grouping`, maybe with their `unit` sign or in parentheses
+    for a negative (values.reads_parens), or as
     values.coerce_value's `clock`: seconds),
     datetimes (`dates`: their date order, values.DATE_ORDERS) checked, `bad` a numpy mask of
     the positions the row-by-row parser must redo (their value here is a placeholder)."""
@@ -79,6 +82,8 @@ def convert(s: pa.Array, dtype: str, dates: Optional[str], decimal: str = ".", c
         bad |= ~datetime_ok(s, dates)
     if dtype == "string":
         return s, bad
+    if reads_parens(decimal, grouping, unit):  # coerce_value's rule: (5) is -5
+        s = pc.replace_substring_regex(s, *NEGATIVE_PARENS)
     if unit:  # coerce_value's rule: the sign where it belongs dropped; elsewhere refused
         s = pc.replace_substring_regex(s, *unit_pattern(unit))
         bad |= mask(pc.match_substring(s, unit))

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from preprocessing.contract.values import (
     DECIMAL_COMMA_PATTERN,
+    NEGATIVE_PARENS,
     NUMBER_PATTERN,
     UNITS,
     grouped_pattern,
@@ -33,8 +34,10 @@ _MARKS = "[" + re.escape("," + "".join(UNITS[1:])) + "]"
 
 
 def _without_units(s: pa.Array) -> tuple:
-    """(`s` with each unit sign dropped where it belongs (values.unit_pattern), {sign: values
-    written with it})."""
+    """(`s` with an accountant's `(5)` read as -5 (values.NEGATIVE_PARENS: the readers do so
+    in a column written with a separator, a sign or a decimal comma) and each unit sign
+    dropped where it belongs (values.unit_pattern), {sign: values written with it})."""
+    s = pc.replace_substring_regex(s, *NEGATIVE_PARENS)
     counts = {}
     for unit in UNITS[1:]:
         pattern, replacement = unit_pattern(unit)

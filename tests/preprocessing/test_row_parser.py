@@ -9,7 +9,7 @@ from preprocessing import TAXI_SPEC
 from preprocessing.accounting import rejects
 from preprocessing.contract.schema import Schema
 from preprocessing.contract.split import boundaries, parse_fractions, split_index, split_indices
-from preprocessing.contract.values import DATE_ORDER_FORMS, parse_json
+from preprocessing.contract.values import DATE_ORDER_FORMS, NumberError, coerce_value, parse_json
 from preprocessing.parsing import csv_records, record_batches, row_parser
 
 SCHEMA = Schema.load(TAXI_SPEC)
@@ -240,8 +240,9 @@ def test_a_decimal_comma_column_reads_39_1_alike_row_by_row_and_column_wise():
 @pytest.mark.parametrize("column, form, read, refused, named", [
     ("fare_amount", {"grouping": ","},
      {"1,234,567.5": 1234567.5, "-12,000": -12000.0, "999.25": 999.25, "+1,000": 1000.0,
-      "7": 7.0, " 2,500.75 ": 2500.75},
-     ["12,34", "1,2345", ",123", "1,,234", "1,234e5", "1,234.5.6", "1,234,56"],
+      "7": 7.0, " 2,500.75 ": 2500.75, "(1,234.50)": -1234.5, "(7)": -7.0},
+     ["12,34", "1,2345", ",123", "1,,234", "1,234e5", "1,234.5.6", "1,234,56", "(12,34)",
+      "(-5)", "((5))", "(5", "5)", "()"],
      "grouped in threes by ','"),
     ("fare_amount", {"decimal": ",", "grouping": "."},
      {"1.234.567,5": 1234567.5, "39,1": 39.1, "1.000": 1000.0}, ["1.23,4", "1,234.5", "12.34"],
@@ -250,10 +251,10 @@ def test_a_decimal_comma_column_reads_39_1_alike_row_by_row_and_column_wise():
      ["1,234.5", "12,3"], "grouped in threes by ','"),
     ("fare_amount", {"grouping": ",", "unit": "$"},
      {"$1,234.50": 1234.5, "-$5": -5.0, "$ 7": 7.0, "$-2": -2.0, "8.25": 8.25, "5$": 5.0,
-      "-1,000 $": -1000.0},
+      "-1,000 $": -1000.0, "($1,234.50)": -1234.5},
      ["$5$", "$$5", "5$$", "$12,34", "US$5", "$"], "written with '$'"),
     ("fare_amount", {"decimal": ",", "grouping": ".", "unit": "€"},
-     {"1.234,50 €": 1234.5, "-5 €": -5.0, "€ 7,5": 7.5, "8": 8.0},
+     {"1.234,50 €": 1234.5, "-5 €": -5.0, "€ 7,5": 7.5, "8": 8.0, "(1.234,50 €)": -1234.5},
      ["5 € €", "€5€", "5 EUR", "€"], "written with '€'"),
     ("fare_amount", {"unit": "%"}, {"13.5%": 13.5, "13.5 %": 13.5, "-2%": -2.0, "7": 7.0},
      ["%5", "12%%", "13.5 pct", "%"], "written with '%'"),
@@ -264,7 +265,7 @@ def test_a_number_column_written_with_separators_or_signs_reads_alike_row_by_row
     a decimal comma) or a unit sign (ColumnSpec.unit: `$5`, `13.5%`): both parsers drop the
     mark where it belongs (the integer part grouped in threes, a currency before the
     digits or after the number, a percent after it) and refuse it elsewhere (`12,34` is no thousand), each
-    reject naming the form."""
+    reject naming the form; there an accountant's `(1,234.50)` is -1,234.50."""
     written = dataclasses.replace(SCHEMA, columns=tuple(
         dataclasses.replace(c, **form) if c.name == column else c for c in SCHEMA.columns))
     written.validate()
@@ -272,6 +273,14 @@ def test_a_number_column_written_with_separators_or_signs_reads_alike_row_by_row
     rows = _read_alike(parser, HEADER.index(column), read,
                        {text: "unparsable_number" for text in refused})
     assert all(named in _reject_of(parser, row).detail for row in rows[len(read):])
+
+
+def test_a_plain_number_column_refuses_an_accountants_parentheses():
+    """`(5)` is -5 only where the column is written as a spreadsheet exports accounts (a
+    separator, a sign, a decimal comma); in a plain number column it is no number."""
+    with pytest.raises(NumberError, match="not a decimal number"):
+        coerce_value("(5)", "float")
+    assert coerce_value("(5)", "float", unit="%") == -5.0
 
 
 def _read_alike(parser, pos, read: dict, refused: dict) -> list:

@@ -122,7 +122,7 @@ def test_amounts_and_shares_with_their_sign_are_numbers_in_a_semicolon_file():
     """A European file's `1.234,50 €`, `5 €` and `13,5 %` are numbers read without the sign
     (ColumnSpec.unit), with a decimal comma and points grouping thousands where written so;
     `5 €` beside `$5` stays text. A comma-delimited file's `5 €` (the sign after the
-    number) is a number too."""
+    number) is a number too, and so are its accounts with negatives in parentheses."""
     def euros(i):
         return f"{i * 1234.5:,.2f} €".translate(str.maketrans(",.", ".,"))
     rows = "".join(f"{euros(i)};{i % 50} €;{i % 40},5 %;{f'${i}' if i == 9 else f'{i} €'};"
@@ -138,6 +138,13 @@ def test_amounts_and_shares_with_their_sign_are_numbers_in_a_semicolon_file():
     parser = RowParser(schema, ["amt", "fee", "share", "odd", "y"])
     assert parser.parse([euros(299), "7 €", "13,5 %", "x", "1"])[:3] == \
         (pytest.approx(299 * 1234.5), 7, 13.5)
+    accounts = "".join(f'"{f"(${i * 101:,})" if i % 4 == 0 else f"${i * 101:,}"}",{i % 2}\n'
+                       for i in range(300))
+    prof = profile_csv([("t.csv", lambda: io.BytesIO(("net,y\n" + accounts).encode()))])
+    accounts_schema = infer_from_profile(prof, "y")[0]
+    net = accounts_schema.column("net")
+    assert (net.type, net.grouping, net.unit) == ("int", ",", "$")  # ($1,212): -1212
+    assert RowParser(accounts_schema, ["net", "y"]).parse(["($1,212)", "1"])[0] == -1212
     comma = "".join(f"{i % 30} €,{i % 2}\n" for i in range(300))
     prof = profile_csv([("t.csv", lambda: io.BytesIO(("fee,y\n" + comma).encode()))])
     fee = infer_from_profile(prof, "y")[0].column("fee")
