@@ -260,7 +260,8 @@ def _written_forms_cases(csv, lines):
 
 def _marked_numbers_cases(csv, lines):
     """Numbers with marks in more rows than a stray (round 13, 2026-12-06): a ';' file of
-    euro fares (`18,39 €`), a fare label with 3% words, a longitude with 5% `GPS off`."""
+    euro fares (`18,39 €`), dollar fares with negatives in parentheses, a fare label with 3%
+    words, a longitude with 5% `GPS off`."""
     rows = list(csv_module.reader(lines))
     fare, lon = rows[0].index("fare_amount"), rows[0].index("pickup_longitude")
     n = len(rows) - 1
@@ -278,6 +279,10 @@ def _marked_numbers_cases(csv, lines):
             str.maketrans(",.", ".,"))
     yield "inferred: ';' fares as 1.234,50 €, 1 not", [
         "--input", csv("i_euros.csv", written(fare, euros, ";")), "--delimiter", ";",
+        "--label_column", "fare_amount"], n
+    yield "inferred: fares as $18.39, 4 as ($18.39)", [
+        "--input", csv("i_accounts.csv", written(fare, lambda i, v: f"(${float(v):,.2f})"
+                                                 if i % 50 == 1 else f"${float(v):,.2f}")),
         "--label_column", "fare_amount"], n
     yield "inferred: a fare label with 3% words", [
         "--input", csv("i_words.csv", written(fare, lambda i, v: "see note" if i % 33 == 1
