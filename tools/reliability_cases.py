@@ -4,7 +4,6 @@ download), as (name, job arguments, data lines the input holds or None[, job, ou
 from __future__ import annotations
 
 import calendar
-import csv as csv_module
 import gzip
 import io
 import os
@@ -15,6 +14,8 @@ import tempfile
 import time
 
 from PIL import Image, PngImagePlugin
+
+from tools.reliability_forms import marked_numbers_cases, written_forms_cases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = os.path.join(ROOT, "preprocessing", "specs", "taxi.yaml")
@@ -67,8 +68,8 @@ def cases(work: str, quick: bool):
     good = os.path.join(work, "a_good.csv")
     yield from _inferred_cases(csv, lines, os.path.join(work, "bomb.csv.gz"),
                                os.path.join(work, "latin1.csv"))
-    yield from _written_forms_cases(csv, lines)
-    yield from _marked_numbers_cases(csv, lines)
+    yield from written_forms_cases(csv, lines)
+    yield from marked_numbers_cases(csv, lines)
     yield from _round3_cases(work, csv, good, header, body)
     yield from _image_cases(work, csv)
     yield from _round4_cases(work, csv, good, header, body)
@@ -218,78 +219,6 @@ def _inferred_cases(csv, lines, bomb, latin1):
         "--input", csv("dur_bad.csv", "\n".join(bad)), "--schema_spec",
         csv("dur.yaml", timed)], n
     yield "inferred: the gzip bomb", inferred(bomb), None
-
-
-def _written_forms_cases(csv, lines):
-    """Dates and numbers as other systems write them (round 12, 2026-12-06): year first with
-    slashes and no seconds, and fares grouped in threes (a quoted "1,234") or in dollars."""
-    text = "\n".join(lines) + "\n"
-    n = len(lines) - 1
-    slashed = re.sub(r"\b(\d{4})-(\d{2})-(\d{2}) (\d\d:\d\d):\d\d UTC\b", r"\1/\2/\3 \4", text)
-    yield "inferred: pickup times as 2025/06/02 08:15", [
-        "--input", csv("i_slashed.csv", slashed), "--label_column", "fare_amount"], n
-    fare = lines[0].split(",").index("fare_amount")
-
-    def grouped(bad: dict, dollars=False) -> str:
-        """The file with its fares in cents grouped in threes ("1,234"), or in dollars with
-        their sign ("$18.39"); the rows of `bad` ({row: text}) written otherwise."""
-        rows = list(csv_module.reader(lines))
-        for i, row in enumerate(rows[1:], 1):
-            try:
-                fare_text = f"${float(row[fare]):,.2f}" if dollars else \
-                    f"{int(round(float(row[fare]) * 100)):,}"
-            except (ValueError, IndexError):  # the corpus' own bad rows stay as they are
-                continue
-            row[fare] = bad.get(i, fare_text)
-        out = io.StringIO()
-        csv_module.writer(out, lineterminator="\n").writerows(rows)
-        return out.getvalue()
-
-    yield "inferred: fares in cents grouped in threes (\"1,234\"), 1 not", [
-        "--input", csv("i_grouped.csv", grouped({3: "12,34"})), "--label_column",
-        "fare_amount"], n
-    yield "inferred: fares as dollars ($18.39), 1 US$", [
-        "--input", csv("i_dollars.csv", grouped({3: "US$18.39"}, dollars=True)),
-        "--label_column", "fare_amount"], n
-    spec = open(SPEC).read().replace("{name: fare_amount, type: float",
-                                     "{name: fare_amount, type: float, grouping: ','")
-    yield "a spec's grouped fares, 3 not in threes", [
-        "--input", csv("grouped_bad.csv", grouped({3: "12,34", 4: "1,2345", 5: ",123"})),
-        "--schema_spec", csv("grouped.yaml", spec)], n
-
-
-def _marked_numbers_cases(csv, lines):
-    """Numbers with marks in more rows than a stray (round 13, 2026-12-06): a ';' file of
-    euro fares (`18,39 €`), dollar fares with negatives in parentheses, a fare label with 3%
-    words, a longitude with 5% `GPS off`."""
-    rows = list(csv_module.reader(lines))
-    fare, lon = rows[0].index("fare_amount"), rows[0].index("pickup_longitude")
-    n = len(rows) - 1
-
-    def written(column, text, sep=","):
-        out = io.StringIO()
-        w = csv_module.writer(out, delimiter=sep, lineterminator="\n")
-        w.writerow(rows[0])
-        w.writerows(r[:column] + [text(i, r[column])] + r[column + 1:]
-                    for i, r in enumerate(rows[1:], 1))
-        return out.getvalue()
-
-    def euros(i, v):
-        return "18,39 EUR" if i == 3 else f"{float(v):,.2f} €".translate(
-            str.maketrans(",.", ".,"))
-    yield "inferred: ';' fares as 1.234,50 €, 1 not", [
-        "--input", csv("i_euros.csv", written(fare, euros, ";")), "--delimiter", ";",
-        "--label_column", "fare_amount"], n
-    yield "inferred: fares as $18.39, 4 as ($18.39)", [
-        "--input", csv("i_accounts.csv", written(fare, lambda i, v: f"(${float(v):,.2f})"
-                                                 if i % 50 == 1 else f"${float(v):,.2f}")),
-        "--label_column", "fare_amount"], n
-    yield "inferred: a fare label with 3% words", [
-        "--input", csv("i_words.csv", written(fare, lambda i, v: "see note" if i % 33 == 1
-                                              else v)), "--label_column", "fare_amount"], n
-    yield "inferred: 5% of longitudes 'GPS off'", [
-        "--input", csv("i_gps.csv", written(lon, lambda i, v: "GPS off" if i % 20 == 1
-                                            else v)), "--label_column", "fare_amount"], n
 
 
 def _round3_cases(work, csv, good, header, body):
