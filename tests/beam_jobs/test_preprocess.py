@@ -96,10 +96,11 @@ def test_inferred_schema_gz_input_and_quoted_multiline_fields(tmp_path):
                         "--split", "0.5,0.5"])
     assert s["task"] == "classification" and s["key"] == "id"
     assert s["rows_read"] == 4 + 55 and s["reconciled"]
-    # 'bad' in the temp column makes it a string column (types never narrower than the
-    # data): only the short row is rejected.
+    # 'bad' in the temp column (1 of 58 values, a measure of 57 numbers) is a missing value
+    # there, not a reason to reject its row: only the short row is rejected.
     assert s["rejected"]["by_reason"] == {"wrong_column_count": 1}
-    assert {r["column"]: r["type"] for r in s["inferred_columns"]}["temp"] == "string"
+    temp = {r["column"]: r for r in s["inferred_columns"]}["temp"]
+    assert temp["type"] == "float" and "['bad'], read as missing" in temp["why"]
     rej = {r["line"]: r for r in read_jsonl(os.path.join(out, "rejects", "*.jsonl"))}
     assert set(rej) == {6}  # line 3 starts the two-line record; line numbers stay exact
     import tensorflow as tf
