@@ -15,10 +15,10 @@ import time
 
 from PIL import Image, PngImagePlugin
 
+from preprocessing import TAXI_SPEC as SPEC
 from tools.reliability_forms import marked_numbers_cases, written_forms_cases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SPEC = os.path.join(ROOT, "preprocessing", "specs", "taxi.yaml")
 ZONES_SPEC = """columns:
   - {name: ts, type: string, transform: datetime, parts: [hour, weekday]}
   - {name: x, type: float, transform: zscore}

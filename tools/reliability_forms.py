@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import csv as csv_module
 import io
-import os
 import re
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SPEC = os.path.join(ROOT, "preprocessing", "specs", "taxi.yaml")
+from preprocessing import TAXI_SPEC as SPEC
 
 
 def written_forms_cases(csv, lines):
