@@ -260,9 +260,16 @@ class ColumnStats(ClockStats, NumberFormStats):
         a measure whose texts are marks or bad values (reported heights' `5' 4"`)."""
         if self.numeric or self.present == 0 or len(self.distinct) <= MEASURE_VALUES:
             return False
-        numbers = [v for v in map(str, self.distinct) if _NUMBER_RE.fullmatch(v)]
+        numbers = self._distinct_numbers()
         return len(numbers) > len(self.distinct) / 2 and \
             not any(_LEADING_ZERO_RE.match(v) for v in numbers)
+
+    def mostly_numbers(self) -> bool:
+        """Over half the distinct values counted are numbers."""
+        return len(self._distinct_numbers()) > len(self.distinct) / 2
+
+    def _distinct_numbers(self) -> list:
+        return [v for v in map(str, self.distinct) if _NUMBER_RE.fullmatch(v)]
 
     def category_marks(self) -> tuple:
         """The tokens of NA_TOKENS this column holds as categories: each in at least

@@ -83,7 +83,7 @@ def _check_classes(name: str, s: ColumnStats) -> None:
     if d is not None and d <= MAX_LABEL_CLASSES:
         return
     hint = ("most of them are numbers: --task regression predicts a number and rejects the "
-            "rows whose label is text" if s.measure_with_texts() else
+            "rows whose label is text" if s.mostly_numbers() else
             "an identifier or free text is not a label to classify")
     count = f"{d:,}" if d is not None else f"over {DISTINCT_CAP:,}"
     some = [short(v) for v in sorted(map(str, s.distinct))[:3]]

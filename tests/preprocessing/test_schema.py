@@ -179,6 +179,9 @@ def test_a_number_label_with_a_few_text_values_is_regression_and_those_rows_reje
                                           r"classes; most of them are numbers: --task "
                                           r"regression"):
         infer_from_profile(many, "y", task="classification")
+    numbers = profile_rows(["f", "y"], [[str(i % 4), f"{i * 0.5}"] for i in range(600)])
+    with pytest.raises(SchemaError, match="600 distinct values .* most of them are numbers"):
+        infer_from_profile(numbers, "y", task="classification")
     # Codes with leading zeros are classes, texts or not; so are a few numbers among words.
     codes = profile_rows(["f", "y"], [[str(i % 4), "n/k" if i % 20 == 0 else f"{i % 30:05d}"]
                                       for i in range(600)])
