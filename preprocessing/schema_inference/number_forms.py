@@ -37,9 +37,12 @@ def _without_units(s: pa.Array) -> tuple:
     """(`s` with an accountant's `(5)` read as -5 (values.NEGATIVE_PARENS: the readers do so
     in a column written with a separator, a sign or a decimal comma) and each unit sign
     dropped where it belongs (values.unit_pattern), {sign: values written with it})."""
-    s = pc.replace_substring_regex(s, *NEGATIVE_PARENS)
+    if pc.any(pc.match_substring(s, "(")).as_py():  # a plain search first: most have none
+        s = pc.replace_substring_regex(s, *NEGATIVE_PARENS)
     counts = {}
     for unit in UNITS[1:]:
+        if not pc.any(pc.match_substring(s, unit)).as_py():
+            continue
         pattern, replacement = unit_pattern(unit)
         signed = pc.sum(pc.match_substring_regex(s, pattern)).as_py() or 0
         if signed:
