@@ -51,3 +51,21 @@ def tf_names(names: Sequence[str]) -> Dict[str, str]:
         taken.add(candidate)
         out[name] = candidate
     return {n: out[n] for n in names}
+
+
+def output_names(columns: Sequence[tuple], taken: Sequence[str]) -> Dict[tuple, str]:
+    """{(column's TensorFlow name, suffix): the transformed feature's name} for the outputs a
+    column makes beside its own (`fare_bucket`, `fare_missing`, `pickup_hour`): `columns` is
+    ((TensorFlow name, (suffix, ...)), ...) in schema order. A name `taken` by a column, a
+    derived feature or a cross, or by an earlier output, gets `_` appended until it is free:
+    openintro's hfi has `pf_ss_women` (with missing values) beside `pf_ss_women_missing`, and
+    the user's column keeps its name."""
+    used, out = set(taken), {}
+    for name, suffixes in columns:
+        for suffix in suffixes:
+            candidate = f"{name}_{suffix}"
+            while candidate in used:
+                candidate += "_"
+            used.add(candidate)
+            out[(name, suffix)] = candidate
+    return out

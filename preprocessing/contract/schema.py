@@ -49,7 +49,7 @@ from preprocessing.contract.kinds import (  # noqa: F401 (SchemaError: re-export
     MEAN_DEFAULT,
     SchemaError,
 )
-from preprocessing.contract.names import tf_names
+from preprocessing.contract.names import output_names, tf_names
 from preprocessing.contract.spec_files import parse_spec_text, read_spec_text
 from preprocessing.contract.values import coerce_value
 
@@ -110,6 +110,14 @@ class ColumnSpec:
         return coerce_value(str(self.default), self.type, clock=self.clock)
 
 
+def _suffixes(c: ColumnSpec) -> tuple:
+    """The outputs column `c` makes beside its own (Schema.output_name), in the order the
+    preprocessing_fn makes them."""
+    parts = tuple(c.parts) if c.transform == "datetime" else ()
+    return parts + (("bucket",) if c.transform == "numeric" else ()) + \
+        (("missing",) if c.imputed else ())
+
+
 @dataclass(frozen=True)
 class DerivedSpec:
     name: str
@@ -144,6 +152,10 @@ class Schema:
     def __post_init__(self):
         # Over distinct names: a name declared twice is validate()'s error to report.
         object.__setattr__(self, "tf_names", tf_names(list(dict.fromkeys(self.names))))
+        object.__setattr__(self, "_outputs", output_names(
+            [(self.tf_names[c.name], _suffixes(c)) for c in self.feature_columns()],
+            [*self.tf_names.values(), *(d.name for d in self.derived),
+             *(x.name for x in self.crosses)]))
         if self.task is None:
             label = self.column(self.label) if self.label in self.names else None
             task = "classification" if label is not None and label.type == "string" else "regression"
@@ -158,6 +170,12 @@ class Schema:
     def tf_name(self, name: str) -> str:
         """The name TensorFlow sees for column `name` (preprocessing/contract/names.py)."""
         return self.tf_names[name]
+
+    def output_name(self, column: str, suffix: str) -> str:
+        """The transformed feature column `column` makes beside its own: `suffix` "bucket"
+        (a numeric column's quantile bucket), "missing" (an imputed column's flag) or a
+        datetime part (preprocessing/contract/names.py output_names)."""
+        return self._outputs[(self.tf_names[column], suffix)]
 
     def column_of_output(self, output: str) -> ColumnSpec:
         """The column whose transformed feature is named `output` (a TensorFlow name)."""
@@ -205,15 +223,16 @@ class Schema:
             if c.transform == "vocabulary":
                 out[name] = None
             elif c.transform in ("bucketize", "numeric"):
-                out[name if c.transform == "bucketize" else f"{name}_bucket"] = c.num_buckets
+                out[name if c.transform == "bucketize" else
+                    self.output_name(c.name, "bucket")] = c.num_buckets
             elif c.transform == "hash":
                 out[name] = c.hash_buckets
             elif c.transform == "datetime":
                 for p in c.parts:
                     if p in DATETIME_PARTS:  # `days` is a number
-                        out[f"{name}_{p}"] = DATETIME_PARTS[p]
+                        out[self.output_name(c.name, p)] = DATETIME_PARTS[p]
             if c.imputed:
-                out[f"{name}_missing"] = 2
+                out[self.output_name(c.name, "missing")] = 2
         for d in self.derived:
             if d.op == "entity":
                 out[d.name] = None if d.transform == "vocabulary" else d.hash_buckets
@@ -229,13 +248,13 @@ class Schema:
             name = self.tf_names[c.name]
             what = f"column '{c.name}'"
             if c.transform == "datetime":
-                out += [(f"{name}_{p}", f"{what} ({p})") for p in c.parts]
+                out += [(self.output_name(c.name, p), f"{what} ({p})") for p in c.parts]
             else:
                 out.append((name, what))
             if c.transform == "numeric":
-                out.append((f"{name}_bucket", f"{what} (quantile bucket)"))
+                out.append((self.output_name(c.name, "bucket"), f"{what} (quantile bucket)"))
             if c.imputed:
-                out.append((f"{name}_missing", f"{what} (missing flag)"))
+                out.append((self.output_name(c.name, "missing"), f"{what} (missing flag)"))
         out += [(d.name, f"derived '{d.name}'") for d in self.derived]
         out += [(x.name, f"cross {list(x.features)}") for x in self.crosses]
         out.append((self.tf_names[self.label], f"label '{self.label}'"))

@@ -299,13 +299,13 @@ def make_preprocessing_fn(schema: Schema):
             if c.transform == "numeric":
                 groups.setdefault(c.num_buckets, []).append(c)
         for buckets, cols in sorted(groups.items()):
-            names = [schema.tf_name(c.name) for c in cols]
-            done = _numeric_columns([inputs[n] for n in names], [c.imputed for c in cols],
-                                    buckets, f"numeric_{buckets}")
-            for name, (z, bucket, flag) in zip(names, done):
-                outputs[name], outputs[f"{name}_bucket"] = z, bucket
+            done = _numeric_columns([inputs[schema.tf_name(c.name)] for c in cols],
+                                    [c.imputed for c in cols], buckets, f"numeric_{buckets}")
+            for c, (z, bucket, flag) in zip(cols, done):
+                outputs[schema.tf_name(c.name)] = z
+                outputs[schema.output_name(c.name, "bucket")] = bucket
                 if flag is not None:
-                    outputs[f"{name}_missing"] = flag
+                    outputs[schema.output_name(c.name, "missing")] = flag
         for c in schema.feature_columns():
             name = schema.tf_name(c.name)
             x = inputs[name]
@@ -313,7 +313,7 @@ def make_preprocessing_fn(schema: Schema):
             if t == "numeric":
                 continue
             if c.imputed:
-                x, outputs[f"{name}_missing"] = _impute_mean(x, name)
+                x, outputs[schema.output_name(c.name, "missing")] = _impute_mean(x, name)
             if t in ("zscore", "scale_0_1", "passthrough"):
                 outputs[name] = _scale(x, t, name)
             elif t in ("identity", "image"):
@@ -329,11 +329,11 @@ def make_preprocessing_fn(schema: Schema):
             elif t == "datetime":
                 parts = datetime_parts(x, c.date_order)
                 for p in c.parts:
+                    part = schema.output_name(c.name, p)
                     if p in DATETIME_NUMBERS:  # days since 1970, minutes since midnight
-                        outputs[f"{name}_{p}"] = _scale(tf.cast(parts[p], tf.float32),
-                                                        "zscore", f"{name}_{p}")
+                        outputs[part] = _scale(tf.cast(parts[p], tf.float32), "zscore", part)
                     else:
-                        outputs[f"{name}_{p}"] = parts[p]
+                        outputs[part] = parts[p]
         for d in schema.derived:
             if d.op == "haversine_km":
                 args = [inputs[schema.tf_name(i)] for i in d.inputs]

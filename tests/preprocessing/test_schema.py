@@ -323,17 +323,17 @@ def test_parse_csv_sample_handles_quotes():
         parse_csv_sample("")
 
 
-def test_two_columns_that_make_one_transformed_feature_are_refused():
-    from preprocessing.contract.schema import ColumnSpec, Schema, SchemaError
-    with pytest.raises(SchemaError, match="column 'ts_hour' and column 'ts' \\(hour\\) both "
-                                          "make the transformed feature 'ts_hour'"):
-        Schema(columns=(ColumnSpec("ts_hour", "float", "zscore"),
-                        ColumnSpec("ts", "string", "datetime"), ColumnSpec("y", "float")),
-               label="y", task="regression")
-    with pytest.raises(SchemaError, match="'x_bucket'"):
-        Schema(columns=(ColumnSpec("x", "float", "numeric"),
-                        ColumnSpec("x_bucket", "float", "zscore"), ColumnSpec("y", "float")),
-               label="y", task="regression")
+def test_a_cross_named_like_a_column_is_refused():
+    """The names a user gives (columns, derived features, crosses) are refused when two make
+    one transformed feature; the outputs a column makes beside its own step aside instead
+    (test_a_column_named_like_another_columns_output_keeps_its_name)."""
+    from preprocessing.contract.schema import ColumnSpec, CrossSpec, Schema, SchemaError
+    with pytest.raises(SchemaError, match="column 'cross_a_x_b' and cross \\['a', 'b'\\] both "
+                                          "make the transformed feature 'cross_a_x_b'"):
+        Schema(columns=(ColumnSpec("a", "string", "vocabulary"),
+                        ColumnSpec("b", "string", "vocabulary"),
+                        ColumnSpec("cross_a_x_b", "float", "zscore"), ColumnSpec("y", "float")),
+               label="y", task="regression", crosses=(CrossSpec(("a", "b")),))
 
 
 def test_a_yaml_spec_with_aliases_is_refused_before_it_expands(tmp_path):
@@ -390,3 +390,39 @@ def test_a_class_written_as_a_missing_mark_keeps_its_rows():
     rows = [["x", "NA" if i == 0 else "ab"[i % 2]] for i in range(100)]
     rare = infer_from_profile(profile_rows(["f", "y"], rows), "y")[0]
     assert "NA" in rare.column("y").missing
+
+
+def _colliding_schema():
+    """A column beside the names of the outputs another column makes (openintro's hfi has
+    `pf_ss_women` with missing values beside `pf_ss_women_missing`)."""
+    return Schema(columns=(
+        ColumnSpec("v", "float", "numeric", default="mean", num_buckets=4),
+        ColumnSpec("v_missing", "float", "zscore"),
+        ColumnSpec("v_bucket", "string", "vocabulary"),
+        ColumnSpec("t", "string", "datetime", parts=("hour", "weekday")),
+        ColumnSpec("t_hour", "float", "numeric", num_buckets=4),
+        ColumnSpec("y", "float")), label="y")
+
+
+def test_a_column_named_like_another_columns_output_keeps_its_name():
+    schema = _colliding_schema()
+    origins = dict(schema.transformed_origins())
+    assert len(origins) == len(schema.transformed_origins())    # every output its own name
+    # The user's columns keep their names; the outputs made beside them take a `_` more.
+    for name in ("v_missing", "v_bucket", "t_hour"):
+        assert origins[name] == f"column '{name}'"
+    assert origins["v_missing_"] == "column 'v' (missing flag)"
+    assert origins["v_bucket_"] == "column 'v' (quantile bucket)"
+    assert origins["t_hour_"] == "column 't' (hour)"
+    assert origins["t_weekday"] == "column 't' (weekday)"
+    assert origins["t_hour_bucket"] == "column 't_hour' (quantile bucket)"
+    assert schema.output_name("v", "missing") == "v_missing_"
+    assert schema.output_name("t_hour", "bucket") == "t_hour_bucket"
+    # The categories the spec knows are those same names.
+    cats = schema.categorical_outputs()
+    assert cats["v_bucket_"] == 4 and cats["v_missing_"] == 2 and cats["t_hour_"] == 24
+    assert cats["v_bucket"] is None      # the user's vocabulary column
+    # Names the user gave twice are still refused, in one line.
+    with pytest.raises(SchemaError, match="derived 'v_missing' clashes with a column name"):
+        dataclasses.replace(schema, derived=(
+            DerivedSpec("v_missing", "haversine_km", ("v", "v", "v", "v")),))

@@ -1,5 +1,6 @@
 """The shared preprocessing_fn: TF datetime/haversine helpers and a full tf.transform run."""
 import calendar
+import dataclasses
 import datetime
 import random
 import tempfile
@@ -159,12 +160,18 @@ def _numeric_schema(n, missing=False):
 @pytest.mark.slow
 def test_numeric_columns_analysed_together_get_what_each_gets_alone():
     """`numeric` columns share their analyzers (one per bucket count, element by element);
-    each column still gets its own mean, spread, range, missing value and quantiles."""
+    each column still gets its own mean, spread, range, missing value and quantiles. A
+    user's column named `v0_missing` keeps its name: v0's flag is `v0_missing_`."""
     rng = np.random.default_rng(5)
     rows = [{"id": f"r{i}", "v0": float("nan") if i % 9 == 0 else float(rng.normal(10, 3)),
              "v1": float(rng.integers(0, 40)), "v2": float(rng.exponential(100)),
-             "y": 1.0} for i in range(300)]
-    together = _analyze_and_transform(_numeric_schema(3, missing=True), rows)
+             "v0_missing": float(i % 2), "y": 1.0} for i in range(300)]
+    schema = _numeric_schema(3, missing=True)
+    schema = dataclasses.replace(schema, columns=schema.columns[:-1] + (
+        ColumnSpec("v0_missing", "float", "passthrough"), schema.columns[-1]))
+    together = _analyze_and_transform(schema, rows)
+    assert [r["v0_missing"] for r in together] == [r["v0_missing"] for r in rows]
+    assert [r["v0_missing_"] for r in together] == [int(i % 9 == 0) for i in range(300)]
     for name, alone_schema in (("v0", Schema(columns=(
             ColumnSpec("id", "string"),
             ColumnSpec("v0", "float", "numeric", num_buckets=8, default="mean"),
@@ -178,11 +185,11 @@ def test_numeric_columns_analysed_together_get_what_each_gets_alone():
             assert a[f"{name}_bucket"] == b[f"{name}_bucket"]
             assert a[name] == pytest.approx(b[name], abs=1e-5)
             if name == "v0":
-                assert a["v0_missing"] == b["v0_missing"]
+                assert a["v0_missing_"] == b["v0_missing"]
     z = np.array([r["v2"] for r in together])
     assert abs(z.mean()) < 1e-5 and abs(z.std() - 1) < 1e-3
     assert sorted({r["v1_bucket"] for r in together}) == [0, 1, 2, 3]
-    assert sum(r["v0_missing"] for r in together) == 34
+    assert sum(r["v0_missing_"] for r in together) == 34
 
 
 def test_the_analysis_graph_does_not_grow_with_the_numeric_columns():

@@ -33,9 +33,19 @@ def _missing_table():
 
 
 def test_the_network_trains_with_present_imputed_values_hidden_as_missing():
+    from preprocessing.contract.schema import ColumnSpec, Schema
+    from training.data import FeatureInfo
     from training.models.missingness import imputed_groups, with_hidden_values
     info, dataset_fn = _missing_table()
     assert imputed_groups(info) == {"v_missing": ["v", "v_bucket"]}
+    # A user's column named `v_missing` is not the flag: that one is `v_missing_`.
+    schema = Schema(columns=(ColumnSpec("v", "float", "numeric", default="mean", num_buckets=4),
+                             ColumnSpec("v_missing", "float", "zscore"), ColumnSpec("y", "float")),
+                    label="y", task="regression")
+    named = FeatureInfo(label="y", task="regression", numeric=["v", "v_missing"],
+                        categorical={"v_bucket": 4, "v_missing_": 2}, feature_spec={},
+                        raw_schema=schema)
+    assert imputed_groups(named) == {"v_missing_": ["v", "v_bucket"]}
     stored = {"v_missing": {"v": np.float32(0.0), "v_bucket": np.int64(2)}}
     hidden = with_hidden_values(dataset_fn, stored, 0.2, seed=7)
     batches = list(hidden())

@@ -415,6 +415,15 @@ def test_trees_read_numbers_and_categories_and_skip_a_numbers_bucket():
                        raw_schema=schema)
     assert feature_semantics(info) == {"x": "NUMERICAL", "c": "CATEGORICAL",
                                        "t_hour": "NUMERICAL"}
+    # A user's column named like a number's bucket is a column of its own: the bucket beside
+    # it is `x_bucket_` (Schema.output_name), and that one is skipped.
+    schema = Schema(columns=(ColumnSpec("x", "float", "numeric", num_buckets=4),
+                             ColumnSpec("x_bucket", "string", "vocabulary"),
+                             ColumnSpec("y", "float")), label="y", task="regression")
+    info = FeatureInfo(label="y", task="regression", numeric=["x"],
+                       categorical={"x_bucket_": 4, "x_bucket": 7}, feature_spec={},
+                       raw_schema=schema)
+    assert feature_semantics(info) == {"x": "NUMERICAL", "x_bucket": "CATEGORICAL"}
 
 
 def test_the_trees_exported_keep_the_count_lowest_over_the_folds():

@@ -31,8 +31,9 @@ def imputed_groups(info) -> Dict[str, List[str]]:
         if not c.imputed:
             continue
         name = schema.tf_name(c.name)
-        flag = f"{name}_missing"
-        feats = [n for n in (name, f"{name}_bucket") if n in inputs]
+        flag = schema.output_name(c.name, "missing")
+        bucket = schema.output_name(c.name, "bucket") if c.transform == "numeric" else None
+        feats = [n for n in (name, bucket) if n in inputs]
         if flag in inputs and feats:
             out[flag] = feats
     return out

@@ -101,16 +101,17 @@ class TreesShape:
 def feature_semantics(info: FeatureInfo) -> Dict[str, str]:
     """Transformed feature -> "NUMERICAL" or "CATEGORICAL", for the model's inputs."""
     schema = info.raw_schema
-    ordinal = set()
+    ordinal, buckets = set(), {}
     for c in schema.feature_columns():
-        name = schema.tf_name(c.name)
         if c.transform == "datetime":
-            ordinal.update(f"{name}_{p}" for p in c.parts)
+            ordinal.update(schema.output_name(c.name, p) for p in c.parts)
         elif c.transform == "bucketize":
-            ordinal.add(name)
+            ordinal.add(schema.tf_name(c.name))
+        elif c.transform == "numeric":
+            buckets[schema.output_name(c.name, "bucket")] = schema.tf_name(c.name)
     out = {name: "NUMERICAL" for name in info.numeric}
     for name in info.categorical:
-        if name.endswith("_bucket") and name[:-len("_bucket")] in out:
+        if buckets.get(name) in out:
             continue  # the quantile bucket of a number the trees split directly
         out[name] = "NUMERICAL" if name in ordinal else "CATEGORICAL"
     return out
