@@ -12,13 +12,13 @@ from preprocessing.contract.kinds import (
     TRANSFORMS,
     SchemaError,
 )
+from preprocessing.contract.units import UNITS, is_unit
 from preprocessing.contract.values import (
     DATE_ORDER_FORMS,
     DATE_ORDERS,
     DECIMAL_MARKS,
     DURATION,
     GROUPING_MARKS,
-    UNITS,
     coerce_value,
     looks_like_datetime,
 )
@@ -82,17 +82,21 @@ def _columns(schema) -> set:
         if c.imputed and (c.type != "float" or c.transform not in NUMERIC_TRANSFORMS):
             raise SchemaError(f"column '{c.name}': default 'mean' needs a float column "
                               f"with a numeric transform")
-        if c.decimal not in DECIMAL_MARKS or (c.decimal != "." and c.type != "float"):
+        # An int column's mark is a comma where points group its thousands (1.315 in a ';'
+        # file): its values hold no mark, and the grouping must not be the decimal's.
+        if c.decimal not in DECIMAL_MARKS or (c.decimal != "." and c.type != "float" and not (
+                c.type == "int" and c.grouping == ".")):
             raise SchemaError(f"column '{c.name}': decimal {c.decimal!r} must be '.', or ',' "
-                              f"for a float column")
+                              f"for a float column (or an int column grouped by '.')")
         if c.grouping not in GROUPING_MARKS or (c.grouping and (
                 c.type not in ("float", "int") or c.grouping == c.decimal or c.clock)):
             raise SchemaError(f"column '{c.name}': grouping {c.grouping!r} must be '', or ',' "
                               f"(or '.' beside decimal ',') for a number column not written "
                               f"as a clock")
-        if c.unit not in UNITS or (c.unit and (c.type not in ("float", "int") or c.clock)):
-            raise SchemaError(f"column '{c.name}': unit {c.unit!r} must be '', or one of "
-                              f"{list(UNITS[1:])} for a number column not written as a clock")
+        if not is_unit(c.unit) or (c.unit and (c.type not in ("float", "int") or c.clock)):
+            raise SchemaError(f"column '{c.name}': unit {c.unit!r} must be '', one of "
+                              f"{list(UNITS[1:])} or a word (kg, km/h, °C) for a number column "
+                              f"not written as a clock")
         if not (isinstance(c.clock, bool) or c.clock == DURATION) or \
                 (c.clock and (c.type != "float" or c.decimal != ".")):
             raise SchemaError(f"column '{c.name}': clock {c.clock!r} must be false, or true "

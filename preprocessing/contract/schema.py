@@ -80,7 +80,7 @@ class ColumnSpec:
     grouping: str = ""
     # A number column's unit sign, dropped by every reader: "$" (or "€", "£") before the
     # digits or after the number ($1,234.50, -$5, 5 €), "%" after it (13.5%, read 13.5):
-    # values.UNITS.
+    # units.UNITS, or a word (units.is_unit).
     unit: str = ""
     # How a datetime column's dates are written: "ymd" (ISO, YYYY-MM-DD or YYYY/MM/DD), "mdy" / "dmy"
     # (1/3/2011 month first, a US spreadsheet's; 03.01.2011 day first), or "ym", a month

@@ -53,6 +53,7 @@ import numpy as np
 import pyarrow as pa
 
 from preprocessing.accounting.rejects import Reject
+from preprocessing.contract.units import NEGATIVE_PARENS, reads_parens, unit_pattern
 
 # The date's separators a `ymd` datetime may use (both the same); the transform graph reads
 # its fields by position, so any of them parses alike there.
@@ -80,35 +81,6 @@ def grouped_pattern(grouping: str, decimal: str = ".") -> str:
     """A number whose integer part is grouped in threes by `grouping` (RE2 and Python)."""
     g, d = re.escape(grouping), re.escape(decimal)
     return rf"^[+-]?[0-9]{{1,3}}(?:{g}[0-9]{{3}})+(?:{d}[0-9]*)?$"
-
-
-# A number column's unit sign (ColumnSpec.unit): a currency's before the digits, after the
-# number's sign (`$1,234.50`, `-€5`, a space after it allowed), or after the number as
-# much of Europe writes it (`1.234,50 €`, `5$`); a percent after the number (`13.5%`,
-# `13.5 %`); every reader drops it (13.5% reads 13.5) before the rest. A value without it
-# is a plain number; one with it twice is refused.
-UNITS = ("", "$", "€", "£", "%")
-
-
-def unit_pattern(unit: str) -> tuple:
-    """(pattern, replacement) that drop `unit` from a number written with it (RE2's and
-    Python's syntax alike)."""
-    u = re.escape(unit)
-    # an alternative's groups that did not take part are empty in Python's and RE2's rewrite
-    return (r"^(.+?) ?%$", r"\1") if unit == "%" else \
-        (rf"^([+-]?){u} ?(.+)$|^(.+?) ?{u}$", r"\1\2\3")
-
-
-# An accountant's negative, `(1,234.50)` or `($5)`: read as -1,234.50 in a number column
-# written with a separator, a sign or a decimal comma (the spreadsheets that export these);
-# a sign inside (`(-5)`) or a parenthesis more is refused. (pattern, replacement): RE2's
-# syntax and Python's alike.
-NEGATIVE_PARENS = (r"^\(([^()+-][^()]*)\)$", r"-\1")
-
-
-def reads_parens(decimal: str, grouping: str, unit: str) -> bool:
-    """Whether a column so written reads `(5)` as -5 (NEGATIVE_PARENS)."""
-    return bool(grouping or unit or decimal != ".")
 
 
 INTEGER_RE = re.compile(INTEGER_PATTERN)
@@ -212,7 +184,7 @@ def coerce_value(text: str, dtype: str, decimal: str = ".", clock=False, groupin
                  unit: str = ""):
     """Parses one stripped field as the column's type (the grammar above), its numbers
     written with `decimal` as their mark (DECIMAL_MARKS), maybe grouped in threes by
-    `grouping` (GROUPING_MARKS) and maybe with their `unit` sign (UNITS), a negative in
+    `grouping` (GROUPING_MARKS) and maybe with their `unit` (is_unit), a negative in
     parentheses where so written (NEGATIVE_PARENS), or as a clock (`clock`: True, or
     DURATION; read as seconds); raises NumberError with the reject reason and a short
     message."""

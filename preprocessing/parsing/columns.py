@@ -17,12 +17,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from preprocessing.contract.units import NEGATIVE_PARENS, reads_parens, unit_pattern
 from preprocessing.contract.values import (
     CLOCK_PATTERN,
     DATETIME_TAIL_PATTERN,
     DURATION,
     MONTH_NAMES,
-    NEGATIVE_PARENS,
     NONZERO_MANTISSA_PATTERN,
     NUMBER_PATTERN,
     ORDERED_DATE_PATTERN,
@@ -32,8 +32,6 @@ from preprocessing.contract.values import (
     YMD_SEPARATORS,
     float32_storable,
     grouped_pattern,
-    reads_parens,
-    unit_pattern,
 )
 
 # Every character str.strip() removes (str.isspace), so utf8_trim is exactly .strip().

@@ -111,6 +111,10 @@ class ColumnStats(ClockStats, NumberFormStats):
     # value holding either, fed until it is mostly text (`unwritten`).
     grouped: int = 0
     units: dict = dataclasses.field(default_factory=dict)
+    # Unit words after numbers (`23.4 kmpl`: units.is_unit) met in the first values of the
+    # first few batches (`unit_probes`), dropped as the signs are (number_forms).
+    unit_words: tuple = ()
+    unit_probes: int = 0
     unwritten: bool = False
     written_view: Optional["ColumnStats"] = None
     # Every present value so far a clock text (values.CLOCK_PATTERN) but for at most
@@ -157,6 +161,7 @@ class ColumnStats(ClockStats, NumberFormStats):
         """Adds one batch of a column's raw text values (in file order)."""
         s = pc.utf8_trim(values, characters=PY_WHITESPACE)
         na = pc.is_in(s, value_set=pa.array(NA_TOKENS, s.type))
+        self._find_unit_words(s)
         if self.reads_commas:
             self._view_with_commas(s, na)
         elif not self.unwritten:

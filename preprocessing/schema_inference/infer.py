@@ -266,7 +266,7 @@ def _as_numbers(s: ColumnStats, decide) -> tuple:
         spec, *rest, why = decide(view)
         if spec.type in ("float", "int"):
             form = {"unit": s.unit(), "grouping": "." if s.dot_grouped else ""}
-            read = [DECIMAL_COMMA_READ] if s.decimal_comma else []
+            read = [DECIMAL_COMMA_READ] if s.decimal_comma and spec.type == "float" else []
             read += ["its thousands grouped by points (1.234,5)"] if form["grouping"] else []
             read += [f"written with {form['unit']!r}: read as numbers without it"] \
                 if form["unit"] else []

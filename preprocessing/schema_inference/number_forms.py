@@ -13,13 +13,17 @@ from typing import Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from preprocessing.contract.units import (
+    NEGATIVE_PARENS,
+    UNIT_WORD_RE2,
+    UNITS,
+    is_unit,
+    unit_pattern,
+)
 from preprocessing.contract.values import (
     DECIMAL_COMMA_PATTERN,
-    NEGATIVE_PARENS,
     NUMBER_PATTERN,
-    UNITS,
     grouped_pattern,
-    unit_pattern,
 )
 from preprocessing.schema_inference.strays import STRAY_TEXT_SHARE
 
@@ -33,14 +37,22 @@ _GROUPED = grouped_pattern(",")  # 1,234,567.5: a report's or a spreadsheet's nu
 _MARKS = "[" + re.escape("," + "".join(UNITS[1:])) + "]"
 
 
-def _without_units(s: pa.Array) -> tuple:
-    """(`s` with an accountant's `(5)` read as -5 (values.NEGATIVE_PARENS: the readers do so
-    in a column written with a separator, a sign or a decimal comma) and each unit sign
-    dropped where it belongs (values.unit_pattern), {sign: values written with it})."""
+# A number and a word after it: the word may be the column's unit (units.UNIT_WORD).
+_WORD_AFTER = rf"^[+-]?\(?[0-9][0-9.,]*\)? ?(?P<unit>{UNIT_WORD_RE2})$"
+UNIT_PROBES = 3          # batches whose first UNIT_PROBE_VALUES are searched for unit words
+UNIT_PROBE_VALUES = 2_000
+UNIT_WORDS_MAX = 3       # past one the column has no one unit (unit()); more are not kept
+
+
+def _without_units(s: pa.Array, words: tuple = ()) -> tuple:
+    """(`s` with an accountant's `(5)` read as -5 (units.NEGATIVE_PARENS: the readers do so
+    in a column written with a separator, a sign or a decimal comma) and each unit sign, or
+    unit word of `words`, dropped where it belongs (units.unit_pattern), {unit: values
+    written with it})."""
     if pc.any(pc.match_substring(s, "(")).as_py():  # a plain search first: most have none
         s = pc.replace_substring_regex(s, *NEGATIVE_PARENS)
     counts = {}
-    for unit in UNITS[1:]:
+    for unit in UNITS[1:] + words:
         if not pc.any(pc.match_substring(s, unit)).as_py():
             continue
         pattern, replacement = unit_pattern(unit)
@@ -55,6 +67,23 @@ class NumberFormStats:
     """ColumnStats' methods over its number-form fields (decimal_comma, only_numbers,
     reads_commas, comma_view, points; grouped, units, unwritten, written_view)."""
 
+    def _find_unit_words(self, s: pa.Array) -> None:
+        """Adds to `unit_words` the words written after a number (`23.4 kmpl`) among the
+        first values of the first UNIT_PROBES batches of stripped values `s`."""
+        if self.unit_probes >= UNIT_PROBES or len(self.unit_words) >= UNIT_WORDS_MAX or \
+                not len(s):
+            return
+        self.unit_probes += 1
+        matched = pc.extract_regex(s.slice(0, UNIT_PROBE_VALUES), _WORD_AFTER)
+        found = matched.filter(pc.is_valid(matched)).field("unit")  # a miss: a null struct
+        if not len(found):
+            return
+        counts = pc.value_counts(found)
+        words = sorted(zip(counts.field("counts").to_pylist(), counts.field("values").to_pylist()),
+                       reverse=True)
+        new = [w for _, w in words if w and is_unit(w) and w not in self.unit_words]
+        self.unit_words = (self.unit_words + tuple(new))[:UNIT_WORDS_MAX]
+
     def _count_decimal_commas(self, present: pa.Array, is_number=None) -> None:
         """Counts the values that are no number but one with a decimal comma (maybe grouped
         by points), a unit sign dropped, and those that are neither (`uncomma`); stops once
@@ -64,7 +93,7 @@ class NumberFormStats:
             is_number = pc.match_substring_regex(present, _NUMBER)
         others = present.filter(pc.invert(is_number))
         if len(others):
-            others = _without_units(others)[0]
+            others = _without_units(others, self.unit_words)[0]
             commas = pc.sum(pc.match_substring_regex(others, _COMMA_NUMBER)).as_py() or 0
             plain = pc.sum(pc.match_substring_regex(others, _NUMBER)).as_py() or 0
             self.uncomma += len(others) - commas - plain
@@ -105,7 +134,8 @@ class NumberFormStats:
         if self.written_view is not None and self.written_view.mostly_text:
             self.unwritten, self.written_view = True, None
             return
-        if self.written_view is None and not pc.any(pc.match_substring_regex(s, _MARKS)).as_py():
+        if self.written_view is None and not pc.any(pc.match_substring_regex(s, _MARKS)).as_py() \
+                and not any(pc.any(pc.match_substring(s, w)).as_py() for w in self.unit_words):
             return
         s = self._drop_units(s)
         grouped = pc.match_substring_regex(s, _GROUPED)
@@ -117,7 +147,7 @@ class NumberFormStats:
 
     def _drop_units(self, s: pa.Array) -> pa.Array:
         """`s` without its unit signs, each sign's values counted in `units`."""
-        s, counts = _without_units(s)
+        s, counts = _without_units(s, self.unit_words)
         for unit, n in counts.items():
             self.units[unit] = self.units.get(unit, 0) + n
         return s
@@ -143,10 +173,10 @@ class NumberFormStats:
         """The statistics of the column read with a decimal comma (ColumnSpec.decimal ","),
         and points as thousands separators where some group them (`dot_grouped`:
         ColumnSpec.grouping "."), where that makes every present value a number but for a
-        few stray texts (decided on as in any column), some written 39,1, and no other holds
-        a point; else None."""
-        view = self.comma_view
-        if view is None or not (self.decimal_commas or self.only_numbers and self.unit()) \
+        few stray texts (decided on as in any column), some written 39,1, no other holds a
+        point, and one unit at most; else None."""
+        view, unit = self.comma_view, self.unit()
+        if view is None or unit is None or not (self.decimal_commas or self.only_numbers and unit) \
                 or self.points or view.mostly_text or view.present == 0 \
                 or view.rows != self.rows:
             return None

@@ -258,6 +258,14 @@ def test_a_decimal_comma_column_reads_39_1_alike_row_by_row_and_column_wise():
      ["5 € €", "€5€", "5 EUR", "€"], "written with '€'"),
     ("fare_amount", {"unit": "%"}, {"13.5%": 13.5, "13.5 %": 13.5, "-2%": -2.0, "7": 7.0},
      ["%5", "12%%", "13.5 pct", "%"], "written with '%'"),
+    ("fare_amount", {"unit": "kmpl"}, {"23.4 kmpl": 23.4, "23.4kmpl": 23.4, "19": 19.0,
+                                       "-1.5 kmpl": -1.5},
+     ["26.6 km/kg", "23.4 kmpl kmpl", "23.4 kmplx", "kmpl", "23.4 KMPL"], "written with 'kmpl'"),
+    ("passenger_count", {"grouping": ".", "decimal": ",", "unit": "CC"},
+     {"1.248 CC": 1248, "915 CC": 915, "1.315": 1315},
+     ["1,5 CC", "12.34 CC", "1248 cc"], "written with 'CC'"),
+    ("fare_amount", {"unit": "°C"}, {"25 °C": 25.0, "-3.5°C": -3.5}, ["25 °F", "25 C"],
+     "written with '°C'"),
 ])
 def test_a_number_column_written_with_separators_or_signs_reads_alike_row_by_row_and_column_wise(
         column, form, read, refused, named):

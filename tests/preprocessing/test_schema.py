@@ -227,8 +227,10 @@ def test_a_grouping_or_a_unit_is_refused_where_no_number_could_hold_it():
     for bad in ({"type": "string", "grouping": ","}, {"type": "float", "grouping": " "},
                 {"type": "float", "decimal": ",", "grouping": ","},
                 {"type": "float", "clock": True, "grouping": ","},
-                {"type": "string", "unit": "%"}, {"type": "float", "unit": "USD"},
-                {"type": "float", "clock": True, "unit": "$"}):
+                {"type": "string", "unit": "%"}, {"type": "string", "unit": "kg"},
+                {"type": "float", "unit": "e"}, {"type": "float", "unit": "5kg"},
+                {"type": "float", "unit": "k g"}, {"type": "float", "unit": "kilometres"},
+                {"type": "float", "unit": "$$"}, {"type": "float", "clock": True, "unit": "$"}):
         spec["columns"][1:] = [{"name": "x", **bad}]
         field = "grouping" if "grouping" in bad else "unit"
         with pytest.raises(SchemaError, match=f"column 'x': {field} .* must be"):

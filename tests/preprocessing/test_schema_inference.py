@@ -211,6 +211,38 @@ def test_numbers_with_a_currency_or_percent_sign_are_numbers_in_a_comma_delimite
     assert parser.parse(last)[:2] == (399 % 23 + 5.25, 399 * 101.5)
 
 
+@pytest.mark.parametrize("sep", [",", ";"])
+def test_measures_written_with_a_unit_word_are_numbers(sep):
+    """A scraped table's `23.4 kmpl`, `1,248 CC`, `25 °C` and `90 km/h` are numbers read
+    without the word (ColumnSpec.unit), in a comma-delimited file and (written `23,4 kmpl`,
+    `1.248 CC`) in a ';' one, where an int grouped by points reads its mark as a comma.
+    Two words in one column (`kmpl`, `km/kg`), a day and its month, or a number's `e`,
+    stay as they were."""
+    def written(text):
+        return text if sep == "," else text.translate(str.maketrans(",.", ".,"))
+    header = sep.join(["mileage", "engine", "temp", "speed", "two", "day", "code", "y"])
+    rows = []
+    for i in range(300):
+        fields = [f"{10 + i % 20}.{i % 10} kmpl", f"{800 + (i * 37) % 2000:,} CC", f"{i % 35 - 5}.5 °C",
+                  f"{20 + i % 100} km/h", f"{i % 20}.5 {'km/kg' if i % 7 == 0 else 'kmpl'}",
+                  f"{1 + i % 28} {'May' if i % 2 else 'June'}", f"{i % 9}e", str(i % 2)]
+        rows.append(sep.join(f'"{written(f)}"' for f in fields))
+    text = header + "\n" + "\n".join(rows) + "\n"
+    prof = profile_csv([("t.csv", lambda: io.BytesIO(text.encode()))], sep)
+    schema, decisions = infer_from_profile(prof, "y")
+    form = {c.name: (c.type, c.unit, c.grouping) for c in schema.columns if c.name != "y"}
+    grouping = "," if sep == "," else "."
+    assert form == {"mileage": ("float", "kmpl", ""), "engine": ("int", "CC", grouping),
+                    "temp": ("float", "°C", ""), "speed": ("int", "km/h", ""),
+                    "two": ("string", "", ""), "day": ("string", "", ""),
+                    "code": ("string", "", "")}
+    assert decisions["mileage"].why.endswith("written with 'kmpl': read as numbers without it")
+    assert "decimal comma" not in decisions["engine"].why    # an int holds no mark
+    parser = RowParser(schema, header.split(sep))
+    line = next(csv.reader([rows[299]], delimiter=sep))
+    assert parser.parse(line)[:4] == (pytest.approx(29.9), 800 + (299 * 37) % 2000, 14.5, 119)
+
+
 def test_a_decimal_comma_first_met_in_a_later_statistics_pass_is_read_over_every_row():
     """Integers for 70,000 rows (one statistics pass: GATHER_ROWS), then 39,1 in the next
     file: the column is a float read with a decimal comma over all its rows; a point after
