@@ -16,7 +16,7 @@ import time
 from PIL import Image, PngImagePlugin
 
 from preprocessing import TAXI_SPEC as SPEC
-from tools.reliability_forms import marked_numbers_cases, written_forms_cases
+from tools.reliability_forms import marked_numbers_cases, unit_word_cases, written_forms_cases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZONES_SPEC = """columns:
@@ -70,6 +70,7 @@ def cases(work: str, quick: bool):
                                os.path.join(work, "latin1.csv"))
     yield from written_forms_cases(csv, lines)
     yield from marked_numbers_cases(csv, lines)
+    yield from unit_word_cases(csv, lines)
     yield from _round3_cases(work, csv, good, header, body)
     yield from _image_cases(work, csv)
     yield from _round4_cases(work, csv, good, header, body)

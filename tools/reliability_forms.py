@@ -79,3 +79,26 @@ def marked_numbers_cases(csv, lines):
     yield "inferred: 5% of longitudes 'GPS off'", [
         "--input", csv("i_gps.csv", written(lon, lambda i, v: "GPS off" if i % 20 == 1
                                             else v)), "--label_column", "fare_amount"], n
+
+
+def unit_word_cases(csv, lines):
+    """Numbers written with a unit word (round 14, 2026-12-06): fares as `18.39 USD` with one
+    `18.39 EUR` (two words: the label stays text), passenger counts as `2 pax` with one
+    `2 pax pax` and one `2 PAX`."""
+    rows = list(csv_module.reader(lines))
+    fare, count = rows[0].index("fare_amount"), rows[0].index("passenger_count")
+    n = len(rows) - 1
+
+    def written(column, text):
+        out = io.StringIO()
+        w = csv_module.writer(out, lineterminator="\n")
+        w.writerow(rows[0])
+        w.writerows(r[:column] + [text(i, r[column])] + r[column + 1:] if len(r) > column
+                    else r for i, r in enumerate(rows[1:], 1))
+        return out.getvalue()
+    yield "inferred: fares as 18.39 USD, 1 EUR", [
+        "--input", csv("i_usd.csv", written(fare, lambda i, v: f"{v} {'EUR' if i == 3 else 'USD'}")),
+        "--label_column", "fare_amount"], n
+    yield "inferred: passengers as 2 pax, 1 'pax pax', 1 PAX", [
+        "--input", csv("i_pax.csv", written(count, lambda i, v: f"{v} " + {4: "pax pax", 6: "PAX"}
+                                            .get(i, "pax"))), "--label_column", "fare_amount"], n
