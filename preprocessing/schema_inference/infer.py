@@ -252,6 +252,13 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
                   derived=tuple(entities)), decisions
 
 
+def _unit_read(s: ColumnStats, unit: str) -> str:
+    """What a decision says of the column's unit (and of the few values with another)."""
+    others = s.other_units()
+    return f"written with {unit!r}: read as numbers without it" + (
+        f" ({others} value(s) with another unit refused: unparsable_number)" if others else "")
+
+
 def _as_numbers(s: ColumnStats, decide) -> tuple:
     """`decide(stats)`'s (spec, ..., why), on the column read with a decimal comma, points
     grouping thousands and its unit sign dropped where that makes it a number
@@ -268,8 +275,7 @@ def _as_numbers(s: ColumnStats, decide) -> tuple:
             form = {"unit": s.unit(), "grouping": "." if s.dot_grouped else ""}
             read = [DECIMAL_COMMA_READ] if s.decimal_comma and spec.type == "float" else []
             read += ["its thousands grouped by points (1.234,5)"] if form["grouping"] else []
-            read += [f"written with {form['unit']!r}: read as numbers without it"] \
-                if form["unit"] else []
+            read += [_unit_read(s, form["unit"])] if form["unit"] else []
             if s.decimal_comma or form["grouping"]:
                 form["decimal"] = ","
             return (dataclasses.replace(spec, **form), *rest, f"{why}; {'; '.join(read)}")
@@ -278,7 +284,7 @@ def _as_numbers(s: ColumnStats, decide) -> tuple:
         spec, *rest, why = decide(view)
         if spec.type in ("float", "int"):
             read = [GROUPED_READ] if grouping else []
-            read += [f"written with {unit!r}: read as numbers without it"] if unit else []
+            read += [_unit_read(s, unit)] if unit else []
             return (dataclasses.replace(spec, grouping=grouping, unit=unit), *rest,
                     f"{why}; {'; '.join(read)}")
     view, strays = s.clock_numbers()

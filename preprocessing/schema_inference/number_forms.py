@@ -153,9 +153,18 @@ class NumberFormStats:
         return s
 
     def unit(self) -> Optional[str]:
-        """The one unit sign some values were written with ("" for none); None for two."""
-        units = [u for u, n in self.units.items() if n]
-        return None if len(units) > 1 else (units[0] if units else "")
+        """The unit most values written with one were written with ("" for none); None where
+        those written with another are more than a few strays (STRAY_TEXT_SHARE of the
+        present values): `5 €` beside `$5`, `1 year` beside `2 years`. The few are refused
+        by every reader (unparsable_number), as a text in a number column is."""
+        units = sorted(((n, u) for u, n in self.units.items() if n), reverse=True)
+        if not units:
+            return ""
+        return units[0][1] if self.other_units() <= STRAY_TEXT_SHARE * self.present else None
+
+    def other_units(self) -> int:
+        """Values written with a unit other than the one most are written with."""
+        return sum(sorted((n for n in self.units.values() if n), reverse=True)[1:])
 
     def written_numbers(self) -> tuple:
         """(the statistics of the column read with its unit sign dropped and ',' as a

@@ -217,15 +217,16 @@ def test_measures_written_with_a_unit_word_are_numbers(sep):
     without the word (ColumnSpec.unit), in a comma-delimited file and (written `23,4 kmpl`,
     `1.248 CC`) in a ';' one, where an int grouped by points reads its mark as a comma.
     Two words in one column (`kmpl`, `km/kg`), a day and its month, or a number's `e`,
-    stay as they were."""
+    stay as they were; two values of 300 with another word are refused, not the column."""
     def written(text):
         return text if sep == "," else text.translate(str.maketrans(",.", ".,"))
-    header = sep.join(["mileage", "engine", "temp", "speed", "two", "day", "code", "y"])
+    header = sep.join(["mileage", "engine", "temp", "speed", "two", "day", "code", "few", "y"])
     rows = []
     for i in range(300):
         fields = [f"{10 + i % 20}.{i % 10} kmpl", f"{800 + (i * 37) % 2000:,} CC", f"{i % 35 - 5}.5 °C",
                   f"{20 + i % 100} km/h", f"{i % 20}.5 {'km/kg' if i % 7 == 0 else 'kmpl'}",
-                  f"{1 + i % 28} {'May' if i % 2 else 'June'}", f"{i % 9}e", str(i % 2)]
+                  f"{1 + i % 28} {'May' if i % 2 else 'June'}", f"{i % 9}e",
+                  f"{i % 30}.5 {'km/kg' if i in (5, 77) else 'kmpl'}", str(i % 2)]
         rows.append(sep.join(f'"{written(f)}"' for f in fields))
     text = header + "\n" + "\n".join(rows) + "\n"
     prof = profile_csv([("t.csv", lambda: io.BytesIO(text.encode()))], sep)
@@ -235,12 +236,17 @@ def test_measures_written_with_a_unit_word_are_numbers(sep):
     assert form == {"mileage": ("float", "kmpl", ""), "engine": ("int", "CC", grouping),
                     "temp": ("float", "°C", ""), "speed": ("int", "km/h", ""),
                     "two": ("string", "", ""), "day": ("string", "", ""),
-                    "code": ("string", "", "")}
+                    "code": ("string", "", ""), "few": ("float", "kmpl", "")}
     assert decisions["mileage"].why.endswith("written with 'kmpl': read as numbers without it")
+    assert decisions["few"].why.endswith("(2 value(s) with another unit refused: "
+                                         "unparsable_number)")
     assert "decimal comma" not in decisions["engine"].why    # an int holds no mark
     parser = RowParser(schema, header.split(sep))
     line = next(csv.reader([rows[299]], delimiter=sep))
     assert parser.parse(line)[:4] == (pytest.approx(29.9), 800 + (299 * 37) % 2000, 14.5, 119)
+    odd = next(csv.reader([rows[77]], delimiter=sep))
+    with pytest.raises(Reject, match="km/kg"):
+        parser.parse(odd)
 
 
 def test_a_decimal_comma_first_met_in_a_later_statistics_pass_is_read_over_every_row():
