@@ -42,6 +42,7 @@ _WORD_AFTER = rf"^[+-]?\(?[0-9][0-9.,]*\)? ?(?P<unit>{UNIT_WORD_RE2})$"
 UNIT_PROBES = 3          # batches whose first UNIT_PROBE_VALUES are searched for unit words
 UNIT_PROBE_VALUES = 2_000
 UNIT_WORDS_MAX = 3       # past one the column has no one unit (unit()); more are not kept
+WORD_UNIT_SHARE = 0.5    # a unit word is carried by at least this share of the values
 
 
 def _without_units(s: pa.Array, words: tuple = ()) -> tuple:
@@ -155,12 +156,16 @@ class NumberFormStats:
     def unit(self) -> Optional[str]:
         """The unit most values written with one were written with ("" for none); None where
         those written with another are more than a few strays (STRAY_TEXT_SHARE of the
-        present values): `5 €` beside `$5`, `1 year` beside `2 years`. The few are refused
-        by every reader (unparsable_number), as a text in a number column is."""
+        present values): `5 €` beside `$5`, `1 year` beside `2 years`, or where a word is
+        carried by under WORD_UNIT_SHARE of them. The few are refused by every reader
+        (unparsable_number), as a text in a number column is."""
         units = sorted(((n, u) for u, n in self.units.items() if n), reverse=True)
         if not units:
             return ""
-        return units[0][1] if self.other_units() <= STRAY_TEXT_SHARE * self.present else None
+        (n, unit), present = units[0], self.present
+        if unit not in UNITS and n < WORD_UNIT_SHARE * present:
+            return None  # a suffix of some values: Galton's family `136A`, a quarter's `1OT`
+        return unit if self.other_units() <= STRAY_TEXT_SHARE * present else None
 
     def other_units(self) -> int:
         """Values written with a unit other than the one most are written with."""
