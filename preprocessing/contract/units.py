@@ -13,9 +13,8 @@ UNITS = ("", "$", "€", "£", "%")
 # Or a word after the number, one a column, as scraped tables write a measure (`23.4 kmpl`,
 # `1248 CC`, `74 bhp`, `25 °C`, `90 km/h`): letters (an optional degree sign before, one
 # `/letters` and a square or cube after), at most 8 before the slash. Not one that a number
-# holds (`e` of 1e5, inf, nan). UNIT_WORD_RE2 is the same for Arrow (RE2: `\pL` a letter).
+# holds (`e` of 1e5, inf, nan).
 UNIT_WORD = re.compile(r"°?[^\W\d_]{1,8}(?:/[^\W\d_]{1,4})?[²³]?")
-UNIT_WORD_RE2 = r"°?\pL{1,8}(?:/\pL{1,4})?[²³]?"
 _NUMBER_WORDS = frozenset({"e", "inf", "infinity", "nan"})
 
 

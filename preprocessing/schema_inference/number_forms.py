@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from preprocessing.contract.units import (
     NEGATIVE_PARENS,
-    UNIT_WORD_RE2,
+    UNIT_WORD,
     UNITS,
     is_unit,
     unit_pattern,
@@ -37,8 +37,9 @@ _GROUPED = grouped_pattern(",")  # 1,234,567.5: a report's or a spreadsheet's nu
 _MARKS = "[" + re.escape("," + "".join(UNITS[1:])) + "]"
 
 
-# A number and a word after it: the word may be the column's unit (units.UNIT_WORD).
-_WORD_AFTER = rf"^[+-]?\(?[0-9][0-9.,]*\)? ?(?P<unit>{UNIT_WORD_RE2})$"
+# A number and a word after it: the word may be the column's unit (units.UNIT_WORD), read
+# in Python over a sample's values that end in a letter (most end in a digit).
+_WORD_AFTER = re.compile(r"[+-]?\(?[0-9][0-9.,]*\)? ?(" + UNIT_WORD.pattern + ")")
 UNIT_PROBES = 3          # batches whose first UNIT_PROBE_VALUES are searched for unit words
 UNIT_PROBE_VALUES = 2_000
 UNIT_WORDS_MAX = 3       # past one the column has no one unit (unit()); more are not kept
@@ -75,14 +76,13 @@ class NumberFormStats:
                 not len(s):
             return
         self.unit_probes += 1
-        matched = pc.extract_regex(s.slice(0, UNIT_PROBE_VALUES), _WORD_AFTER)
-        found = matched.filter(pc.is_valid(matched)).field("unit")  # a miss: a null struct
-        if not len(found):
-            return
-        counts = pc.value_counts(found)
-        words = sorted(zip(counts.field("counts").to_pylist(), counts.field("values").to_pylist()),
-                       reverse=True)
-        new = [w for _, w in words if w and is_unit(w) and w not in self.unit_words]
+        counts = {}
+        for value in s.slice(0, UNIT_PROBE_VALUES).to_pylist():
+            if value and (value[-1].isalpha() or value[-1] in "²³"):  # most end in a digit
+                m = _WORD_AFTER.fullmatch(value)
+                if m and is_unit(m[1]):
+                    counts[m[1]] = counts.get(m[1], 0) + 1
+        new = [w for w in sorted(counts, key=counts.get, reverse=True) if w not in self.unit_words]
         self.unit_words = (self.unit_words + tuple(new))[:UNIT_WORDS_MAX]
 
     def _count_decimal_commas(self, present: pa.Array, is_number=None) -> None:
