@@ -118,6 +118,9 @@ def _suffixes(c: ColumnSpec) -> tuple:
         (("missing",) if c.imputed else ())
 
 
+_SUFFIX_WORDS = {"bucket": "quantile bucket", "missing": "missing flag"}
+
+
 @dataclass(frozen=True)
 class DerivedSpec:
     name: str
@@ -247,14 +250,10 @@ class Schema:
         for c in self.feature_columns():
             name = self.tf_names[c.name]
             what = f"column '{c.name}'"
-            if c.transform == "datetime":
-                out += [(self.output_name(c.name, p), f"{what} ({p})") for p in c.parts]
-            else:
+            if c.transform != "datetime":  # a datetime's parts stand in for it
                 out.append((name, what))
-            if c.transform == "numeric":
-                out.append((self.output_name(c.name, "bucket"), f"{what} (quantile bucket)"))
-            if c.imputed:
-                out.append((self.output_name(c.name, "missing"), f"{what} (missing flag)"))
+            out += [(self.output_name(c.name, s), f"{what} ({_SUFFIX_WORDS.get(s, s)})")
+                    for s in _suffixes(c)]
         out += [(d.name, f"derived '{d.name}'") for d in self.derived]
         out += [(x.name, f"cross {list(x.features)}") for x in self.crosses]
         out.append((self.tf_names[self.label], f"label '{self.label}'"))
