@@ -36,6 +36,11 @@ def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple
                          or s.measure_with_texts()):
         # a measure with bad texts (reported heights' `5'7"`), not hundreds of classes
         return number, "regression", "numeric label" + texts
+    if task is None and _dates(s) and (d is None or d > CLASSIFICATION_MAX_CLASSES):
+        # a slip more often than a wish: 168 dates were trained as 168 classes
+        raise SchemaError(f"label '{name}' has {_count(s)} distinct values (e.g. "
+                          f"{_some(s)}); {DATES_HINT}, or --task classification to take "
+                          f"each date as a class")
     if task == "classification" or not s.numeric or (s.leading_zero and s.non_integer == 0):
         _check_classes(name, s)
         why = "--task classification" if task else "string label"
@@ -82,10 +87,29 @@ def _check_classes(name: str, s: ColumnStats) -> None:
     d = s.distinct_count
     if d is not None and d <= MAX_LABEL_CLASSES:
         return
-    hint = ("most of them are numbers: --task regression predicts a number and rejects the "
-            "rows whose label is text" if s.mostly_numbers() else
-            "an identifier or free text is not a label to classify")
-    count = f"{d:,}" if d is not None else f"over {DISTINCT_CAP:,}"
-    some = [short(v) for v in sorted(map(str, s.distinct))[:3]]
-    raise SchemaError(f"label '{name}' has {count} distinct values (e.g. {some}), over "
+    if s.mostly_numbers():
+        hint = ("most of them are numbers: --task regression predicts a number and rejects the "
+                "rows whose label is text")
+    elif _dates(s):
+        hint = DATES_HINT
+    else:
+        hint = "an identifier or free text is not a label to classify"
+    raise SchemaError(f"label '{name}' has {_count(s)} distinct values (e.g. {_some(s)}), over "
                       f"{MAX_LABEL_CLASSES} classes; {hint}")
+
+
+DATES_HINT = ("they are dates, which this project does not predict: name the column of what is "
+              "measured (a date column is a feature, read as its parts)")
+
+
+def _dates(s: ColumnStats) -> bool:
+    """Every present value a datetime (but for a few stray texts: dated.py reads them so)."""
+    return bool(s.date_orders() or s.stray_dates()[0])
+
+
+def _count(s: ColumnStats) -> str:
+    return f"{s.distinct_count:,}" if s.distinct_count is not None else f"over {DISTINCT_CAP:,}"
+
+
+def _some(s: ColumnStats) -> list:
+    return [short(v) for v in sorted(map(str, s.distinct))[:3]]

@@ -192,6 +192,15 @@ def test_a_number_label_with_a_few_text_values_is_regression_and_those_rows_reje
     names = profile_rows(["f", "y"], [[str(i % 4), f"name {i}"] for i in range(600)])
     with pytest.raises(SchemaError, match="600 distinct values .* an identifier or free text"):
         infer_from_profile(names, "y", task="classification")
+    # A label of dates (a user's likely slip: the date column named) is told so.
+    days = profile_rows(["f", "y"], [[str(i % 4), f"{2020 + i // 365}-{i % 12 + 1:02d}-"
+                                      f"{i % 28 + 1:02d}"] for i in range(600)])
+    with pytest.raises(SchemaError, match=r"168 distinct values .* they are dates.* --task "
+                                          r"classification to take each date as a class"):
+        infer_from_profile(days, "y")
+    assert infer_from_profile(days, "y", task="classification")[0].task == "classification"
+    cohorts = profile_rows(["f", "y"], [[str(i % 4), f"2020-0{i % 3 + 1}-01"] for i in range(600)])
+    assert infer_from_profile(cohorts, "y")[0].task == "classification"   # a few dates: classes
 
 
 def test_infer_unknown_label_fails():
