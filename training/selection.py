@@ -36,7 +36,7 @@ from training.models.fold_count import FoldCount, fold_count
 from training.models.forests import seeded, train_forests
 from training.models.trees import TreesRun, TreesShape, shape_cfg, train_trees
 from training.reporting.importance import forest_importance
-from training.reporting.scoring import Predictions, exact_eval, predicted, sums_of
+from training.reporting.scoring import FoldRows, Predictions, exact_eval, predicted, sums_of
 
 log = logging.getLogger("training")
 
@@ -154,9 +154,11 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
                            for fold, t in enumerate(by_shape[shape])]
                    for shape, count in rounds.items()}
             by_shape.update({shape: [c.result() for c in done] for shape, done in cut.items()})
+    rows = FoldRows(train_files, info, batch)
+
     def fold_predictions(fold_trees):
-        return [predicted(t.model, train_files, t.info, batch, data_lib.choice_fold(fold, folds))
-                for fold, t in enumerate(fold_trees)]
+        return [predicted(t.model, train_files, t.info, batch, data_lib.choice_fold(fold, folds),
+                          rows) for fold, t in enumerate(fold_trees)]
     # Each shape's trees predict fold by fold the rows they were grown without (scored by
     # per-row losses, as the families are compared), when there are two to choose from; the
     # kept shape's predictions are the trees' own below, not made again.
@@ -177,13 +179,13 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
     first = by_shape[shape][0]
     runs[TREES] = (first.model, first.info)
     runs[BLEND] = (blend(runs[network][0], first.model), first.info)
-    sums, losses = _families_scored(fold_runs, network, runs[network][1], blend, train_files,
-                                    batch, folds, shape_predicted.get(shape))
+    sums, losses = _families_scored(fold_runs, network, runs[network][1], blend, rows, folds,
+                                    shape_predicted.get(shape))
     return sums, losses, choice
 
 
-def _families_scored(fold_runs, network: str, net_info, blend: Callable, train_files,
-                     batch: int, folds: int, trees_predicted: Optional[list]) -> tuple:
+def _families_scored(fold_runs, network: str, net_info, blend: Callable, rows: FoldRows,
+                     folds: int, trees_predicted: Optional[list]) -> tuple:
     """({candidate: EvalSums}, {candidate: per-row losses}) of the network, the trees and
     their blend at each weight of BLEND_WEIGHTS over the folds of `fold_runs` ((network,
     trees) trained without each fold): each family predicts a fold once (the trees'
@@ -191,10 +193,10 @@ def _families_scored(fold_runs, network: str, net_info, blend: Callable, train_f
     sums: Dict[str, EvalSums] = {}
     losses: Dict[str, list] = {}
     for fold, (net_model, trees) in enumerate(fold_runs):
-        rows = data_lib.choice_fold(fold, folds)
-        net = predicted(net_model, train_files, net_info, batch, rows)
+        held = data_lib.choice_fold(fold, folds)
+        net = predicted(net_model, rows.files, net_info, rows.batch_size, held, rows)
         tree = trees_predicted[fold] if trees_predicted else \
-            predicted(trees.model, train_files, trees.info, batch, rows)
+            predicted(trees.model, rows.files, trees.info, rows.batch_size, held, rows)
         if not np.array_equal(net.label, tree.label):  # the blends below pair them row by row
             raise RuntimeError(f"fold {fold}: the network and the trees read different rows")
         scored = {network: (net, net_info), TREES: (tree, trees.info),

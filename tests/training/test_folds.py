@@ -2,6 +2,7 @@
 `--model auto` scores its candidates on (training/defaults.py choice_folds)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -122,6 +123,45 @@ def test_the_choice_folds_partition_the_train_split(tmp_path):
     assert one == rows(Holdout(True, 0, HOLDOUT_BUCKETS)) and 50 < len(one) < 150
     with pytest.raises(ValueError):
         Holdout(True, 4, 4)
+
+
+def test_fold_rows_are_read_once_per_fold_and_predict_as_a_fresh_read(tmp_path, monkeypatch):
+    """`--model auto` predicts each fold with every candidate: FoldRows reads a fold's rows
+    once, as one batch, and the predictions are those of a pipeline read each time."""
+    from training import data as data_lib
+    from training.data import FeatureInfo, choice_fold
+    from training.reporting.scoring import FoldRows, predicted
+    path = str(tmp_path / "train.tfrecord.gz")
+    with tf.io.TFRecordWriter(path, options="GZIP") as w:
+        for i in range(500):
+            w.write(tf.train.Example(features=tf.train.Features(feature={
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[float(i)])),
+                "y": tf.train.Feature(float_list=tf.train.FloatList(value=[i % 7.0]))}))
+                .SerializeToString())
+    spec = {k: tf.io.FixedLenFeature([], tf.float32) for k in ("x", "y")}
+    info = FeatureInfo(label="y", task="regression", numeric=["x"], categorical={},
+                       feature_spec=spec, split_rows={"train": 500})
+    reads = []
+    make = data_lib.make_dataset_fn
+    monkeypatch.setattr(data_lib, "make_dataset_fn",
+                        lambda *a, **k: reads.append(k["holdout"]) or make(*a, **k))
+
+    def model(features, training=False):
+        return tf.expand_dims(features["x"] * 2.0 + 1.0, -1)
+    rows = FoldRows([path], info, 64)
+    for fold in (0, 1, 0, 1, 1):
+        held = choice_fold(fold, 4)
+        kept = predicted(model, [path], info, 64, held, rows)
+        fresh = predicted(model, [path], info, 64, held)
+        np.testing.assert_array_equal(kept.out, fresh.out)
+        np.testing.assert_array_equal(kept.label, fresh.label)
+        assert len(rows.batches(held)) == 1 and 60 < len(kept.out) < 200
+    # two folds read once each for `rows` (the fresh reads: one per call)
+    assert reads.count(choice_fold(0, 4)) == 1 + 2 and reads.count(choice_fold(1, 4)) == 1 + 3
+    # a large train split's rows are not kept: read batch by batch each time
+    import dataclasses
+    large = FoldRows([path], dataclasses.replace(info, split_rows={"train": 20_000}), 64)
+    assert not large.kept and len(list(large.batches(choice_fold(0, 4)))) > 1
 
 
 def test_a_records_fold_follows_its_values_not_its_bytes():

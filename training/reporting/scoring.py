@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from preprocessing.reference.evaluation import EvalSums
 from training import data as data_lib
+from training import defaults
 from training.reporting.losses import row_losses
 
 
@@ -32,11 +33,50 @@ class Predictions:
     weight: np.ndarray  # [rows]; 0 = a class never seen in train
 
 
-def predicted(model, files, info, batch_size: int, holdout) -> Predictions:
-    """`model`'s Predictions over `files`' `holdout` rows."""
-    ds = data_lib.make_dataset_fn(files, info, batch_size, training=False, scale_label=False,
-                                  holdout=holdout)()
-    predict = tf.function(lambda x: model(x, training=False), reduce_retracing=True)
+class FoldRows:
+    """The rows of `files` each Holdout keeps, read once and kept in memory as one batch.
+
+    `--model auto` on a small train split predicts every fold with each candidate (the
+    network, every shape of trees, the folds grown again); a dataset pipeline built and a
+    model traced for each took a quarter of its time (docs/training.md). Only a train split
+    of at most SMALL_TRAIN_ROWS is kept (the choice's folds); a larger one's validation
+    slice, and image rows (decoded, a fold of them could take gigabytes), are read again
+    each time, batch by batch."""
+
+    def __init__(self, files, info, batch_size: int):
+        self.files, self.info, self.batch_size = list(files), info, batch_size
+        self._rows: dict = {}
+
+    @property
+    def kept(self) -> bool:
+        """Whether the rows are kept, each fold as one batch."""
+        rows = int(self.info.split_rows.get("train") or 0)
+        return not self.info.image and 0 < rows <= defaults.SMALL_TRAIN_ROWS
+
+    def batches(self, holdout):
+        """[(features, label, weight)] of the `holdout` rows (a dataset when not kept)."""
+        if not self.kept:
+            return _dataset(self.files, self.info, self.batch_size, holdout)
+        if holdout not in self._rows:
+            whole = max(self.batch_size, int(self.info.split_rows["train"]))
+            self._rows[holdout] = list(_dataset(self.files, self.info, whole, holdout))
+        return self._rows[holdout]
+
+
+def _dataset(files, info, batch_size: int, holdout):
+    return data_lib.make_dataset_fn(files, info, batch_size, training=False, scale_label=False,
+                                    holdout=holdout)()
+
+
+def predicted(model, files, info, batch_size: int, holdout,
+              rows: Optional[FoldRows] = None) -> Predictions:
+    """`model`'s Predictions over `files`' `holdout` rows (`rows`' copy of them, when
+    given: read with FoldRows' info; the label's scaler plays no part here)."""
+    ds = rows.batches(holdout) if rows is not None else \
+        _dataset(files, info, batch_size, holdout)
+    # one batch (FoldRows.kept): run eagerly, a trace costs more than the ops it would save
+    predict = (lambda x: model(x, training=False)) if rows is not None and rows.kept else \
+        tf.function(lambda x: model(x, training=False), reduce_retracing=True)
     outs, labels, weights = [], [], []
     for features, label, weight in ds:
         outs.append(predict(features).numpy())
