@@ -24,10 +24,23 @@ def is_unit(unit) -> bool:
                              and unit.lower() not in _NUMBER_WORDS)
 
 
+def _has_plural(word: str) -> bool:
+    """Whether a unit word is also written with an `s` (`2 years`, `3 kgs`, `5 hrs`): a word
+    of two letters or more, no slash, not ending in `s` (`m` and `ms` are two units)."""
+    return len(word) >= 2 and word[-1].isalpha() and word[-1] != "s" and "/" not in word
+
+
+def unit_of(word: str) -> str:
+    """The unit a word after a number writes: `years` is `year` (1 year and 2 years are one
+    unit), `lbs` is `lb`; `ms` stays `ms`."""
+    stem = word[:-1]
+    return stem if word.endswith("s") and _has_plural(stem) and is_unit(stem) else word
+
+
 def unit_pattern(unit: str) -> tuple:
-    """(pattern, replacement) that drop `unit` from a number written with it (RE2's and
-    Python's syntax alike)."""
-    u = re.escape(unit)
+    """(pattern, replacement) that drop `unit` from a number written with it, a unit word
+    also in its plural (_has_plural) (RE2's and Python's syntax alike)."""
+    u = re.escape(unit) + ("s?" if unit not in UNITS and _has_plural(unit) else "")
     # an alternative's groups that did not take part are empty in Python's and RE2's rewrite
     return (r"^(.+?) ?%$", r"\1") if unit == "%" else \
         (rf"^([+-]?){u} ?(.+)$|^(.+?) ?{u}$", r"\1\2\3")

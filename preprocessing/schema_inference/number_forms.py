@@ -18,6 +18,7 @@ from preprocessing.contract.units import (
     UNIT_WORD,
     UNITS,
     is_unit,
+    unit_of,
     unit_pattern,
 )
 from preprocessing.contract.values import (
@@ -81,7 +82,8 @@ class NumberFormStats:
             if value and (value[-1].isalpha() or value[-1] in "²³"):  # most end in a digit
                 m = _WORD_AFTER.fullmatch(value)
                 if m and is_unit(m[1]):
-                    counts[m[1]] = counts.get(m[1], 0) + 1
+                    unit = unit_of(m[1])
+                    counts[unit] = counts.get(unit, 0) + 1
         new = [w for w in sorted(counts, key=counts.get, reverse=True) if w not in self.unit_words]
         self.unit_words = (self.unit_words + tuple(new))[:UNIT_WORDS_MAX]
 

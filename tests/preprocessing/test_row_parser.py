@@ -266,6 +266,10 @@ def test_a_decimal_comma_column_reads_39_1_alike_row_by_row_and_column_wise():
      ["1,5 CC", "12.34 CC", "1248 cc"], "written with 'CC'"),
     ("fare_amount", {"unit": "°C"}, {"25 °C": 25.0, "-3.5°C": -3.5}, ["25 °F", "25 C"],
      "written with '°C'"),
+    # a word's plural is the same unit; a one-letter unit has none (`ms` is no `m`)
+    ("passenger_count", {"unit": "year"}, {"1 year": 1, "2 years": 2, "3years": 3},
+     ["2 yearss", "2 yrs", "2 Years"], "written with 'year'"),
+    ("fare_amount", {"unit": "m"}, {"2.5 m": 2.5}, ["3 ms"], "written with 'm'"),
 ])
 def test_a_number_column_written_with_separators_or_signs_reads_alike_row_by_row_and_column_wise(
         column, form, read, refused, named):
