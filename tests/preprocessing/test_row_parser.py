@@ -270,6 +270,9 @@ def test_a_decimal_comma_column_reads_39_1_alike_row_by_row_and_column_wise():
     ("passenger_count", {"unit": "year"}, {"1 year": 1, "2 years": 2, "3years": 3},
      ["2 yearss", "2 yrs", "2 Years"], "written with 'year'"),
     ("fare_amount", {"unit": "m"}, {"2.5 m": 2.5}, ["3 ms"], "written with 'm'"),
+    ("fare_amount", {"grouping": ",", "unit": "USD"},
+     {"USD 1,200.5": 1200.5, "USD5": 5.0, "-USD 5": -5.0, "7 USD": 7.0},
+     ["EUR 5", "USD USD 5", "US 5"], "written with 'USD'"),
 ])
 def test_a_number_column_written_with_separators_or_signs_reads_alike_row_by_row_and_column_wise(
         column, form, read, refused, named):

@@ -219,11 +219,12 @@ def test_measures_written_with_a_unit_word_are_numbers(sep):
     Two words in one column (`kmpl`, `km/kg`), a day and its month, or a number's `e`,
     stay as they were; two values of 300 with another word are refused, not the column. A
     word after a few numbers is no unit (Galton's family `136A`, a quarter's `1OT`); a word
-    and its plural are one unit (`1 year`, `2 years`)."""
+    and its plural are one unit (`1 year`, `2 years`). A word before the number is not
+    looked for (`USD 1,200` stays text): in the corpus it is a code's (`choice1`, `Class1`)."""
     def written(text):
         return text if sep == "," else text.translate(str.maketrans(",.", ".,"))
     header = sep.join(["mileage", "engine", "temp", "speed", "two", "day", "code", "few", "fam",
-                       "age", "y"])
+                       "age", "cost", "quarter", "y"])
     rows = []
     for i in range(300):
         fields = [f"{10 + i % 20}.{i % 10} kmpl", f"{800 + (i * 37) % 2000:,} CC", f"{i % 35 - 5}.5 °C",
@@ -231,7 +232,8 @@ def test_measures_written_with_a_unit_word_are_numbers(sep):
                   f"{1 + i % 28} {'May' if i % 2 else 'June'}", f"{i % 9}e",
                   f"{i % 30}.5 {'km/kg' if i in (5, 77) else 'kmpl'}",
                   f"{i % 150}{'A' if i % 40 == 0 else ''}",
-                  "1 year" if i % 9 == 0 else f"{1 + i % 9} years", str(i % 2)]
+                  "1 year" if i % 9 == 0 else f"{1 + i % 9} years", f"USD {1000 + (i * 53) % 3000:,}",
+                  f"Q{1 + i % 4}", str(i % 2)]
         rows.append(sep.join(f'"{written(f)}"' for f in fields))
     text = header + "\n" + "\n".join(rows) + "\n"
     prof = profile_csv([("t.csv", lambda: io.BytesIO(text.encode()))], sep)
@@ -243,7 +245,9 @@ def test_measures_written_with_a_unit_word_are_numbers(sep):
                     "temp": ("float", "°C", ""), "speed": ("int", "km/h", ""),
                     "two": ("string", "", ""), "day": ("string", "", ""),
                     "code": ("string", "", ""), "few": ("float", "kmpl", ""),
-                    "age": ("int", "year", "")}   # `1 year` and `2 years`: one unit
+                    "age": ("int", "year", ""),   # `1 year` and `2 years`: one unit
+                    "cost": ("string", "", ""),   # a word before a number: a code's, no unit
+                    "quarter": ("string", "", "")}
     assert decisions["mileage"].why.endswith("written with 'kmpl': read as numbers without it")
     assert decisions["few"].why.endswith("(2 value(s) with another unit refused: "
                                          "unparsable_number)")
