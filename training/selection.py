@@ -36,7 +36,7 @@ from training.models.fold_count import FoldCount, fold_count
 from training.models.forests import seeded, train_forests
 from training.models.trees import TreesRun, TreesShape, shape_cfg, train_trees
 from training.reporting.importance import forest_importance
-from training.reporting.scoring import FoldRows, Predictions, exact_eval, predicted, sums_of
+from training.reporting.scoring import FoldRows, Predictions, exact_eval, sums_of
 
 log = logging.getLogger("training")
 
@@ -157,8 +157,8 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
     rows = FoldRows(train_files, info, batch)
 
     def fold_predictions(fold_trees):
-        return [predicted(t.model, train_files, t.info, batch, data_lib.choice_fold(fold, folds),
-                          rows) for fold, t in enumerate(fold_trees)]
+        return [rows.predicted(t.model, data_lib.choice_fold(fold, folds))
+                for fold, t in enumerate(fold_trees)]
     # Each shape's trees predict fold by fold the rows they were grown without (scored by
     # per-row losses, as the families are compared), when there are two to choose from; the
     # kept shape's predictions are the trees' own below, not made again.
@@ -194,9 +194,8 @@ def _families_scored(fold_runs, network: str, net_info, blend: Callable, rows: F
     losses: Dict[str, list] = {}
     for fold, (net_model, trees) in enumerate(fold_runs):
         held = data_lib.choice_fold(fold, folds)
-        net = predicted(net_model, rows.files, net_info, rows.batch_size, held, rows)
-        tree = trees_predicted[fold] if trees_predicted else \
-            predicted(trees.model, rows.files, trees.info, rows.batch_size, held, rows)
+        net = rows.predicted(net_model, held)
+        tree = trees_predicted[fold] if trees_predicted else rows.predicted(trees.model, held)
         if not np.array_equal(net.label, tree.label):  # the blends below pair them row by row
             raise RuntimeError(f"fold {fold}: the network and the trees read different rows")
         scored = {network: (net, net_info), TREES: (tree, trees.info),

@@ -151,7 +151,7 @@ def test_fold_rows_are_read_once_per_fold_and_predict_as_a_fresh_read(tmp_path, 
     rows = FoldRows([path], info, 64)
     for fold in (0, 1, 0, 1, 1):
         held = choice_fold(fold, 4)
-        kept = predicted(model, [path], info, 64, held, rows)
+        kept = rows.predicted(model, held)
         fresh = predicted(model, [path], info, 64, held)
         np.testing.assert_array_equal(kept.out, fresh.out)
         np.testing.assert_array_equal(kept.label, fresh.label)

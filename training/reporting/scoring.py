@@ -62,23 +62,29 @@ class FoldRows:
             self._rows[holdout] = list(_dataset(self.files, self.info, whole, holdout))
         return self._rows[holdout]
 
+    def predicted(self, model, holdout) -> Predictions:
+        """`model`'s Predictions over the `holdout` rows (read with this FoldRows' info: the
+        label's scaler plays no part here, so any candidate's info reads them alike)."""
+        return _predictions(model, self.batches(holdout), eager=self.kept)
+
 
 def _dataset(files, info, batch_size: int, holdout):
     return data_lib.make_dataset_fn(files, info, batch_size, training=False, scale_label=False,
                                     holdout=holdout)()
 
 
-def predicted(model, files, info, batch_size: int, holdout,
-              rows: Optional[FoldRows] = None) -> Predictions:
-    """`model`'s Predictions over `files`' `holdout` rows (`rows`' copy of them, when
-    given: read with FoldRows' info; the label's scaler plays no part here)."""
-    ds = rows.batches(holdout) if rows is not None else \
-        _dataset(files, info, batch_size, holdout)
-    # one batch (FoldRows.kept): run eagerly, a trace costs more than the ops it would save
-    predict = (lambda x: model(x, training=False)) if rows is not None and rows.kept else \
+def predicted(model, files, info, batch_size: int, holdout) -> Predictions:
+    """`model`'s Predictions over `files`' `holdout` rows."""
+    return _predictions(model, _dataset(files, info, batch_size, holdout), eager=False)
+
+
+def _predictions(model, batches, eager: bool) -> Predictions:
+    """`model`'s Predictions over `batches` of (features, label, weight); `eager` for one
+    batch (FoldRows.kept), where a trace costs more than the ops it would save."""
+    predict = (lambda x: model(x, training=False)) if eager else \
         tf.function(lambda x: model(x, training=False), reduce_retracing=True)
     outs, labels, weights = [], [], []
-    for features, label, weight in ds:
+    for features, label, weight in batches:
         outs.append(predict(features).numpy())
         labels.append(label.numpy())
         weights.append(weight.numpy())
