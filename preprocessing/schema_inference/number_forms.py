@@ -161,7 +161,7 @@ class NumberFormStats:
         present values): `5 €` beside `$5`, `1 year` beside `2 years`, or where a word is
         carried by under WORD_UNIT_SHARE of them. The few are refused by every reader
         (unparsable_number), as a text in a number column is."""
-        units = sorted(((n, u) for u, n in self.units.items() if n), reverse=True)
+        units = self._ranked_units()
         if not units:
             return ""
         (n, unit), present = units[0], self.present
@@ -171,7 +171,11 @@ class NumberFormStats:
 
     def other_units(self) -> int:
         """Values written with a unit other than the one most are written with."""
-        return sum(sorted((n for n in self.units.values() if n), reverse=True)[1:])
+        return sum(n for n, _ in self._ranked_units()[1:])
+
+    def _ranked_units(self) -> list:
+        """[(values, unit)] of the units values were written with, the most used first."""
+        return sorted(((n, u) for u, n in self.units.items() if n), reverse=True)
 
     def written_numbers(self) -> tuple:
         """(the statistics of the column read with its unit sign dropped and ',' as a

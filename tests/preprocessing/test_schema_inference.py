@@ -239,7 +239,7 @@ def test_measures_written_with_a_unit_word_are_numbers(sep):
     prof = profile_csv([("t.csv", lambda: io.BytesIO(text.encode()))], sep)
     schema, decisions = infer_from_profile(prof, "y")
     assert schema.column("fam").unit == ""
-    form = {c.name: (c.type, c.unit, c.grouping) for c in schema.columns if c.name not in "y fam"}
+    form = {c.name: (c.type, c.unit, c.grouping) for c in schema.columns if c.name not in ("y", "fam")}
     grouping = "," if sep == "," else "."
     assert form == {"mileage": ("float", "kmpl", ""), "engine": ("int", "CC", grouping),
                     "temp": ("float", "°C", ""), "speed": ("int", "km/h", ""),
