@@ -12,17 +12,23 @@ from preprocessing.files import saved_models
 from tests.helpers import small_train_config
 
 
-def _missing_table():
-    """A FeatureInfo of one imputed numeric column `v` (z-score, bucket, flag) and a size
-    `s`, and a dataset_fn of 4 batches of 1,000 rows: `v` missing in every 4th row."""
+def _info(other: str, flag: str):
+    """A FeatureInfo of one imputed numeric column `v` (z-score, bucket and the flag named
+    `flag`) and a z-scored column named `other`."""
     from preprocessing.contract.schema import ColumnSpec, Schema
     from training.data import FeatureInfo
     schema = Schema(columns=(ColumnSpec("v", "float", "numeric", default="mean", num_buckets=4),
-                             ColumnSpec("s", "float", "zscore"), ColumnSpec("y", "float")),
+                             ColumnSpec(other, "float", "zscore"), ColumnSpec("y", "float")),
                     label="y", task="regression")
-    info = FeatureInfo(label="y", task="regression", numeric=["v", "s"],
-                       categorical={"v_bucket": 4, "v_missing": 2}, feature_spec={},
+    return FeatureInfo(label="y", task="regression", numeric=["v", other],
+                       categorical={"v_bucket": 4, flag: 2}, feature_spec={},
                        raw_schema=schema)
+
+
+def _missing_table():
+    """The FeatureInfo of `v` and a size `s`, and a dataset_fn of 4 batches of 1,000 rows:
+    `v` missing in every 4th row."""
+    info = _info("s", "v_missing")
     n = 1_000
     missing = (np.arange(n) % 4 == 0).astype(np.int64)
     batch = ({"v": np.where(missing, 0.0, 1.5).astype(np.float32),
@@ -33,19 +39,11 @@ def _missing_table():
 
 
 def test_the_network_trains_with_present_imputed_values_hidden_as_missing():
-    from preprocessing.contract.schema import ColumnSpec, Schema
-    from training.data import FeatureInfo
     from training.models.missingness import imputed_groups, with_hidden_values
     info, dataset_fn = _missing_table()
     assert imputed_groups(info) == {"v_missing": ["v", "v_bucket"]}
     # A user's column named `v_missing` is not the flag: that one is `v_missing_`.
-    schema = Schema(columns=(ColumnSpec("v", "float", "numeric", default="mean", num_buckets=4),
-                             ColumnSpec("v_missing", "float", "zscore"), ColumnSpec("y", "float")),
-                    label="y", task="regression")
-    named = FeatureInfo(label="y", task="regression", numeric=["v", "v_missing"],
-                        categorical={"v_bucket": 4, "v_missing_": 2}, feature_spec={},
-                        raw_schema=schema)
-    assert imputed_groups(named) == {"v_missing_": ["v", "v_bucket"]}
+    assert imputed_groups(_info("v_missing", "v_missing_")) == {"v_missing_": ["v", "v_bucket"]}
     stored = {"v_missing": {"v": np.float32(0.0), "v_bucket": np.int64(2)}}
     hidden = with_hidden_values(dataset_fn, stored, 0.2, seed=7)
     batches = list(hidden())
