@@ -97,10 +97,13 @@ def main(argv=None) -> None:
     if a.csv_dir:
         decisions = survey(a.csv_dir)
         if a.out:
-            json.dump(decisions, open(a.out, "w"), indent=0)
+            with open(a.out, "w") as f:
+                json.dump(decisions, f, indent=0)
         print(f"{len(decisions)} tables inferred")
         if a.compare:
-            print("\n".join(compare(json.load(open(a.compare)), decisions)))
+            with open(a.compare) as f:
+                before = json.load(f)
+            print("\n".join(compare(before, decisions)))
 
 
 if __name__ == "__main__":
