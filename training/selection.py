@@ -34,7 +34,8 @@ from training.config import TrainConfig
 from training.models.blend import BLEND, BlendModel
 from training.models.fold_count import FoldCount, fold_count
 from training.models.forests import seeded, train_forests
-from training.models.trees import TreesRun, TreesShape, shape_cfg, train_trees
+from training.models.tree_shapes import TreesShape, gain_variant, shape_cfg
+from training.models.trees import TreesRun, train_trees
 from training.reporting.importance import forest_importance
 from training.reporting.scoring import FoldRows, Predictions, exact_eval, sums_of
 
@@ -58,6 +59,7 @@ class TreesChoice:
     why: str
     count: Optional[FoldCount] = None  # cross-fitted: the folds' count of rounds
     most: Optional[int] = None     # ... of at most this many
+    grown: Optional[TreesRun] = None  # the shape's trees on fold 0 (or the slice's)
 
     @property
     def rounds(self) -> Optional[int]:
@@ -167,6 +169,18 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
     shape, why = choose_shape(
         {a: np.concatenate([sums_of(p, t.info)[1] for p, t in zip(preds, by_shape[a])])
          for a, preds in shape_predicted.items()} or {a: np.zeros(0) for a in by_shape})
+    variant = gain_variant(cfg, info, shape, folds)
+    if variant is not None:
+        by_shape[variant], rounds[variant] = _grown_further(
+            cfg, info, train_files, folds, variant, defaults.num_trees(cfg.num_trees, folds)[0])
+        for s in (shape, variant):
+            if s not in shape_predicted:
+                shape_predicted[s] = fold_predictions(by_shape[s])
+        shape, gain_why = choose_shape(
+            {s: np.concatenate([sums_of(p, t.info)[1]
+                                for p, t in zip(shape_predicted[s], by_shape[s])])
+             for s in (shape, variant)})
+        why = f"{why}; {gain_why}"
     log.info("--model auto: the trees grow %s (%s)", shape, why)
     again, most = _grown_again(rounds.get(shape), shape, cfg.num_trees, folds)
     if again:
@@ -174,7 +188,8 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
                                                         *again)
         if shape_predicted:
             shape_predicted[shape] = fold_predictions(by_shape[shape])
-    choice = TreesChoice(shape, why, rounds.get(shape), most)
+    choice = TreesChoice(shape, why, rounds.get(shape), most,
+                         trees_runs.get(shape) or by_shape[shape][0])
     fold_runs = list(zip([runs[network][0]] + nets, by_shape[shape]))
     first = by_shape[shape][0]
     runs[TREES] = (first.model, first.info)
@@ -263,7 +278,7 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
     rounds = trees_choice.rounds
     shape = trees_choice.shape
     forests = defaults.num_forests(cfg.num_forests, folds, seeded(shape_cfg(cfg, shape)))
-    _record_trees_choice(candidates[TREES], trees_choice, trees_runs[shape], forests, folds)
+    _record_trees_choice(candidates[TREES], trees_choice, trees_choice.grown, forests, folds)
     rows = "validation slice" if folds == 1 else f"{folds} cross-fitted folds"
     chosen, why = (BLEND, "--model blend") if cfg.model == BLEND else \
         choose_family(losses, network, rows)
@@ -284,7 +299,7 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
         defaults.refit_rounds, rounds, trees_choice.most, info.task,
         train_rows * (folds - 1) / folds)
     again = functools.partial(_trained_again, cfg, info, chosen, runs, candidates,
-                              refit_network, trees_runs[shape], refit, forests[0], blend)
+                              refit_network, trees_choice.grown, refit, forests[0], blend)
     model, served = again(train_files, train_rows)
     final = candidates[chosen]["eval"] if chosen == network and refit_network is None \
         else exact_eval(model, eval_files, served, batch)  # else nothing was trained again
@@ -305,6 +320,7 @@ def _record_trees_choice(record: dict, choice: TreesChoice, grown: TreesRun, for
     record["category_encoding"] = {"value": shape.encoding, "why": choice.why,
                                    "features": grown.encoded}
     record["categorical_algorithm"] = {"value": shape.algorithm, "why": choice.why}
+    record["split_gain"] = {"value": shape.gain, "why": choice.why}
     record["num_trees"] = grown.num_trees
     record["num_forests"] = {"value": forests[0], "why": forests[1]}
     if choice.count is not None:
