@@ -21,7 +21,7 @@ rows.
   mean labels (training/models/category_means.py) or split by YDF's RANDOM search are lower
   by AXIS_ERRORS (ENCODING_ERRORS for the encoding or search alone) standard errors. A
   classification's kept shape is then grown with the hessian split gain too, and that kept
-  where lower by AXIS_ERRORS (tree_shapes.py GAINS).
+  where lower by GAIN_ERRORS (training/models/tree_shapes.py GAINS).
 """
 from __future__ import annotations
 
@@ -46,9 +46,10 @@ AXIS_ERRORS = 3.0
 # -0.092 accuracy against scikit-learn's (docs/performance.md).
 ENCODING_ERRORS = 2.0
 # Trees grown with the hessian split gain replace the kept shape's when lower by this many
-# standard errors. YDF alone on 16 classification tables x 3 seeds: at 2 it switched on
-# car's seeds 1-2 and chile's 0-1 (test accuracy -0.012 to +0.004); every seed of openintro's
-# hfi, which it gained on, was lower by 3.9 to 4.4 (docs/performance.md).
+# standard errors. YDF alone on 16 classification tables x 3 seeds: every seed of openintro's
+# hfi, which it gained on, was lower by 3.9 to 4.4; at 2 it would also have switched on 6
+# table-seeds of 4 other tables (test accuracy -0.013 to +0.006, -0.003 on average;
+# docs/performance.md).
 GAIN_ERRORS = 3.0
 # The network's share in a blend kept. On txhousing's seed 0 the blend weighing it 0.25 was
 # clearly lower on 5,675 held-out rows (mean loss 1,825 against half each's 1,979), and its

@@ -164,22 +164,22 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
     # Each shape's trees predict fold by fold the rows they were grown without (scored by
     # per-row losses, as the families are compared), when there are two to choose from; the
     # kept shape's predictions are the trees' own below, not made again.
-    shape_predicted = {shape: fold_predictions(fold_trees)
-                       for shape, fold_trees in by_shape.items()} if len(by_shape) > 1 else {}
-    shape, why = choose_shape(
-        {a: np.concatenate([sums_of(p, t.info)[1] for p, t in zip(preds, by_shape[a])])
-         for a, preds in shape_predicted.items()} or {a: np.zeros(0) for a in by_shape})
+    shape_predicted: Dict[TreesShape, list] = {}
+    def held_out(shapes):  # {shape: per-row losses}, each shape's folds predicted once
+        for a in shapes:
+            if a not in shape_predicted:
+                shape_predicted[a] = fold_predictions(by_shape[a])
+        return {a: np.concatenate([sums_of(p, t.info)[1]
+                                   for p, t in zip(shape_predicted[a], by_shape[a])])
+                for a in shapes}
+    shape, why = choose_shape(held_out(by_shape) if len(by_shape) > 1
+                              else {a: np.zeros(0) for a in by_shape})
     variant = gain_variant(cfg, info, shape, folds)
-    if variant is not None:
+    # the kept shape with the hessian gain, on the same folds (where they gave loss curves)
+    if variant is not None and shape in rounds:
         by_shape[variant], rounds[variant] = _grown_further(
             cfg, info, train_files, folds, variant, defaults.num_trees(cfg.num_trees, folds)[0])
-        for s in (shape, variant):
-            if s not in shape_predicted:
-                shape_predicted[s] = fold_predictions(by_shape[s])
-        shape, gain_why = choose_shape(
-            {s: np.concatenate([sums_of(p, t.info)[1]
-                                for p, t in zip(shape_predicted[s], by_shape[s])])
-             for s in (shape, variant)})
+        shape, gain_why = choose_shape(held_out((shape, variant)))
         why = f"{why}; {gain_why}"
     log.info("--model auto: the trees grow %s (%s)", shape, why)
     again, most = _grown_again(rounds.get(shape), shape, cfg.num_trees, folds)

@@ -1,0 +1,90 @@
+"""Whether the held-out folds pick YDF's hessian split gain where it helps on test, measured
+outside the jobs: YDF on the table's own columns with the trainer's tree settings
+(benchmarks/tree_bagging.py), once with its default gain and once with `use_hessian_gain`,
+each counted over 4 cross-fitted folds of the train rows as the trainer counts them (stopped
+50 rounds past the folds' best log loss), on the seeded 80/20 rows of
+benchmarks/tabular_quality.py. Per table and seed: each gain's test accuracy minus
+scikit-learn's HistGradientBoosting's (3 seeded forests averaged at the folds' count), and the
+paired difference of the per-row Brier scores over the folds' held-out rows (hessian minus
+default) in standard errors: what `--split_gain auto` reads (training/choice_rules.py
+GAIN_ERRORS: kept where below -3).
+
+    PYTHONPATH=/tmp/bench_deps python benchmarks/split_gain.py --tables penguins,chile --seeds 0,1,2
+
+Needs the packages of benchmarks/tabular_quality.py's docstring; classification tables.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tree_bagging as tb  # noqa: E402
+from category_encodings import _split  # noqa: E402
+from tabular_quality import baseline  # noqa: E402
+
+FORESTS = 3
+
+
+def one_gain(train, test, label, classes, hessian: bool, seed: int) -> tuple:
+    """(the folds' count, each train row's Brier score from the fold grown without it, test
+    accuracy of FORESTS seeded forests at that count) with one split gain."""
+    tb.HESSIAN = hessian
+    task = "classification"
+    fold_of = np.random.default_rng(seed + 1000).integers(0, tb.FOLDS, len(train))
+    grown, losses = [], []
+    for k in range(tb.FOLDS):
+        held = train[fold_of == k]
+        m = tb._learner(label, task, 42, "CART", 300, True).train(train[fold_of != k],
+                                                                 valid=held, verbose=0)
+        grown.append(m)
+        losses.append(tb._per_round(m, len(held), False))
+    shortest = min(len(x) for x in losses)
+    count = int(np.argmin(np.sum([x[:shortest] for x in losses], axis=0))) + 1
+    per_round = 1 if len(classes) == 2 else len(classes)
+    held_probs = np.zeros((len(train), len(classes)))
+    for k, m in enumerate(grown):
+        if m.num_trees() // per_round < count:
+            m = tb._learner(label, task, 42, "CART", count, False).train(
+                train[fold_of != k], verbose=0)
+        while m.num_trees() > count * per_round:
+            m.remove_tree(m.num_trees() - 1)
+        held_probs[fold_of == k] = tb._probs(m, train[fold_of == k], classes)
+    truth = (np.array(classes)[None, :] == train[label].to_numpy()[:, None]).astype(float)
+    brier = np.sum((held_probs - truth) ** 2, axis=1)
+    probs = np.mean([tb._probs(tb._learner(label, task, 42 + s, "CART", count, False).train(
+        train, verbose=0), test, classes) for s in range(FORESTS)], axis=0)
+    return count, brier, tb._score(probs, test, label, task, classes)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tables", default="penguins,chile")
+    ap.add_argument("--seeds", default="0,1,2")
+    a = ap.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    print(f"{'table':<24} seed {'rows':>5} {'counts':>8} {'default':>8} {'hessian':>8} "
+          f"{'folds z':>8}", flush=True)
+    for table in a.tables.split(","):
+        for seed in (int(s) for s in a.seeds.split(",")):
+            train, test, label, task = _split(table, seed)
+            if task != "classification":
+                raise SystemExit(f"{table}: a regression; the hessian gain is tried for "
+                                 "classes only")
+            base = baseline(train, test, label, task)
+            classes = tb.prepared(train, test, label, task)
+            cd, bd, ad = one_gain(train, test, label, classes, False, seed)
+            ch, bh, ah = one_gain(train, test, label, classes, True, seed)
+            diff = bh - bd
+            z = diff.mean() / (diff.std(ddof=1) / np.sqrt(len(diff)))
+            print(f"{table.split(':')[0]:<24} {seed:>4} {len(train):>5} {cd:>4}/{ch:<3} "
+                  f"{ad - base:>+8.4f} {ah - base:>+8.4f} {z:>+8.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
