@@ -6,8 +6,9 @@ each counted over 4 cross-fitted folds of the train rows as the trainer counts t
 benchmarks/tabular_quality.py. Per table and seed: each gain's test accuracy minus
 scikit-learn's HistGradientBoosting's (3 seeded forests averaged at the folds' count), and the
 paired difference of the per-row Brier scores over the folds' held-out rows (hessian minus
-default) in standard errors: what `--split_gain auto` reads (training/choice_rules.py
-GAIN_ERRORS: kept where below -3).
+default) in standard errors: what a choice on the folds, as `--model auto` chooses the trees'
+shape (training/choice_rules.py choose_shape), would read. Through the jobs that choice was
+built, measured and taken out (docs/performance.md, 2026-12-07).
 
     PYTHONPATH=/tmp/bench_deps python benchmarks/split_gain.py --tables penguins,chile --seeds 0,1,2
 

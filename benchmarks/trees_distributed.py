@@ -7,7 +7,7 @@ their rows into memory (a seeded sample past the memory bound, training/models/t
 
 The preprocess job writes GZIP TFRecords of tf.Example, which YDF reads as its `tfrecord`
 format; the features are those the trainer's trees read, with the same kinds
-(training/models/tree_shapes.py feature_semantics). Each worker is a `ydf.start_worker` process
+(training/models/trees.py feature_semantics). Each worker is a `ydf.start_worker` process
 on a localhost port; on a cluster they would be one per machine. Prints seconds and the
 eval split's metric for the distributed learner and, beside it, for YDF's in-memory learner
 on the same shards with the same settings; and for each, the largest difference between
@@ -43,7 +43,7 @@ def _eval_rows(data_dir: str, info) -> dict:
     """The eval split's feature columns as the trainer's trees read them."""
     from training.data import split_files
     from training.models.tree_rows import read_columns
-    from training.models.tree_shapes import feature_semantics
+    from training.models.trees import feature_semantics
     return read_columns(split_files(data_dir, "eval"), info, feature_semantics(info), None,
                         10**6)[0]
 
@@ -67,7 +67,7 @@ def main(argv=None) -> None:
     import ydf
 
     from training.data import load_feature_info
-    from training.models.tree_shapes import feature_semantics
+    from training.models.trees import feature_semantics
     info = load_feature_info(a.data_dir)
     task = ydf.Task.REGRESSION if info.task == "regression" else ydf.Task.CLASSIFICATION
     features = [ydf.Feature(n, getattr(ydf.Semantic, s))

@@ -15,13 +15,11 @@ rows.
   from a few rows is itself noise (a 5-row slice of a 150-row table once chose the trees,
   whose error on the rows that followed was the largest of the three).
 - The trees' shape is chosen first, on the same rows (choose_shape): oblique splits with
-  many-valued categories' frequent values split by CART's search (training/models/
-  tree_shapes.py AUTO_ENCODINGS; an entity's copy alone, its values: ENTITY_FIRST), unless the
-  trees of another split axis, with every value seen twice, with those categories as their
-  mean labels (training/models/category_means.py) or split by YDF's RANDOM search are lower
-  by AXIS_ERRORS (ENCODING_ERRORS for the encoding or search alone) standard errors. A
-  classification's kept shape is then grown with the hessian split gain too, and that kept
-  where lower by GAIN_ERRORS (training/models/tree_shapes.py GAINS).
+  many-valued categories' frequent values split by CART's search (training/models/trees.py
+  AUTO_ENCODINGS; an entity's copy alone, its values: ENTITY_FIRST), unless the trees of
+  another split axis, with every value seen twice, with those categories as their mean
+  labels (training/models/category_means.py) or split by YDF's RANDOM search are lower by
+  AXIS_ERRORS (ENCODING_ERRORS for the encoding or search alone) standard errors.
 """
 from __future__ import annotations
 
@@ -30,7 +28,7 @@ from typing import Dict, Tuple
 import numpy as np
 
 from training.models.blend import BLEND
-from training.models.tree_shapes import TreesShape
+from training.models.trees import TreesShape
 
 TREES = "boosted_trees"
 MIN_DECISION_ROWS = 30   # a smaller validation slice keeps the blend
@@ -45,12 +43,6 @@ AXIS_ERRORS = 3.0
 # causaldata's social_insure (village, address), seed 1: lower by 2.4, kept as categories,
 # -0.092 accuracy against scikit-learn's (docs/performance.md).
 ENCODING_ERRORS = 2.0
-# Trees grown with the hessian split gain replace the kept shape's when lower by this many
-# standard errors. YDF alone on 16 classification tables x 3 seeds: every seed of openintro's
-# hfi, which it gained on, was lower by 3.9 to 4.4; at 2 it would also have switched on 6
-# table-seeds of 4 other tables (test accuracy -0.013 to +0.006, -0.003 on average;
-# docs/performance.md).
-GAIN_ERRORS = 3.0
 # The network's share in a blend kept. On txhousing's seed 0 the blend weighing it 0.25 was
 # clearly lower on 5,675 held-out rows (mean loss 1,825 against half each's 1,979), and its
 # test RMSE went 0.803x -> 0.703x scikit-learn's (docs/performance.md).
@@ -111,8 +103,7 @@ def choose_shape(losses: Dict[TreesShape, np.ndarray]) -> Tuple[TreesShape, str]
     held-out rows (the default shape first): the first, unless others are clearly lower,
     by AXIS_ERRORS standard errors for another split axis (a 1% difference on a few hundred
     rows is noise: ISLR's Hitters kept axis-aligned trees for one and lost 19% on test),
-    ENCODING_ERRORS for another category encoding or search alone, GAIN_ERRORS for another
-    split gain; then the lowest of those."""
+    ENCODING_ERRORS for another category encoding or search alone; then the lowest of those."""
     first, *others = losses
     if not others:
         return first, ("the one grown (--split_axis and --category_encoding, or no rows "
@@ -121,8 +112,6 @@ def choose_shape(losses: Dict[TreesShape, np.ndarray]) -> Tuple[TreesShape, str]
     if n < MIN_DECISION_ROWS:
         return first, f"{n} held-out rows, under {MIN_DECISION_ROWS}: {first} kept"
     def errors(shape):
-        if shape.gain != first.gain:
-            return GAIN_ERRORS
         return ENCODING_ERRORS if shape.axis == first.axis else AXIS_ERRORS
     compared = {s: clearly_lower(losses[s], losses[first], errors(s)) for s in others}
     lower = [s for s in others if compared[s][0]]

@@ -18,10 +18,9 @@ MODELS = ("auto", "blend", "boosted_trees") + NETWORKS
 TUNING_METRICS = ("rmse", "mae", "accuracy")  # metrics.json's eval figures a study can use
 BACKBONES = ("small_cnn", "mobilenet_v2", "resnet50", "efficientnet_b0")
 GROWING_STRATEGIES = ("BEST_FIRST_GLOBAL", "LOCAL")    # YDF's names
-SPLIT_AXES = ("auto", "SPARSE_OBLIQUE", "AXIS_ALIGNED")   # auto: see training/models/tree_shapes.py
-CATEGORICAL_ALGORITHMS = ("auto", "CART", "RANDOM")   # auto: see training/models/tree_shapes.py
-CATEGORY_ENCODINGS = ("auto", "categories", "target", "frequent")   # auto: see training/models/tree_shapes.py
-SPLIT_GAINS = ("auto", "gradient", "hessian")   # auto: see training/models/tree_shapes.py
+SPLIT_AXES = ("auto", "SPARSE_OBLIQUE", "AXIS_ALIGNED")   # auto: see training/models/trees.py
+CATEGORICAL_ALGORITHMS = ("auto", "CART", "RANDOM")   # auto: see training/models/trees.py
+CATEGORY_ENCODINGS = ("auto", "categories", "target", "frequent")   # auto: see training/models/trees.py
 MAX_CHOICE_FOLDS = 10
 
 
@@ -108,14 +107,6 @@ class TrainConfig:
                 "and kept if lower by 2 standard errors on the rows held out from them; else "
                 "CART.",
         choices=CATEGORICAL_ALGORITHMS)
-    split_gain: str = flag(
-        "auto", "boosted_trees: how a split's gain is scored: on the gradients alone (YDF's "
-                "default) or with the hessian term (YDF's use_hessian_gain; scikit-learn's "
-                "gain). auto (default): a classification whose shape --model auto or blend "
-                "chose on cross-fitted folds (under 10,000 train rows) is grown with the "
-                "hessian gain on the same folds too, and kept so if lower by 3 standard "
-                "errors on the rows held out; else gradient.",
-        choices=SPLIT_GAINS)
     category_encoding: str = flag(
         "auto", "boosted_trees: a categorical feature of over 30 values as categories to "
                 "split on, as its cross-fitted mean label (target), or as categories whose "

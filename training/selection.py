@@ -34,8 +34,7 @@ from training.config import TrainConfig
 from training.models.blend import BLEND, BlendModel
 from training.models.fold_count import FoldCount, fold_count
 from training.models.forests import seeded, train_forests
-from training.models.tree_shapes import TreesShape, gain_variant, shape_cfg
-from training.models.trees import TreesRun, train_trees
+from training.models.trees import TreesRun, TreesShape, shape_cfg, train_trees
 from training.reporting.importance import forest_importance
 from training.reporting.scoring import FoldRows, Predictions, exact_eval, sums_of
 
@@ -59,7 +58,6 @@ class TreesChoice:
     why: str
     count: Optional[FoldCount] = None  # cross-fitted: the folds' count of rounds
     most: Optional[int] = None     # ... of at most this many
-    grown: Optional[TreesRun] = None  # the shape's trees on fold 0 (or the slice's)
 
     @property
     def rounds(self) -> Optional[int]:
@@ -164,23 +162,11 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
     # Each shape's trees predict fold by fold the rows they were grown without (scored by
     # per-row losses, as the families are compared), when there are two to choose from; the
     # kept shape's predictions are the trees' own below, not made again.
-    shape_predicted: Dict[TreesShape, list] = {}
-    def held_out(shapes):  # {shape: per-row losses}, each shape's folds predicted once
-        for a in shapes:
-            if a not in shape_predicted:
-                shape_predicted[a] = fold_predictions(by_shape[a])
-        return {a: np.concatenate([sums_of(p, t.info)[1]
-                                   for p, t in zip(shape_predicted[a], by_shape[a])])
-                for a in shapes}
-    shape, why = choose_shape(held_out(by_shape) if len(by_shape) > 1
-                              else {a: np.zeros(0) for a in by_shape})
-    variant = gain_variant(cfg, info, shape, folds)
-    # the kept shape with the hessian gain, on the same folds (where they gave loss curves)
-    if variant is not None and shape in rounds:
-        by_shape[variant], rounds[variant] = _grown_further(
-            cfg, info, train_files, folds, variant, defaults.num_trees(cfg.num_trees, folds)[0])
-        shape, gain_why = choose_shape(held_out((shape, variant)))
-        why = f"{why}; {gain_why}"
+    shape_predicted = {shape: fold_predictions(fold_trees)
+                       for shape, fold_trees in by_shape.items()} if len(by_shape) > 1 else {}
+    shape, why = choose_shape(
+        {a: np.concatenate([sums_of(p, t.info)[1] for p, t in zip(preds, by_shape[a])])
+         for a, preds in shape_predicted.items()} or {a: np.zeros(0) for a in by_shape})
     log.info("--model auto: the trees grow %s (%s)", shape, why)
     again, most = _grown_again(rounds.get(shape), shape, cfg.num_trees, folds)
     if again:
@@ -188,8 +174,7 @@ def validation_losses(cfg: TrainConfig, info, runs: dict, train_files, batch: in
                                                         *again)
         if shape_predicted:
             shape_predicted[shape] = fold_predictions(by_shape[shape])
-    choice = TreesChoice(shape, why, rounds.get(shape), most,
-                         trees_runs.get(shape) or by_shape[shape][0])
+    choice = TreesChoice(shape, why, rounds.get(shape), most)
     fold_runs = list(zip([runs[network][0]] + nets, by_shape[shape]))
     first = by_shape[shape][0]
     runs[TREES] = (first.model, first.info)
@@ -278,7 +263,7 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
     rounds = trees_choice.rounds
     shape = trees_choice.shape
     forests = defaults.num_forests(cfg.num_forests, folds, seeded(shape_cfg(cfg, shape)))
-    _record_trees_choice(candidates[TREES], trees_choice, trees_choice.grown, forests, folds)
+    _record_trees_choice(candidates[TREES], trees_choice, trees_runs[shape], forests, folds)
     rows = "validation slice" if folds == 1 else f"{folds} cross-fitted folds"
     chosen, why = (BLEND, "--model blend") if cfg.model == BLEND else \
         choose_family(losses, network, rows)
@@ -299,7 +284,7 @@ def keep_one(cfg: TrainConfig, info, runs: dict, candidates: dict, train_files, 
         defaults.refit_rounds, rounds, trees_choice.most, info.task,
         train_rows * (folds - 1) / folds)
     again = functools.partial(_trained_again, cfg, info, chosen, runs, candidates,
-                              refit_network, trees_choice.grown, refit, forests[0], blend)
+                              refit_network, trees_runs[shape], refit, forests[0], blend)
     model, served = again(train_files, train_rows)
     final = candidates[chosen]["eval"] if chosen == network and refit_network is None \
         else exact_eval(model, eval_files, served, batch)  # else nothing was trained again
@@ -320,7 +305,6 @@ def _record_trees_choice(record: dict, choice: TreesChoice, grown: TreesRun, for
     record["category_encoding"] = {"value": shape.encoding, "why": choice.why,
                                    "features": grown.encoded}
     record["categorical_algorithm"] = {"value": shape.algorithm, "why": choice.why}
-    record["split_gain"] = {"value": shape.gain, "why": choice.why}
     record["num_trees"] = grown.num_trees
     record["num_forests"] = {"value": forests[0], "why": forests[1]}
     if choice.count is not None:

@@ -221,8 +221,7 @@ def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, fami
             "ydf_importance": forest_importance(first.forest) if len(families) == 1 else None,
             "category_encoding": {"value": first.shape.encoding,
                                   "features": first.encoded},
-            "categorical_algorithm": {"value": first.shape.algorithm},
-            "split_gain": {"value": first.shape.gain}}
+            "categorical_algorithm": {"value": first.shape.algorithm}}
     return cfg, net, trees, runs, candidates
 
 

@@ -20,8 +20,13 @@ from training.config import TrainConfig
 from training.data import FeatureInfo
 from training.models import entity_twins
 from training.models.tree_rows import read_columns
-from training.models.tree_shapes import feature_semantics, shape_cfg
-from training.models.trees import TreesRun, train_trees, tree_threads
+from training.models.trees import (
+    TreesRun,
+    feature_semantics,
+    shape_cfg,
+    train_trees,
+    tree_threads,
+)
 from training.models.trees_model import MIN_PROBABILITY
 
 
