@@ -58,8 +58,7 @@ def one_gain(train, test, label, classes, hessian: bool, seed: int) -> tuple:
         held_probs[fold_of == k] = tb._probs(m, train[fold_of == k], classes)
     truth = (np.array(classes)[None, :] == train[label].to_numpy()[:, None]).astype(float)
     brier = np.sum((held_probs - truth) ** 2, axis=1)
-    probs = np.mean([tb._probs(tb._learner(label, task, 42 + s, "CART", count, False).train(
-        train, verbose=0), test, classes) for s in range(FORESTS)], axis=0)
+    probs = tb.averaged(train, test, label, task, classes, count, FORESTS)
     return count, brier, tb._score(probs, test, label, task, classes)
 
 

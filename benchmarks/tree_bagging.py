@@ -84,6 +84,14 @@ def _per_round(model, rows, regression):
     return rows * (means ** 2 if regression else means)
 
 
+def averaged(train, test, label, task, classes, rounds: int, forests: int,
+             algorithm: str = "CART"):
+    """`test`'s predictions (probabilities) averaged over `forests` forests of `rounds`
+    rounds grown on `train` with seeds 42, 43, ..."""
+    return np.mean([_probs(_learner(label, task, 42 + s, algorithm, rounds, False).train(
+        train, verbose=0), test, classes) for s in range(forests)], axis=0)
+
+
 def prepared(train, test, label, task):
     """The rows as YDF reads them here (strings, a class as text), and the classes."""
     for df in (train, test):

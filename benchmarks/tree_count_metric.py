@@ -58,9 +58,7 @@ def table_seed(table, seed) -> dict:
     counts["larger"] = max(counts.values())
     scored = {}
     for count in set(counts.values()):
-        probs = np.mean([tb._probs(tb._learner(label, task, 42 + s, "CART", count, False)
-                                   .train(train, verbose=0), test, classes)
-                         for s in range(FORESTS)], 0)
+        probs = tb.averaged(train, test, label, task, classes, count, FORESTS)
         scored[count] = tb._score(probs, test, label, task, classes) - base
     return {"classes": len(classes), "counts": counts,
             "vs": {k: scored[c] for k, c in counts.items()}}
