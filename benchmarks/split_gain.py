@@ -37,24 +37,9 @@ def one_gain(train, test, label, classes, hessian: bool, seed: int) -> tuple:
     accuracy of FORESTS seeded forests at that count) with one split gain."""
     tb.HESSIAN = hessian
     task = "classification"
-    fold_of = np.random.default_rng(seed + 1000).integers(0, tb.FOLDS, len(train))
-    grown, losses = [], []
-    for k in range(tb.FOLDS):
-        held = train[fold_of == k]
-        m = tb._learner(label, task, 42, "CART", 300, True).train(train[fold_of != k],
-                                                                 valid=held, verbose=0)
-        grown.append(m)
-        losses.append(tb._per_round(m, len(held), False))
-    shortest = min(len(x) for x in losses)
-    count = int(np.argmin(np.sum([x[:shortest] for x in losses], axis=0))) + 1
-    per_round = 1 if len(classes) == 2 else len(classes)
+    fold_of, count, folds = tb.fold_forests(train, label, task, classes, "CART", seed + 1000)
     held_probs = np.zeros((len(train), len(classes)))
-    for k, m in enumerate(grown):
-        if m.num_trees() // per_round < count:
-            m = tb._learner(label, task, 42, "CART", count, False).train(
-                train[fold_of != k], verbose=0)
-        while m.num_trees() > count * per_round:
-            m.remove_tree(m.num_trees() - 1)
+    for k, m in enumerate(folds):
         held_probs[fold_of == k] = tb._probs(m, train[fold_of == k], classes)
     truth = (np.array(classes)[None, :] == train[label].to_numpy()[:, None]).astype(float)
     brier = np.sum((held_probs - truth) ** 2, axis=1)

@@ -84,12 +84,19 @@ def _per_round(model, rows, regression):
     return rows * (means ** 2 if regression else means)
 
 
+def seeded_forests(train, test, label, task, classes, rounds: int, forests: int,
+                   algorithm: str = "CART") -> list:
+    """`test`'s predictions (probabilities) by each of `forests` forests of `rounds` rounds
+    grown on `train` with seeds 42, 43, ..."""
+    return [_probs(_learner(label, task, 42 + s, algorithm, rounds, False).train(
+        train, verbose=0), test, classes) for s in range(forests)]
+
+
 def averaged(train, test, label, task, classes, rounds: int, forests: int,
              algorithm: str = "CART"):
-    """`test`'s predictions (probabilities) averaged over `forests` forests of `rounds`
-    rounds grown on `train` with seeds 42, 43, ..."""
-    return np.mean([_probs(_learner(label, task, 42 + s, algorithm, rounds, False).train(
-        train, verbose=0), test, classes) for s in range(forests)], axis=0)
+    """The mean of seeded_forests' predictions."""
+    return np.mean(seeded_forests(train, test, label, task, classes, rounds, forests,
+                                  algorithm), axis=0)
 
 
 def prepared(train, test, label, task):
@@ -102,11 +109,9 @@ def prepared(train, test, label, task):
     return None if task == "regression" else sorted(train[label].unique())
 
 
-def predictions(train, test, label, task, classes, algorithm, seeds_bagged, fold_seed,
-                refit_scale=None):
-    """(rounds chosen over 4 cross-fitted folds of `train`, {column: `test`'s predictions or
-    probabilities}) for each of COLUMNS; `scaled` only with a `refit_scale` (its forests are
-    grown for it alone)."""
+def fold_forests(train, label, task, classes, algorithm, fold_seed) -> tuple:
+    """(each train row's fold, the rounds counted over FOLDS cross-fitted folds as the trainer
+    counts them, each fold's forest grown without it, cut or grown again to that count)."""
     regression = task == "regression"
     fold_of = np.random.default_rng(fold_seed).integers(0, FOLDS, len(train))
     grown, losses = [], []
@@ -125,10 +130,20 @@ def predictions(train, test, label, task, classes, algorithm, seeds_bagged, fold
                 train[fold_of != k], verbose=0)
         while m.num_trees() > count * per_round:
             m.remove_tree(m.num_trees() - 1)
-        folds.append(_probs(m, test, classes))
+        folds.append(m)
+    return fold_of, count, folds
+
+
+def predictions(train, test, label, task, classes, algorithm, seeds_bagged, fold_seed,
+                refit_scale=None):
+    """(rounds chosen over 4 cross-fitted folds of `train`, {column: `test`'s predictions or
+    probabilities}) for each of COLUMNS; `scaled` only with a `refit_scale` (its forests are
+    grown for it alone)."""
+    _, count, fold_models = fold_forests(train, label, task, classes, algorithm, fold_seed)
+    folds = [_probs(m, test, classes) for m in fold_models]
     def refits(rounds):
-        return [_probs(_learner(label, task, 42 + s, algorithm, rounds, False).train(
-            train, verbose=0), test, classes) for s in range(seeds_bagged)]
+        return seeded_forests(train, test, label, task, classes, rounds, seeds_bagged,
+                              algorithm)
     seeded = refits(count)
     out = {"refit": seeded[0], "folds": np.mean(folds, axis=0),
            "refit+folds": 0.5 * seeded[0] + 0.5 * np.mean(folds, axis=0),
