@@ -203,8 +203,10 @@ def baseline_model(train, test, label, task):
     # label (diamonds by price) the baseline would read the label off them. So is a column
     # that repeats them row for row (mstate's ebmt1: `patid`, which our jobs pass through
     # as a distinct id: scikit-learn gained 0.03-0.05 accuracy reading it).
+    # A column with no value in the labelled rows is left out too: scikit-learn's binning
+    # fails on it (nlme's Phenobarb: `dose` is given only in rows without `conc`).
     x_cols = [c for c in train.columns if c not in (label, "rownames")
-              and not row_numbers(train, c)]
+              and not row_numbers(train, c) and train[c].notna().any()]
     xs = []
     for df in (train, test):
         x = df[x_cols].copy()

