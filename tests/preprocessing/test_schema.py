@@ -111,6 +111,7 @@ def test_a_repeated_numeric_id_is_a_number_and_a_category_with_a_never_seen_id()
             dataclasses.replace(schema, derived=(dataclasses.replace(copy, inputs=(source,)),)
                                 ).validate()
 
+
 def test_a_repeated_column_named_like_an_entity_is_one_from_twenty_values():
     """AER's TravelMode: `individual` over its four travel modes. Read as a number alone the
     jobs lost 0.024-0.063 accuracy to scikit-learn, which reads each individual's party size
