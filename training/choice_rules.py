@@ -18,8 +18,9 @@ rows.
   many-valued categories' frequent values split by CART's search (training/models/trees.py
   AUTO_ENCODINGS; an entity's copy alone, its values: ENTITY_FIRST), unless the trees of
   another split axis, with every value seen twice, with those categories as their mean
-  labels (training/models/category_means.py) or split by YDF's RANDOM search are lower by
-  AXIS_ERRORS (ENCODING_ERRORS for the encoding or search alone) standard errors.
+  labels (training/models/category_means.py), split by YDF's RANDOM search or with leaves of
+  20 rows are lower by AXIS_ERRORS (ENCODING_ERRORS for the encoding, search or leaf size
+  alone) standard errors.
 """
 from __future__ import annotations
 
@@ -37,9 +38,11 @@ MIN_DECISION_ROWS = 30   # a smaller validation slice keeps the blend
 # scored no better or worse on test (titanic2, wage, the demo's taxi data, boot's aids
 # 1.15x -> 1.26x); the four that gained were ahead by 4.1 to 8.2 (docs/performance.md).
 AXIS_ERRORS = 3.0
-# Trees with many-valued categories as their mean labels, or split by RANDOM search, replace
-# those splitting them by CART's when lower by this many standard errors (a shape of another
-# split axis too: AXIS_ERRORS).
+# Trees with many-valued categories as their mean labels, split by RANDOM search, or with
+# leaves of 20 rows replace the first shape when lower by this many standard errors (a shape
+# of another split axis too: AXIS_ERRORS). Leaves of 20 rows, YDF alone (4 folds, 3 seeds of
+# 23 small tables): kept at 2 on 11 table-seeds, 7 gaining on test, 3 the same, chile's
+# seed 1 -0.006 (docs/performance.md).
 # causaldata's social_insure (village, address), seed 1: lower by 2.4, kept as categories,
 # -0.092 accuracy against scikit-learn's (docs/performance.md).
 ENCODING_ERRORS = 2.0
@@ -103,7 +106,8 @@ def choose_shape(losses: Dict[TreesShape, np.ndarray]) -> Tuple[TreesShape, str]
     held-out rows (the default shape first): the first, unless others are clearly lower,
     by AXIS_ERRORS standard errors for another split axis (a 1% difference on a few hundred
     rows is noise: ISLR's Hitters kept axis-aligned trees for one and lost 19% on test),
-    ENCODING_ERRORS for another category encoding or search alone; then the lowest of those."""
+    ENCODING_ERRORS for another category encoding, search or leaf size alone; then the
+    lowest of those."""
     first, *others = losses
     if not others:
         return first, ("the one grown (--split_axis and --category_encoding, or no rows "

@@ -85,7 +85,12 @@ class TrainConfig:
     max_depth: int = flag(6, "boosted_trees: the deepest a tree grows.", check=POSITIVE)
     shrinkage: float = flag(0.05, "boosted_trees: the learning rate.",
                             check=(lambda v: 0 < v <= 1, "in (0, 1]"))
-    min_examples: int = flag(5, "boosted_trees: rows a leaf holds at least.", check=POSITIVE)
+    min_examples: Optional[int] = flag(
+        help="boosted_trees: rows a leaf holds at least. Default: 5; where --model auto "
+             "chooses the trees' shape on cross-fitted folds under 10,000 train rows, trees "
+             "with leaves of 20 rows (scikit-learn's min_samples_leaf) are grown too and kept "
+             "if lower by 2 standard errors on the rows held out from them (3 on the other "
+             "split axis).", type=int, check=POSITIVE)
     subsample: float = flag(1.0, "boosted_trees: the share of rows each tree is grown on.",
                             check=(lambda v: 0 < v <= 1, "in (0, 1]"))
     growing_strategy: str = flag(

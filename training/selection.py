@@ -305,6 +305,7 @@ def _record_trees_choice(record: dict, choice: TreesChoice, grown: TreesRun, for
     record["category_encoding"] = {"value": shape.encoding, "why": choice.why,
                                    "features": grown.encoded}
     record["categorical_algorithm"] = {"value": shape.algorithm, "why": choice.why}
+    record["min_examples"] = {"value": shape.leaf, "why": choice.why}
     record["num_trees"] = grown.num_trees
     record["num_forests"] = {"value": forests[0], "why": forests[1]}
     if choice.count is not None:

@@ -221,7 +221,8 @@ def _fit_families(cfg: TrainConfig, info, kind: str, strategy, chief: bool, fami
             "ydf_importance": forest_importance(first.forest) if len(families) == 1 else None,
             "category_encoding": {"value": first.shape.encoding,
                                   "features": first.encoded},
-            "categorical_algorithm": {"value": first.shape.algorithm}}
+            "categorical_algorithm": {"value": first.shape.algorithm},
+            "min_examples": {"value": first.shape.leaf}}
     return cfg, net, trees, runs, candidates
 
 

@@ -77,29 +77,53 @@ def test_of_several_shapes_clearly_lower_than_the_default_the_lowest_is_kept():
     shape, why = choose_shape({default: first, random: 0.7 * first})
     assert shape == random and "lower by over 2 standard errors" in why
     assert str(random) == "SPARSE_OBLIQUE, RANDOM category splits"
+    # Leaves of 20 rows on the default's axis are another leaf size alone: 2 errors; on
+    # the other axis, 3 (carseats' folds, YDF alone: 2.4-4.5 below, docs/performance.md).
+    leaf, leaf_aligned = TreesShape(leaf=20), TreesShape("AXIS_ALIGNED", leaf=20)
+    shape, why = choose_shape({default: first, leaf: 0.7 * first})
+    assert shape == leaf and "lower by over 2 standard errors" in why
+    assert str(leaf) == "SPARSE_OBLIQUE, leaves of 20+ rows"
+    shape, why = choose_shape({default: first, leaf_aligned: first - 0.9 + noise - noise.mean()})
+    assert shape == default and "not lower by 3 standard errors" in why
 
 
 @pytest.mark.slow
 def test_both_axes_are_grown_on_the_same_rows_only_to_choose(preprocessed, tmp_path):
+    import dataclasses
+
     from training.data import choice_fold
-    from training.models.trees import TreesShape, grow_shapes
+    from training.models.trees import TreesShape, grow_shapes, shapes
     data_dir, _ = preprocessed
     cfg = small_train_config(data_dir, str(tmp_path / "job"), model="auto", num_trees=10)
     info, files, fold = load_feature_info(data_dir), split_files(data_dir, "train"), \
         choice_fold(0, 4)
     runs = grow_shapes(cfg, info, files, fold.other())
     assert all(r.shape == s for s, r in runs.items())
-    assert {s.axis for s in runs} == {"SPARSE_OBLIQUE", "AXIS_ALIGNED"}
+    # Each shape with YDF's leaves of 5 rows, then the first kind on each axis with
+    # scikit-learn's 20 (a small table, --min_examples not given); each run's shape is read
+    # from the settings it was grown with (train_trees).
+    assert int(info.split_rows["train"]) < defaults.SMALL_TRAIN_ROWS
+    first = next(iter(runs))
+    assert list(runs)[-2:] == [dataclasses.replace(first, leaf=20),
+                               dataclasses.replace(first, axis="AXIS_ALIGNED", leaf=20)]
+    assert {s.leaf for s in list(runs)[:-2]} == {5}
     assert len({r.rows for r in runs.values()}) == 1
-    # An axis, an encoding and a category search given, or no rows held out (--model
-    # boosted_trees alone): one kind of trees.
-    (one,) = grow_shapes(small_train_config(data_dir, str(tmp_path / "j2"), num_trees=5,
-                                            split_axis="AXIS_ALIGNED",
-                                            category_encoding="categories",
-                                            categorical_algorithm="CART"),
+    # An axis, an encoding, a category search and a leaf size given, or no rows held out
+    # (--model boosted_trees alone): one kind of trees.
+    fixed = dict(num_trees=5, split_axis="AXIS_ALIGNED", category_encoding="categories",
+                 categorical_algorithm="CART")
+    (one,) = grow_shapes(small_train_config(data_dir, str(tmp_path / "j2"), min_examples=5,
+                                            **fixed),
                          info, files, fold.other()).values()
     assert one.shape == TreesShape("AXIS_ALIGNED")
+    leaves = grow_shapes(small_train_config(data_dir, str(tmp_path / "j3"), **fixed),
+                         info, files, fold.other())
+    assert list(leaves) == [TreesShape("AXIS_ALIGNED"), TreesShape("AXIS_ALIGNED", leaf=20)]
     assert list(grow_shapes(cfg, info, files, None)) == [TreesShape()]
+    # A table of SMALL_TRAIN_ROWS or more: YDF's leaves alone.
+    big = dataclasses.replace(info, split_rows={**info.split_rows,
+                                                "train": defaults.SMALL_TRAIN_ROWS})
+    assert [s.leaf for s in shapes(cfg, big, fold.other())] == [5, 5]
 
 
 def _steps_table(tmp_path) -> str:
@@ -172,4 +196,10 @@ def test_the_learner_searches_category_splits_as_the_shape_says(tmp_path):
                               small=True, stops_on_fold=False, num_trees=None, threads=1)
         assert learner.hyperparameters["categorical_algorithm"] == shape.algorithm
         assert learner.hyperparameters["split_axis"] == shape.axis
+        assert learner.hyperparameters["min_examples"] == shape.leaf
     assert shape_cfg(cfg).categorical_algorithm == "CART"   # auto's default, alone
+    assert cfg.min_examples is None and shape_cfg(cfg).min_examples == 5
+    learner, _ = _learner(shape_cfg(cfg, TreesShape(leaf=20)), {"x": "CATEGORICAL"},
+                          regression=True, small=True, stops_on_fold=False, num_trees=None,
+                          threads=1)
+    assert learner.hyperparameters["min_examples"] == 20

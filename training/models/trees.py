@@ -81,6 +81,12 @@ ENTITY_FIRST = ("categories",) + tuple(e for e in AUTO_ENCODINGS if e != "catego
 # errors; on the 14 regression and binary tables with many-valued categories tried, CART's
 # were always kept (docs/performance.md). RANDOM's trees took ~6x CART's time per tree on dd.
 ALGORITHMS = tuple(a for a in CATEGORICAL_ALGORITHMS if a != "auto")
+# Rows a leaf holds at least: YDF's 5, and scikit-learn's min_samples_leaf (20), grown beside
+# it on a small table where `--min_examples` is not given (each axis, the first encoding and
+# search). Neither is ahead everywhere: YDF alone, 20 rows lost on msleep and mpg (0.28x ->
+# 0.88x scikit-learn's RMSE) and won on carseats (1.04x -> 0.96x), and the folds told
+# those apart; as the default it lost (docs/performance.md).
+LEAF_ROWS = (5, 20)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,12 +96,15 @@ class TreesShape:
     axis: str = AXES[0]
     encoding: str = ENCODINGS[0]
     algorithm: str = ALGORITHMS[0]   # how its category splits are searched
+    leaf: int = LEAF_ROWS[0]         # rows a leaf holds at least
 
     def __str__(self) -> str:
         return ", ".join([self.axis]
                          + ([self.encoding] if self.encoding != ENCODINGS[0] else [])
                          + ([f"{self.algorithm} category splits"]
-                            if self.algorithm != ALGORITHMS[0] else []))
+                            if self.algorithm != ALGORITHMS[0] else [])
+                         + ([f"leaves of {self.leaf}+ rows"]
+                            if self.leaf != LEAF_ROWS[0] else []))
 
 
 def feature_semantics(info: FeatureInfo) -> Dict[str, str]:
@@ -172,17 +181,20 @@ class TreesRun:
 
 
 def shape_cfg(cfg: TrainConfig, shape: Optional[TreesShape] = None) -> TrainConfig:
-    """`cfg` with the split axis, category encoding and category split search the trees
-    grow: `shape`'s, else cfg's own (`auto`: the first of AXES, ENCODINGS and ALGORITHMS)."""
+    """`cfg` with the split axis, category encoding, category split search and leaf size the
+    trees grow: `shape`'s, else cfg's own (`auto`, or no --min_examples: the first of AXES,
+    ENCODINGS, ALGORITHMS and LEAF_ROWS)."""
     if shape is not None:
         return dataclasses.replace(cfg, split_axis=shape.axis, category_encoding=shape.encoding,
-                                   categorical_algorithm=shape.algorithm)
+                                   categorical_algorithm=shape.algorithm,
+                                   min_examples=shape.leaf)
     def own(value, choices):
-        return choices[0] if value == "auto" else value
+        return choices[0] if value in ("auto", None) else value
     return dataclasses.replace(
         cfg, split_axis=own(cfg.split_axis, AXES),
         category_encoding=own(cfg.category_encoding, ENCODINGS),
-        categorical_algorithm=own(cfg.categorical_algorithm, ALGORITHMS))
+        categorical_algorithm=own(cfg.categorical_algorithm, ALGORITHMS),
+        min_examples=own(cfg.min_examples, LEAF_ROWS))
 
 
 def shapes(cfg: TrainConfig, info: FeatureInfo, holdout: Optional[data_lib.Holdout]
@@ -190,14 +202,18 @@ def shapes(cfg: TrainConfig, info: FeatureInfo, holdout: Optional[data_lib.Holdo
     """The TreesShapes grown to choose from (the default first): both axes under
     `--split_axis auto`; every encoding under `--category_encoding auto`, and the categories
     split by both searches under `--categorical_algorithm auto` (a label of over two
-    classes), on a small table with a many-valued category; where rows are held out
-    (`holdout`). Else cfg's one."""
+    classes), on a small table with a many-valued category; on a small table without
+    --min_examples, the first kind with leaves of LEAF_ROWS[1] rows on each axis too; where
+    rows are held out (`holdout`). Else cfg's one."""
     fixed = shape_cfg(cfg)
     choose = holdout is not None
+    small = int(info.split_rows.get("train") or 0) < defaults.SMALL_TRAIN_ROWS
     axes = AXES if cfg.split_axis == "auto" and choose else (fixed.split_axis,)
     kinds = [(fixed.category_encoding, fixed.categorical_algorithm)]
+    leaves = LEAF_ROWS if cfg.min_examples is None and choose and small else \
+        (fixed.min_examples,)
     many = category_means.many_valued(feature_semantics(info), info.categorical)
-    if choose and int(info.split_rows.get("train") or 0) < defaults.SMALL_TRAIN_ROWS and many:
+    if choose and small and many:
         first = ENTITY_FIRST if set(many) <= set(info.entities) else AUTO_ENCODINGS
         encodings = first if cfg.category_encoding == "auto" else (fixed.category_encoding,)
         searches = ALGORITHMS if cfg.categorical_algorithm == "auto" and \
@@ -206,7 +222,8 @@ def shapes(cfg: TrainConfig, info: FeatureInfo, holdout: Optional[data_lib.Holdo
         # frequent values, by the first search alone too (a shape less to grow per fold)
         kinds = [(e, a) for e in encodings
                  for a in (searches if e == "categories" else searches[:1])]
-    return [TreesShape(a, e, s) for e, s in kinds for a in axes]
+    first = [TreesShape(a, e, s, leaves[0]) for e, s in kinds for a in axes]
+    return first + [TreesShape(a, *kinds[0], leaf) for leaf in leaves[1:] for a in axes]
 
 
 def grow_shapes(cfg: TrainConfig, info: FeatureInfo, train_files,
@@ -289,7 +306,8 @@ def train_trees(cfg: TrainConfig, info: FeatureInfo, train_files,
     columns = dict(columns)  # the label is added below; shared rows stay as read
     regression = info.task == "regression"
     fixed = shape_cfg(cfg)
-    shape = TreesShape(fixed.split_axis, fixed.category_encoding, fixed.categorical_algorithm)
+    shape = TreesShape(fixed.split_axis, fixed.category_encoding, fixed.categorical_algorithm,
+                       fixed.min_examples)
     features, means = read, ()
     if shape.encoding == "target":
         columns, features, means = category_means.encode(columns, read, info, labels,
