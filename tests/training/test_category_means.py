@@ -101,22 +101,26 @@ def test_auto_grows_both_encodings_and_searches_only_on_a_small_table_with_many_
     held = choice_fold(0, 4).other()
     grown = shapes(cfg, info, held)
     # The frequent values first: kept unless another is clearly lower (choose_shape).
-    assert grown[0] == TreesShape(encoding="frequent") and len(grown) == 6 == len(set(grown))
+    # Each on both axes, and the first with leaves of 20 rows on both (trees.LEAF_ROWS).
+    assert grown[0] == TreesShape(encoding="frequent") and len(grown) == 8 == len(set(grown))
     assert {(s.encoding, s.algorithm) for s in grown} == {
         ("categories", "CART"), ("target", "CART"), ("frequent", "CART")}
+    assert [s for s in grown if s.leaf != 5] == [
+        TreesShape(a, "frequent", leaf=20) for a in ("SPARSE_OBLIQUE", "AXIS_ALIGNED")]
     # Over two classes (where YDF's CART category splits are approximate), the categories by
     # both searches too; their mean labels by CART's (no many-valued category left to split),
     # their frequent values by CART's alone (a shape less to grow).
     classes = dataclasses.replace(info, task="classification", n_classes=3)
     grown = shapes(cfg, classes, held)
-    assert grown[0] == TreesShape(encoding="frequent") and len(grown) == 8 == len(set(grown))
+    assert grown[0] == TreesShape(encoding="frequent") and len(grown) == 10 == len(set(grown))
     assert {(s.encoding, s.algorithm) for s in grown} == {
         ("categories", "CART"), ("categories", "RANDOM"), ("target", "CART"),
         ("frequent", "CART")}
-    assert len(shapes(cfg, dataclasses.replace(classes, n_classes=2), held)) == 6
+    assert len(shapes(cfg, dataclasses.replace(classes, n_classes=2), held)) == 8
     assert shapes(cfg, info, None) == [TreesShape()]        # no rows held out to choose by
     given = small_train_config(prep, str(tmp_path / "j"), model="auto",
-                               category_encoding="target", split_axis="AXIS_ALIGNED")
+                               category_encoding="target", split_axis="AXIS_ALIGNED",
+                               min_examples=5)
     assert shapes(given, info, held) == [TreesShape("AXIS_ALIGNED", "target")]
     cart = small_train_config(prep, str(tmp_path / "c"), model="auto",
                               categorical_algorithm="CART")
