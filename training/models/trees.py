@@ -222,8 +222,8 @@ def shapes(cfg: TrainConfig, info: FeatureInfo, holdout: Optional[data_lib.Holdo
         # frequent values, by the first search alone too (a shape less to grow per fold)
         kinds = [(e, a) for e in encodings
                  for a in (searches if e == "categories" else searches[:1])]
-    first = [TreesShape(a, e, s, leaves[0]) for e, s in kinds for a in axes]
-    return first + [TreesShape(a, *kinds[0], leaf) for leaf in leaves[1:] for a in axes]
+    return [TreesShape(a, e, s, leaves[0]) for e, s in kinds for a in axes] + \
+        [TreesShape(a, *kinds[0], leaf) for leaf in leaves[1:] for a in axes]
 
 
 def grow_shapes(cfg: TrainConfig, info: FeatureInfo, train_files,
