@@ -32,19 +32,6 @@ from tabular_quality import baseline  # noqa: E402
 from training.choice_rules import ENCODING_ERRORS, clearly_lower  # noqa: E402
 
 LEAVES = (5, 20)
-_leaf = {"rows": LEAVES[0]}
-_trainers = tb._learner
-
-
-def _learner(label, task, seed, algorithm, num_trees, stop):
-    """tree_bagging's learner with leaves of _leaf["rows"] rows."""
-    import ydf
-    base = _trainers(label, task, seed, algorithm, num_trees, stop)
-    settings = {**base.hyperparameters, "min_examples": _leaf["rows"]}
-    return ydf.GradientBoostedTreesLearner(label=label, task=base._task, **settings)
-
-
-tb._learner = _learner
 
 
 def held_out_losses(train, label, task, classes, fold_seed) -> tuple:
@@ -69,7 +56,7 @@ def table_seed(spec: str, seed: int) -> dict:
     classes = tb.prepared(train, test, label, task)
     losses, vs = {}, {}
     for leaf in LEAVES:
-        _leaf["rows"] = leaf
+        tb.MIN_EXAMPLES = leaf
         count, losses[leaf] = held_out_losses(train, label, task, classes, seed + 1000)
         pred = np.mean(tb.seeded_forests(train, test, label, task, classes, count, 5), axis=0)
         score = tb._score(pred, test, label, task, classes)

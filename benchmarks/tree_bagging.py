@@ -43,6 +43,7 @@ LOOK_AHEAD = 50
 
 
 HESSIAN = False   # --use_hessian_gain
+MIN_EXAMPLES = 5  # rows a leaf holds at least (benchmarks/leaf_size.py sets 20)
 
 
 def _learner(label, task, seed, algorithm, num_trees, stop):
@@ -54,7 +55,7 @@ def _learner(label, task, seed, algorithm, num_trees, stop):
         ydf.Task.CLASSIFICATION, growing_strategy="BEST_FIRST_GLOBAL", max_num_nodes=31,
         split_axis="SPARSE_OBLIQUE", sparse_oblique_normalization="MIN_MAX",
         sparse_oblique_num_projections_exponent=1.0, categorical_algorithm=algorithm,
-        num_trees=num_trees, max_depth=6, shrinkage=0.05, min_examples=5,
+        num_trees=num_trees, max_depth=6, shrinkage=0.05, min_examples=MIN_EXAMPLES,
         min_vocab_frequency=2, max_vocab_count=300, random_seed=seed, num_threads=1,
         use_hessian_gain=HESSIAN and task != "regression", **extra)
 

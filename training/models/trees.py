@@ -83,9 +83,9 @@ ENTITY_FIRST = ("categories",) + tuple(e for e in AUTO_ENCODINGS if e != "catego
 ALGORITHMS = tuple(a for a in CATEGORICAL_ALGORITHMS if a != "auto")
 # Rows a leaf holds at least: YDF's 5, and scikit-learn's min_samples_leaf (20), grown beside
 # it on a small table where `--min_examples` is not given (each axis, the first encoding and
-# search). Neither is ahead everywhere: YDF alone, 20 rows lost on msleep and mpg (0.28x ->
-# 0.88x scikit-learn's RMSE) and won on carseats (1.04x -> 0.96x), and the folds told
-# those apart; as the default it lost (docs/performance.md).
+# search). Neither is ahead everywhere: YDF alone, 20 rows lost on msleep (0.29x -> 0.80x
+# scikit-learn's RMSE) and won on carseats (1.03x -> 0.95x), and the folds told those
+# apart; as the default it lost (docs/performance.md).
 LEAF_ROWS = (5, 20)
 
 
