@@ -72,7 +72,8 @@ from inference.skew import SkewOfBatches, load_train_statistics, train_label_ran
 from preprocessing.accounting import counting
 from preprocessing.accounting.rejects import WriteDeadLetters
 from preprocessing.accounting.tagged import typed_outputs
-from preprocessing.files import filesys
+from preprocessing.files import encodings, filesys
+from preprocessing.files.records import detect_format
 from preprocessing.images.checks import ImageLimits
 from preprocessing.images.sources import LIST_EXTENSIONS
 from preprocessing.reference.evaluation import metrics_table
@@ -161,6 +162,7 @@ def launch(o: BatchPredictArgs, options: PipelineOptions) -> BatchPredictConfig:
     image = next((c.name for c in schema.columns if c.transform == "image"), None)
     images = _image_inputs(o, image, files, patterns, per_pattern, passthrough) \
         if image else None
+    encoding = encodings.UTF8 if image else _csv_encoding(o, files)
     cli.check_output_apart(JOB, patterns, o.output)
     cli.check_writable(JOB, o.output)
     version = versions.model_version(model_path)
@@ -173,7 +175,8 @@ def launch(o: BatchPredictArgs, options: PipelineOptions) -> BatchPredictConfig:
                       passthrough=passthrough,
                       block_bytes=filesys.megabytes(o.csv_block_mb),
                       max_record_bytes=o.max_record_bytes, max_record_lines=o.max_record_lines,
-                      total_bytes=filesys.total_size(patterns), images=images),
+                      total_bytes=filesys.total_size(patterns), images=images,
+                      encoding=encoding),
         model=Model(o.model_dir, model_path, version, o.max_batch_size,
                     threads=o.model_threads or None, gate_record=gate_record,
                     shadow_path=shadow_path),
@@ -200,6 +203,20 @@ def _model(o: BatchPredictArgs) -> tuple:
     except Exception as e:
         raise errors.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                     f"{str(e).splitlines()[0][:300]}")
+
+
+def _csv_encoding(o: BatchPredictArgs, files) -> str:
+    """--encoding, `auto` resolved on the head of the first readable CSV input."""
+    csv = [f for f in files if filesys.is_readable_input(f) and (
+        o.input_format == "csv" or o.input_format == "auto" and detect_format(f) == "csv")]
+    try:
+        encoding = encodings.resolve(o.encoding, filesys.head_bytes(csv[0]) if csv else b"")
+    except Exception as e:
+        raise errors.JobError(JOB, f"cannot read {csv[0]}: {str(e).splitlines()[0]}")
+    read_as = encodings.describe(o.encoding, encoding)
+    if read_as:
+        counting.emit(f"{JOB}: {read_as}")
+    return encoding
 
 
 def _image_inputs(o: BatchPredictArgs, column: str, files, patterns, per_pattern,
@@ -233,7 +250,7 @@ def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig) -> BatchPredictOut
             JOB, cfg.schema, src.patterns, src.key, src.passthrough, src.rows_per_chunk,
             src.input_format, block_bytes=src.block_bytes, total_bytes=src.total_bytes,
             record_bounds=(src.max_record_bytes, src.max_record_lines),
-            delimiter=src.delimiter)
+            delimiter=src.delimiter, encoding=src.encoding)
         batches, read_rejects = inputs.batches, inputs.rejects
         tallies = [inputs.counts]
         written.append(inputs.chunks | "Sources" >> RecordSources(sink.staging, src.delimiter))

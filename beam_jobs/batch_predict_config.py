@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 
 from beam_jobs.shared.args import BatchPredictArgs
 from preprocessing.contract.schema import Schema
-from preprocessing.files import filesys
+from preprocessing.files import encodings, filesys
 from preprocessing.images.checks import ImageLimits
 from preprocessing.reference.slices import Slicer
 
@@ -39,6 +39,7 @@ class Source:
     max_record_lines: int = BatchPredictArgs.max_record_lines
     total_bytes: Optional[int] = None     # for progress ETAs
     images: Optional[Images] = None       # an image model's inputs
+    encoding: str = encodings.UTF8        # CSV inputs', resolved at launch (--encoding auto)
 
 
 @dataclasses.dataclass(frozen=True)

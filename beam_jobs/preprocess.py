@@ -123,7 +123,8 @@ def launch(o: PreprocessArgs, options: PipelineOptions) -> PreprocessConfig:
         found.schema, found.preprocessing_fn, tft_temp,
         PreprocessSource(o.input, tuple(found.patterns), tuple(parse_fractions(o.split)),
                          o.delimiter, o.rows_per_batch, filesys.megabytes(o.csv_block_mb),
-                         o.max_record_bytes, o.max_record_lines, found.input_bytes, images),
+                         o.max_record_bytes, o.max_record_lines, found.input_bytes, images,
+                         found.encoding),
         PreprocessSink(found.output, publish.new_staging(found.output), o.num_shards,
                        o.gzip_level, o.golden_rows,
                        local and filesys.is_remote_path(found.output), o.stale_staging_hours),
@@ -147,7 +148,7 @@ def build_pipeline(p: beam.Pipeline, cfg: PreprocessConfig) -> PreprocessOutputs
         parsed = p | "ReadCsv" >> pp.ReadCsvSplits(
             schema, src.patterns, src.fractions, src.delimiter, src.rows_per_batch,
             block_bytes=src.block_bytes, total_bytes=src.total_bytes,
-            record_bounds=(src.max_record_bytes, src.max_record_lines))
+            record_bounds=(src.max_record_bytes, src.max_record_lines), encoding=src.encoding)
     dead = parsed.rejects
     written = [dead | "DeadLetters" >> WriteDeadLetters(
         FileSystems.join(staging, "rejects"))]

@@ -9,7 +9,7 @@ from typing import Callable, Optional, Tuple
 from beam_jobs.shared.args import PreprocessArgs
 from preprocessing.contract.schema import Schema
 from preprocessing.contract.split import parse_fractions
-from preprocessing.files import filesys
+from preprocessing.files import encodings, filesys
 from preprocessing.images.checks import ImageLimits
 
 A = PreprocessArgs  # the flags' declarations: their defaults are named, not repeated
@@ -37,6 +37,7 @@ class PreprocessSource:
     max_record_lines: int = A.max_record_lines
     total_bytes: Optional[int] = None     # for progress ETAs
     images: Optional[ImageSplits] = None  # --format images
+    encoding: str = encodings.UTF8        # CSV's, resolved at launch (--encoding auto)
 
 
 @dataclasses.dataclass(frozen=True)

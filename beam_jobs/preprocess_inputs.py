@@ -11,7 +11,7 @@ from beam_jobs.shared import cli, errors
 from beam_jobs.shared.args import PreprocessArgs
 from preprocessing.accounting import counting
 from preprocessing.contract.schema import Schema, SchemaError
-from preprocessing.files import filesys
+from preprocessing.files import encodings, filesys
 from preprocessing.parsing import csv_records
 from preprocessing.schema_inference.column_stats import short
 from preprocessing.schema_inference.infer import (
@@ -37,6 +37,7 @@ class InputsFound:
         self.columns_report = None  # what schema inference decided, per column
         self.input_bytes = None
         self.image_mode, self.classes, self.labels_header = None, (), None  # images only
+        self.encoding = encodings.UTF8  # the CSV files' (--encoding, resolved here)
         if o.format == "images":
             self._init_images(o)
             return
@@ -47,11 +48,17 @@ class InputsFound:
         # glob is the pipeline's unreadable_file dead letter, not a launch failure).
         first = next((f for f in self.files if filesys.is_readable_input(f)), self.files[0])
         try:
-            header, _ = parse_csv_sample(filesys.read_head(first), o.delimiter, 0)
+            head = filesys.head_bytes(first)
+            self.encoding = encodings.resolve(o.encoding, head)
+            header, _ = parse_csv_sample(filesys.decode_head(head, self.encoding),
+                                         o.delimiter, 0)
         except SchemaError as e:
             raise errors.JobError(JOB, f"{first}: {e}")
         except Exception as e:
             raise errors.JobError(JOB, f"cannot read {first}: {str(e).splitlines()[0]}")
+        read_as = encodings.describe(o.encoding, self.encoding)
+        if read_as:
+            counting.emit(f"{JOB}: {read_as}")
         self.schema = self._resolve_schema(o, header)
         self.preprocessing_fn = self._resolve_preprocessing_fn(o)
         cli.check_output_apart(JOB, self.patterns, self.output)
@@ -106,7 +113,8 @@ class InputsFound:
         """Statistics of every column over the whole input (or --infer_scan_mb of it)."""
         readable = [f for f in self.files if filesys.is_readable_input(f)]
         progress = counting.Progress.of(JOB, "profiled for schema inference")
-        prof = profile_csv([(f, lambda f=f: filesys.open_input(f)) for f in readable],
+        prof = profile_csv([(f, lambda f=f: encodings.reader(filesys.open_input(f), self.encoding))
+                            for f in readable],
                            o.delimiter, (o.infer_scan_mb << 20) or None, progress.add,
                            (o.max_record_bytes, o.max_record_lines))
         progress.show()
@@ -115,7 +123,8 @@ class InputsFound:
         if prof.not_utf8:
             logging.warning("preprocess: schema inference left out %s row(s) that are not UTF-8 "
                             "text; the pipeline dead-letters them (bad_encoding): save the "
-                            "file as UTF-8 to keep them", f"{prof.not_utf8:,}")
+                            "file as UTF-8, or name its encoding (--encoding), to keep "
+                            "them", f"{prof.not_utf8:,}")
         commas = [name for name, column in prof.columns.items() if column.unread_commas]
         if commas:
             logging.warning("preprocess: column(s) %s: %s", ", ".join(map(repr, commas)),

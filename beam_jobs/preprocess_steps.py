@@ -20,7 +20,7 @@ from preprocessing.accounting.rejects import Reject
 from preprocessing.accounting.tagged import typed_outputs
 from preprocessing.contract.schema import RAW_SCHEMA_FILE, Schema
 from preprocessing.contract.split import SPLITS, boundaries, split_index, split_indices
-from preprocessing.files import csv_blocks, filesys, reading
+from preprocessing.files import csv_blocks, encodings, filesys, reading
 from preprocessing.files.tfrecords import WriteExampleBatches
 from preprocessing.images.checks import ImageLimits, normalize_image, read_image
 from preprocessing.images.sources import ReadImageItems
@@ -61,14 +61,16 @@ class ReadCsvSplits(beam.PTransform):
     """CSV globs -> RawSplits: files read in chunks (ReadChunks: whole records as CsvBlocks
     of `block_bytes`, or record by record), parsed against the schema and split by the key.
     `record_bounds`: (--max_record_bytes, --max_record_lines); `total_bytes`: the inputs'
-    size for progress ETAs."""
+    size for progress ETAs; `encoding`: the files' (read as UTF-8)."""
 
     def __init__(self, schema: Schema, patterns: Sequence[str], fractions,
                  delimiter: str = ",", rows_per_batch: int = 2000,
                  block_bytes: Optional[int] = None, total_bytes: Optional[int] = None,
                  record_bounds: tuple = (csv_records.MAX_RECORD_BYTES,
-                                         csv_records.MAX_RECORD_LINES)):
+                                         csv_records.MAX_RECORD_LINES),
+                 encoding: str = encodings.UTF8):
         super().__init__()
+        self.encoding = encoding
         self.schema, self.patterns, self.fractions = schema, tuple(patterns), tuple(fractions)
         self.delimiter, self.rows_per_batch = delimiter, rows_per_batch
         # Blocks are parsed column-wise (fast_csv), which reads comma-separated CSV only.
@@ -79,7 +81,7 @@ class ReadCsvSplits(beam.PTransform):
         chunks, read_rejects, counts = pbegin | "ReadCsv" >> reading.ReadChunks(
             JOB, self.patterns, self.rows_per_batch, block_bytes=self.block_bytes or None,
             total_bytes=self.total_bytes, max_bytes=self.record_bounds[0],
-            max_lines=self.record_bounds[1], delimiter=self.delimiter)
+            max_lines=self.record_bounds[1], delimiter=self.delimiter, encoding=self.encoding)
         parsed = chunks | "ParseAndSplit" >> typed_outputs(beam.ParDo(
             ParseAndSplit(self.schema, self.fractions, self.delimiter, self.record_bounds)),
             Any, "rejects", counting.COUNTS, *SPLITS, **SPLIT_TYPES)

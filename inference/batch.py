@@ -20,7 +20,7 @@ from preprocessing.accounting import counting, rejects
 from preprocessing.accounting.tagged import typed_outputs
 from preprocessing.contract.schema import Schema
 from preprocessing.contract.values import parse_json
-from preprocessing.files import csv_blocks, filesys, reading
+from preprocessing.files import csv_blocks, encodings, filesys, reading
 from preprocessing.parsing import csv_records, fast_csv, row_parser
 from preprocessing.reference.evaluation import EvalSums
 from preprocessing.reference.slices import MISSING, Slicer, SliceSums
@@ -66,17 +66,19 @@ class ReadInputs(beam.PTransform):
     (ReadChunks: CSV as CsvBlocks of `block_bytes`, or record by record), parsed against the
     model's raw schema into RowBatches keyed by `key` (else file:line), with the
     `passthrough` columns. `record_bounds`: (--max_record_bytes, --max_record_lines);
-    `delimiter`: CSV's field delimiter (blocks are parsed column-wise for a comma only)."""
+    `delimiter`: CSV's field delimiter (blocks are parsed column-wise for a comma only);
+    `encoding`: CSV files' (read as UTF-8)."""
 
     def __init__(self, job: str, schema: Schema, patterns: Sequence[str],
                  key: Optional[str] = None, passthrough: Sequence[str] = (),
                  rows_per_chunk: int = 2000, input_format: str = "auto",
                  block_bytes: Optional[int] = None, total_bytes: Optional[int] = None,
                  record_bounds: tuple = (csv_records.MAX_RECORD_BYTES,
-                                         csv_records.MAX_RECORD_LINES), delimiter: str = ","):
+                                         csv_records.MAX_RECORD_LINES), delimiter: str = ",",
+                 encoding: str = encodings.UTF8):
         super().__init__()
         self.job, self.schema, self.patterns = job, schema, tuple(patterns)
-        self.delimiter = delimiter
+        self.delimiter, self.encoding = delimiter, encoding
         block_bytes = block_bytes if delimiter == "," else None
         self.key, self.passthrough = key, tuple(passthrough)
         self.rows_per_chunk, self.input_format = rows_per_chunk, input_format
@@ -88,7 +90,7 @@ class ReadInputs(beam.PTransform):
             self.job, self.patterns, self.rows_per_chunk, self.input_format,
             block_bytes=self.block_bytes or None, total_bytes=self.total_bytes,
             max_bytes=self.record_bounds[0], max_lines=self.record_bounds[1],
-            delimiter=self.delimiter)
+            delimiter=self.delimiter, encoding=self.encoding)
         parsed = chunks | "Parse" >> typed_outputs(beam.ParDo(
             ParseInputs(self.job, self.schema, self.key, self.passthrough, self.record_bounds,
                         self.delimiter)),

@@ -14,6 +14,7 @@ from inference.model.gate import DEFAULT_MAX_METRIC_REGRESSION
 from inference.skew import DEFAULT_THRESHOLD as DEFAULT_SKEW_THRESHOLD
 from inference.streaming import MAX_MESSAGE_BYTES
 from preprocessing import quiet
+from preprocessing.files import encodings
 from preprocessing.files.tfrecords import GZIP_LEVEL
 from preprocessing.flags import above, at_least, flag, within
 from preprocessing.images.checks import ImageLimits
@@ -60,6 +61,12 @@ class CsvArgs:
                                "another than a comma: CSV read record by record.",
                           type=lambda v: {"tab": "\t", "\\t": "\t"}.get(v, v),
                           check=(lambda v: len(v) == 1, "one character"))
+    encoding: str = flag(
+        encodings.AUTO, "CSV inputs' text encoding: utf-8, or a single-byte one that keeps "
+        "ASCII (cp1252, latin-1, iso-8859-15, ...), read as UTF-8. auto: UTF-8, or cp1252 "
+        "where the first file's head is not UTF-8 and holds no UTF-8 text outside ASCII.",
+        check=(encodings.readable, "auto, utf-8 or a single-byte encoding that keeps ASCII "
+                                   "(cp1252, latin-1, ...)"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,6 +13,7 @@ import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from preprocessing.files import encodings
 from preprocessing.files.records import read_records
 from preprocessing.parsing.csv_records import MAX_RECORD_BYTES, MAX_RECORD_LINES
 
@@ -29,17 +30,20 @@ class CsvBlock:
     in block mode, so that splitting, decoding and parsing happen in the (parallel) parse
     step, column-wise (preprocessing.parsing.fast_csv). Either the raw bytes themselves (compressed
     files), or where they lie (`path`, byte `start` to `end` of an uncompressed file): the
-    parse step then reads them itself and the data never goes through the shuffle."""
+    parse step then reads them itself and the data never goes through the shuffle. The bytes
+    are in the file's `encoding` (encodings.py); `data` gives them as UTF-8."""
 
-    __slots__ = ("first_line", "_data", "path", "start", "end")
+    __slots__ = ("first_line", "_data", "path", "start", "end", "encoding", "_utf8")
 
     def __init__(self, first_line: int, data: Optional[bytes] = None, path: Optional[str] = None,
-                 start: int = 0, end: int = 0):
+                 start: int = 0, end: int = 0, encoding: str = encodings.UTF8):
         self.first_line, self._data = first_line, data
         self.path, self.start, self.end = path, start, end
+        self.encoding, self._utf8 = encoding, None
 
     def __reduce__(self):
-        return CsvBlock, (self.first_line, self._data, self.path, self.start, self.end)
+        return CsvBlock, (self.first_line, self._data, self.path, self.start, self.end,
+                          self.encoding)
 
     @property
     def size(self) -> int:
@@ -51,9 +55,12 @@ class CsvBlock:
 
     @property
     def data(self) -> bytes:
-        if self._data is None:
-            self._data = read_range(self.path, self.start, self.end)
-        return self._data
+        """The block's records as UTF-8 bytes."""
+        if self._utf8 is None:
+            raw = self._data if self._data is not None else read_range(self.path, self.start,
+                                                                        self.end)
+            self._utf8 = encodings.to_utf8(raw, self.encoding)
+        return self._utf8
 
     def read_records(self, line_rejects: list, max_bytes: int = MAX_RECORD_BYTES,
                 max_lines: int = MAX_RECORD_LINES):

@@ -18,6 +18,8 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
+from preprocessing.files import encodings
+
 
 def is_remote_path(path: str) -> bool:
     return "://" in path
@@ -119,8 +121,8 @@ def open_input(path: str):
     return raw
 
 
-def read_head(path: str, max_bytes: int = 1 << 20) -> str:
-    """The first ~max_bytes of a (possibly compressed) text file, cut at a line end."""
+def head_bytes(path: str, max_bytes: int = 1 << 20) -> bytes:
+    """The first ~max_bytes of a (possibly compressed) file, read by lines."""
     parts, size = [], 0
     with open_input(path) as f:
         try:
@@ -132,8 +134,18 @@ def read_head(path: str, max_bytes: int = 1 << 20) -> str:
                 size += len(part)
         except EOFError:  # a cut compressed file: its head is still its head (the job
             pass          # itself reports the cut)
-    data = b"".join(parts)
-    text = data.decode("utf-8", errors="replace")
+    return b"".join(parts)
+
+
+def read_head(path: str, max_bytes: int = 1 << 20, encoding: str = encodings.UTF8) -> str:
+    """The first ~max_bytes of a (possibly compressed) text file in `encoding`, cut at a line
+    end."""
+    return decode_head(head_bytes(path, max_bytes), encoding, max_bytes)
+
+
+def decode_head(data: bytes, encoding: str = encodings.UTF8, max_bytes: int = 1 << 20) -> str:
+    """head_bytes' `data` as text, cut at a line end when it is `max_bytes` long."""
+    text = encodings.to_utf8(data, encoding).decode("utf-8", errors="replace")
     if len(data) == max_bytes and "\n" in text:
         text = text[: text.rindex("\n") + 1]
     return text

@@ -13,7 +13,7 @@ from apache_beam.io.filesystems import FileSystems
 from preprocessing.accounting.counting import COUNTS, Progress, Tally
 from preprocessing.accounting.rejects import DeadLetters
 from preprocessing.accounting.tagged import typed_outputs
-from preprocessing.files import filesys
+from preprocessing.files import encodings, filesys
 from preprocessing.files.csv_blocks import (
     CUT_ERRORS,
     PIECE_BYTES,
@@ -60,9 +60,11 @@ class ReadFileChunks(beam.DoFn):
     def __init__(self, job: str, chunk_rows: int, fmt: str = "csv",
                  block_bytes: Optional[int] = None, total_bytes: Optional[int] = None,
                  header: Optional[tuple] = None, max_bytes: int = MAX_RECORD_BYTES,
-                 max_lines: int = MAX_RECORD_LINES, delimiter: str = ","):
+                 max_lines: int = MAX_RECORD_LINES, delimiter: str = ",",
+                 encoding: str = encodings.UTF8):
         self.job = job
         self.delimiter = delimiter  # the header's; the parse step splits the rows
+        self.encoding = encoding  # CSV's; records and blocks go on as UTF-8
         self.max_bytes, self.max_lines = max_bytes, max_lines
         self.fixed_header = tuple(header) if header else None  # headerless CSV: all is data
         self.chunk_rows = chunk_rows
@@ -119,7 +121,10 @@ class ReadFileChunks(beam.DoFn):
                     progress.add(rows)
 
             try:
-                for pos, record in read_records(counted or f, fmt, line_rejects, 1,
+                text = counted or f
+                if fmt == "csv":
+                    text = encodings.reader(text, self.encoding)
+                for pos, record in read_records(text, fmt, line_rejects, 1,
                                                 self.max_bytes, self.max_lines):
                     if fmt == "csv" and header is None and line_rejects:
                         raise BadHeader(_header_problem(path, line_rejects))
@@ -158,8 +163,8 @@ class ReadFileChunks(beam.DoFn):
     def _blocks(self, path, f):
         """The header record, then CsvBlocks cut at record boundaries."""
         counted, line_rejects, header = LineCounter(f), [], None
-        for _, record in read_records(counted, "csv", line_rejects, 1, self.max_bytes,
-                                      self.max_lines):
+        for _, record in read_records(encodings.reader(counted, self.encoding), "csv",
+                                      line_rejects, 1, self.max_bytes, self.max_lines):
             header = _header(record, path, self.delimiter)
             break
         if line_rejects:
@@ -175,8 +180,8 @@ class ReadFileChunks(beam.DoFn):
 
         def block(line, data, cut):
             if ranges:
-                return CsvBlock(line, None, path, start, start + cut)
-            return CsvBlock(line, data[:cut])
+                return CsvBlock(line, None, path, start, start + cut, self.encoding)
+            return CsvBlock(line, data[:cut], encoding=self.encoding)
 
         line, carry, skipping = counted.lines + 1, b"", False
         limit = self.max_bytes + self.block_bytes
@@ -277,16 +282,17 @@ class ReadChunks(beam.PTransform):
     known) gives the progress lines a percentage and an ETA. `header`: CSV files without a
     header row, whose columns are these (every record is data). `max_bytes` / `max_lines`:
     the bounds of one record (see read_records). `delimiter`: the CSV header's field
-    delimiter (--delimiter; the rows are split where they are parsed).
+    delimiter (--delimiter; the rows are split where they are parsed). `encoding`: the CSV
+    files' (encodings.py; their records go on as UTF-8).
     """
 
     def __init__(self, job: str, patterns: Sequence[str], chunk_rows: int = 2000,
                  fmt: str = "csv", block_bytes: Optional[int] = None,
                  total_bytes: Optional[int] = None, header: Optional[tuple] = None,
                  max_bytes: int = MAX_RECORD_BYTES, max_lines: int = MAX_RECORD_LINES,
-                 delimiter: str = ","):
+                 delimiter: str = ",", encoding: str = encodings.UTF8):
         super().__init__()
-        self.header, self.delimiter = header, delimiter
+        self.header, self.delimiter, self.encoding = header, delimiter, encoding
         self.bounds = (max_bytes, max_lines)
         self.job = job
         self.patterns = list(patterns)
@@ -304,7 +310,7 @@ class ReadChunks(beam.PTransform):
             | "ReadChunks" >> typed_outputs(
                 beam.ParDo(ReadFileChunks(self.job, self.chunk_rows, self.fmt, self.block_bytes,
                                           self.total_bytes, self.header, *self.bounds,
-                                          self.delimiter)),
+                                          self.delimiter, self.encoding)),
                 Chunk, "rejects", COUNTS, main="chunks")
         )
         # Files are read whole; redistribute their chunks so parsing runs in parallel.

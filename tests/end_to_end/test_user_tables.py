@@ -103,14 +103,19 @@ def _tfrecords(path, rows):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path_kind", ["csv_blocks", "csv_rows", "jsonl", "tfrecord"])
+@pytest.mark.parametrize("path_kind", ["csv_blocks", "csv_rows", "cp1252_blocks",
+                                       "cp1252_rows", "jsonl", "tfrecord"])
 def test_evaluate_label_with_string_classes_on_every_input_path(hostile, tmp_path, path_kind):
     from beam_jobs import batch_predict
     root, src, rows, _, _ = hostile
     extra = []
-    if path_kind == "csv_blocks":
+    if path_kind.startswith("cp1252"):  # a Windows spreadsheet's export: `île` is one byte
+        inp = str(tmp_path / "rows.csv")
+        open(inp, "wb").write(open(src, encoding="utf-8").read().encode("cp1252"))
+        src = inp
+    if path_kind.endswith("blocks"):
         inp = src  # quoted fields with commas and quotes, read as Arrow blocks
-    elif path_kind == "csv_rows":
+    elif path_kind.endswith("rows"):
         inp, extra = src, ["--csv_block_mb", "0"]
     elif path_kind == "jsonl":
         inp = str(tmp_path / "rows.jsonl")
@@ -130,6 +135,29 @@ def test_evaluate_label_with_string_classes_on_every_input_path(hostile, tmp_pat
     assert metrics["examples"] == len(rows)
     expected = np.mean([p["class"] == p["label"] for p in preds])
     assert metrics["accuracy"] == pytest.approx(expected)
+
+
+@pytest.mark.slow
+def test_a_windows_1252_export_preprocesses_as_its_utf8_twin(hostile, tmp_path):
+    """The table saved as cp1252 (`île` in its header, `René`/`€` in a column the
+    UTF-8 run leaves out as a name), with default flags: read as cp1252, no row rejected,
+    the same schema decisions and splits as the UTF-8 file's."""
+    from beam_jobs import preprocess
+    _, src, rows, summary, _ = hostile
+    text = open(src, encoding="utf-8").read().replace("Doe,", "René €,")
+    inp = tmp_path / "table.csv"
+    inp.write_bytes(text.encode("cp1252"))
+    s = preprocess.run(["--input", str(inp), "--output", str(tmp_path / "prep"),
+                        "--label_column", LABEL])
+    assert s["rejected"]["total"] == 0, s["rejected"]
+    assert s["splits"] == summary["splits"]
+    decisions = [{k: r[k] for k in ("column", "role", "type", "transform")}
+                 for r in s["inferred_columns"]]
+    assert decisions == [{k: r[k] for k in ("column", "role", "type", "transform")}
+                         for r in summary["inferred_columns"]]
+    with pytest.raises(SystemExit):  # a name no codec has: one line, before any pipeline
+        preprocess.run(["--input", str(inp), "--output", str(tmp_path / "p2"),
+                        "--label_column", LABEL, "--encoding", "utf-16"])
 
 
 @pytest.mark.slow
