@@ -109,9 +109,11 @@ def reader(f: BinaryIO, encoding: str):
 def sniff(head: bytes) -> str:
     """UTF-8 or Windows-1252 for a file's first bytes: Windows-1252 only where they are not
     UTF-8 and hold no UTF-8 sequence outside ASCII (a UTF-8 file with a few bad bytes stays
-    UTF-8: its bad lines are dead-lettered)."""
+    UTF-8: its bad lines are dead-lettered), nor a NUL byte."""
     cut = head.rfind(b"\n")  # a multi-byte character cut at the end is not an error
     head = head[:cut + 1] if cut >= 0 else head
+    if b"\x00" in head:  # UTF-16 or binary, not text in cp1252: the header check names it
+        return UTF8
     try:
         head.decode(UTF8)
         return UTF8

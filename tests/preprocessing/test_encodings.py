@@ -35,6 +35,8 @@ def test_multi_byte_and_ebcdic_encodings_are_refused_saying_why(name, why):
     ("a,b\ncaf\u00e9,1\n".encode("utf-8") + b"x\xe9,2\n", "utf-8"),
     # a character cut at the head's end is not a reason to leave UTF-8
     ("a,b\ncaf\u00e9,1\n".encode("utf-8") + "\u00e9".encode("utf-8")[:1], "utf-8"),
+    # UTF-16 is not cp1252 text: left to the header check, which names it
+    ("a,b\ncaf\u00e9,1\n".encode("utf-16"), "utf-8"),
 ])
 def test_auto_reads_a_head_as_utf8_unless_it_holds_no_utf8_outside_ascii(head, expected):
     assert encodings.sniff(head) == expected
