@@ -11,6 +11,7 @@ blocks and lines counted on their raw bytes. UTF-16 is refused by name (and its 
 from __future__ import annotations
 
 import codecs
+import logging
 from typing import BinaryIO, Optional
 
 AUTO = "auto"
@@ -126,7 +127,13 @@ def sniff(head: bytes) -> str:
 def resolve(name: str, head: bytes) -> str:
     """The encoding a job reads its CSV files in: `name` checked, `auto` by `sniff(head)`."""
     name = check(name)
-    return sniff(head) if name == AUTO else name
+    if name == AUTO:
+        return sniff(head)
+    if name != UTF8 and not head.isascii() and sniff(head) == UTF8:
+        logging.warning("--encoding %s: the first file's head is UTF-8 text; read as %s as "
+                        "asked, each of its letters outside ASCII becomes two or more", name,
+                        name)
+    return name
 
 
 def describe(name: str, encoding: str) -> Optional[str]:

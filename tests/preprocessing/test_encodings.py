@@ -62,3 +62,12 @@ def test_a_reader_gives_arrow_utf8_and_reads_at_most_what_it_is_asked():
     assert r.readline(6) == b"a,b\n" and r.readline(6) == "caf\u00e9,1".encode("utf-8")
     assert f.tell() == 10  # 6 bytes of the file's second line, 7 once transcoded
     assert encodings.reader(f, encodings.UTF8) is f
+
+
+def test_naming_a_single_byte_encoding_for_a_utf8_file_warns(caplog):
+    head = "a,b\ncaf\u00e9,1\n".encode("utf-8")
+    assert encodings.resolve("latin-1", head) == "iso8859-1"  # as asked
+    assert "head is UTF-8 text" in caplog.text
+    caplog.clear()
+    assert encodings.resolve("latin-1", "caf\u00e9\n".encode("latin-1")) == "iso8859-1"
+    assert caplog.text == ""
