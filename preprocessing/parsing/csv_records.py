@@ -148,3 +148,14 @@ def split_fields(records: Sequence[str], delimiter: str = ",") -> List[Optional[
         except csv.Error:
             result.append(None)
     return result
+
+
+def fit_width(fields: Sequence[str], width: int) -> Optional[Sequence[str]]:
+    """A record's fields as a row of the header's `width`: themselves, or without the empty
+    fields past the header's (a delimiter ending each row, as some spreadsheet and database
+    exports write); None for any other count, which is a `wrong_column_count`."""
+    if len(fields) == width:
+        return fields
+    if len(fields) > width and not any(f.strip() for f in fields[width:]):
+        return fields[:width]
+    return None

@@ -24,7 +24,7 @@ from preprocessing.contract.values import (
     looks_like_datetime,
 )
 from preprocessing.parsing import columns as columns_mod
-from preprocessing.parsing.csv_records import delimiter_hint
+from preprocessing.parsing.csv_records import delimiter_hint, fit_width
 
 FEW_ROWS = 8  # parse_many takes fewer rows than this row by row (Arrow's per-call cost)
 
@@ -78,8 +78,11 @@ class RowParser:
                          f"the file's header lacks required column(s) {self.missing_columns}"
                          f"{delimiter_hint(self.header)}")
         if len(fields) != self.width:
-            raise Reject("wrong_column_count",
-                           f"expected {self.width} fields, found {len(fields)}")
+            fitted = fit_width(fields, self.width)
+            if fitted is None:
+                raise Reject("wrong_column_count",
+                             f"expected {self.width} fields, found {len(fields)}")
+            fields = fitted
         values = []
         for c in self.plan:
             text = fields[c.pos].strip() if c.pos is not None else ""

@@ -16,6 +16,7 @@ from preprocessing.parsing.csv_records import (
     BOM,
     MAX_RECORD_BYTES,
     MAX_RECORD_LINES,
+    fit_width,
     parse_header,
     split_fields,
 )
@@ -41,13 +42,19 @@ def read_csv_tables(stream: BinaryIO, delimiter: str = ",", block_bytes: int = 8
     if not header:
         raise SchemaError("the input file is empty (no header row)")
     names = [f"c{i}" for i in range(len(header))]
+    longer: list = []  # rows of more fields than the header: kept where those are empty
+
+    def invalid(row):
+        if row.actual_columns > row.expected_columns and row.text is not None:
+            longer.append(row.text)
+        return "skip"
     try:
         reader = pacsv.open_csv(
             stream,
             read_options=pacsv.ReadOptions(block_size=block_bytes, use_threads=True,
                                            column_names=names),
             parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True,
-                                              invalid_row_handler=lambda row: "skip"),
+                                              invalid_row_handler=invalid),
             convert_options=pacsv.ConvertOptions(
                 check_utf8=False, strings_can_be_null=False, quoted_strings_can_be_null=False,
                 column_types={n: pa.string() for n in names}))
@@ -57,10 +64,25 @@ def read_csv_tables(stream: BinaryIO, delimiter: str = ",", block_bytes: int = 8
         return header, iter(())  # a header and no rows
 
     def tables():
-        for batch in reader:
+        for batch in reader:  # none at all where every row was skipped
             yield pa.Table.from_batches([batch]).rename_columns(header)
+            yield from fitted()
+        yield from fitted()
+
+    def fitted():
+        if longer:
+            yield fields_table(header, split_fields(longer, delimiter))
+            longer.clear()
 
     return header, tables()
+
+
+def fields_table(header, fields_list) -> pa.Table:
+    """Arrow string columns of the records (split fields) that fit the header (fit_width)."""
+    rows = [fit_width(f, len(header)) for f in fields_list if f]
+    rows = [f for f in rows if f is not None]
+    return pa.table({h: pa.array([f[i] for f in rows], pa.string())
+                     for i, h in enumerate(header)})
 
 
 def utf8_rows(table: pa.Table) -> Tuple[pa.Table, int]:
@@ -118,9 +140,7 @@ def read_csv_records(stream: BinaryIO, delimiter: str = ",",
         raise SchemaError(str(e)) from None
 
     def table(batch):
-        fields = [f for f in split_fields(batch, delimiter) if f and len(f) == len(header)]
-        return pa.table({h: pa.array([f[i] for f in fields], pa.string())
-                         for i, h in enumerate(header)})
+        return fields_table(header, split_fields(batch, delimiter))
 
     def tables():
         batch = []

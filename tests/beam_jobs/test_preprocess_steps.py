@@ -215,15 +215,17 @@ def test_blocks_and_rows_give_the_same_splits_values_and_dead_letters(taxi_csv, 
                                                                       tmp_path):
     """Arrow blocks (the default) against record by record, on dirty rows plus the cases that
     send a block or a row back to the row path: a quoted field spanning lines, bad UTF-8,
-    padded and exotic numbers, CRLF line ends. Rows, keys, splits, every dead letter (line,
-    raw, reason, detail) and every raw value are the same."""
+    padded and exotic numbers, CRLF line ends, a delimiter ending a row. Rows, keys, splits,
+    every dead letter (line, raw, reason, detail) and every raw value are the same."""
     header, *body = open(taxi_csv[0], "rb").read().rstrip(b"\n").split(b"\n")
     odd = [b'trip-x1,2025-01-01 10:00:00 UTC,-73.9,40.7,-73.8,40.8,2,"Cash\nor card",A,5.0',
            b"trip-x2,2025-01-01 10:00:00 UTC,-73.9,40.7,-73.8,40.8,2,Cash,Caf\xe9,5.0",
            b"trip-x3,2025-01-01 10:00:00 UTC, -73.9 ,40.7,-73.8,40.8, 3 ,Cash,A,5e0",
            b"trip-x4,2025-01-01 10:00:00 UTC,-73.9,40.7,-73.8,40.8,1,Cash,A,1e-400",
            b"trip-x5,2025-01-01 10:00:00 UTC,-73.9,40.7,-73.8,40.8,,Cash,A,7.5\r",
-           b"trip-x6,2025-01-01 10:00:00 UTC,0x10,40.7,-73.8,40.8,1,Cash,A,7.5"]
+           b"trip-x6,2025-01-01 10:00:00 UTC,0x10,40.7,-73.8,40.8,1,Cash,A,7.5",
+           b"trip-x7,2025-01-01 10:00:00 UTC,-73.9,40.7,-73.8,40.8,1,Cash,A,7.5,",
+           b"trip-x8,2025-01-01 10:00:00 UTC,-73.9,40.7,-73.8,40.8,1,Cash,A,7.5,9"]
     for i, line in enumerate(odd):
         body.insert(400 * i + 17, line)
     src = tmp_path / "mixed.csv"
@@ -235,11 +237,11 @@ def test_blocks_and_rows_give_the_same_splits_values_and_dead_letters(taxi_csv, 
         assert collections.Counter(rows) == collections.Counter(blocks)
         kept = [json.loads(v)["key"][0] for s, v in blocks if s != "rejects"]
         assert len(kept) + sum(s == "rejects" for s, _ in blocks) == len(body)
-        assert {"trip-x1", "trip-x3", "trip-x5"} <= set(kept)
+        assert {"trip-x1", "trip-x3", "trip-x5", "trip-x7"} <= set(kept)
         reasons = {json.loads(v)["raw"][:7]: json.loads(v)["reason"] for s, v in blocks
                    if s == "rejects" and json.loads(v)["raw"].startswith("trip-x")}
         assert reasons == {"trip-x2": "bad_encoding", "trip-x4": "number_out_of_range",
-                           "trip-x6": "unparsable_number"}
+                           "trip-x6": "unparsable_number", "trip-x8": "wrong_column_count"}
 
     with _pipeline() as p:
         # 0.01 MB: ~40 blocks, some parsed column-wise, some sent back to the row path

@@ -57,6 +57,8 @@ def _mutated_lines(rng, n, odd_quotes, quotes=True, comma_column=None):
                 fields.append("x")
             elif r < 0.08:
                 fields.pop()
+            elif r < 0.12:  # a delimiter ending the row (or two): the row is kept
+                fields += [""] * (1 + (r < 0.10))
         text = []
         for f in fields:  # quote what needs it, and sometimes what does not
             if quotes and (('"' in f or "," in f) and not f.startswith('"')

@@ -119,6 +119,12 @@ def test_structural_errors():
     p = row_parser.RowParser(SCHEMA, HEADER)
     with pytest.raises(rejects.Reject, match="wrong_column_count"):
         p.parse(GOOD[:-1])
+    # empty fields past the header's (a delimiter ending each row) are no data: kept
+    assert p.parse(list(GOOD) + [""]) == p.parse(list(GOOD) + ["", " "]) == p.parse(GOOD)
+    with pytest.raises(rejects.Reject, match="expected 10 fields, found 11"):
+        p.parse(list(GOOD) + ["5"])
+    with pytest.raises(rejects.Reject, match="wrong_column_count"):
+        p.parse(list(GOOD) + ["", "5"])
     with pytest.raises(rejects.Reject, match="malformed_csv"):
         p.parse(None)
     short = row_parser.RowParser(SCHEMA, [h for h in HEADER if h != "fare_amount"])
@@ -199,6 +205,8 @@ def test_column_wise_parse_matches_row_by_row(optional):
             row = row[:-1]
         elif r < 0.35:
             row = None
+        elif r < 0.37:
+            row = row + [""] if r < 0.36 else row + ["", "x"]
         fields_list.append(row)
     parser = row_parser.RowParser(SCHEMA, HEADER, optional)
     block = parser.parse_many(fields_list)

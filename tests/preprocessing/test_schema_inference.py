@@ -46,6 +46,24 @@ def test_rows_that_are_not_utf8_are_left_out_of_inference_and_counted():
     assert schema.column("n").type == "int"
 
 
+@pytest.mark.parametrize("ending", [",", ",,", ", "])
+def test_rows_ending_in_a_delimiter_are_profiled_as_the_pipeline_keeps_them(ending):
+    """A delimiter ending every data row (not the header's: some exports write it so): the
+    empty fields past the header's are no data, and the pipeline keeps those rows; so does
+    inference, by Arrow's blocks and record by record. One row with a value there is left
+    out (the pipeline's wrong_column_count)."""
+    rows = [f"{i * 37 % 101},{['Biscoe', 'Dream'][i % 2]},{i % 2}" for i in range(400)]
+    plain = "n,island,y\n" + "".join(r + "\n" for r in rows)
+    ended = "n,island,y\n" + "".join(r + ending + "\n" for r in rows[:-1]) + rows[-1] + ",7\n"
+    prof = _profile_text(ended)
+    assert prof.rows == 399
+    assert prof.columns["island"].distinct_count == 2
+    assert infer_from_profile(prof, "y")[0] == infer_from_profile(_profile_text(plain), "y")[0]
+    from preprocessing.schema_inference.csv_tables import read_csv_records
+    _, tables = read_csv_records(io.BytesIO(ended.encode()))  # the record-by-record reader
+    assert sum(t.num_rows for t in tables) == 399
+
+
 def test_a_row_longer_than_arrows_block_is_left_out_as_the_pipeline_rejects_it():
     """Rows past --max_record_bytes are left out and counted, as the pipeline dead-letters
     them (record_too_large): one of 3 MB that Arrow reads, and a first row of 20 MB that
