@@ -38,6 +38,7 @@ class InputsFound:
         self.input_bytes = None
         self.image_mode, self.classes, self.labels_header = None, (), None  # images only
         self.encoding = encodings.UTF8  # the CSV files' (--encoding, resolved here)
+        self.head = ""  # the first file's first MiB, as text
         if o.format == "images":
             self._init_images(o)
             return
@@ -50,8 +51,8 @@ class InputsFound:
         try:
             head = filesys.head_bytes(first)
             self.encoding = encodings.resolve(o.encoding, head)
-            header, _ = parse_csv_sample(filesys.decode_head(head, self.encoding),
-                                         o.delimiter, 0)
+            self.head = filesys.decode_head(head, self.encoding)
+            header, _ = parse_csv_sample(self.head, o.delimiter, 0)
         except SchemaError as e:
             raise errors.JobError(JOB, f"{first}: {e}")
         except Exception as e:
@@ -156,7 +157,8 @@ class InputsFound:
                                       f"--schema_spec of the columns to use")
                 if o.label_column not in header:  # before reading the whole input
                     raise SchemaError(f"label column '{o.label_column}' is not in the header "
-                                      f"{describe_header(header)}")
+                                      f"{describe_header(header)}" + csv_records.
+                                      header_below_hint(self.head, o.label_column, o.delimiter))
                 prof = self._profile(o)
                 schema, decisions = infer_from_profile(prof, o.label_column, o.key_column,
                                                        None if o.task == "auto" else o.task)
@@ -177,7 +179,8 @@ class InputsFound:
             raise errors.JobError(JOB, str(e))
         if schema.label not in header:
             raise errors.JobError(JOB, f"label column '{schema.label}' is not in the header of "
-                                       f"{self.files[0]}: {describe_header(header)}")
+                                       f"{self.files[0]}: {describe_header(header)}" + csv_records.
+                                       header_below_hint(self.head, schema.label, o.delimiter))
         missing = [c.name for c in schema.columns if c.required and c.name not in header]
         if missing:
             raise errors.JobError(JOB, f"columns {missing} of the spec are not in the header of "

@@ -132,6 +132,17 @@ def delimiter_hint(header: Sequence[str]) -> str:
     return f": one column, is the file {seen[0]!r}-delimited? add --delimiter {flag}"
 
 
+def header_below_hint(head: str, name: str, delimiter: str = ",", lines: int = 20) -> str:
+    """For a column `name` not in a file's first line: "; line N holds it (...)", where one of
+    the head's next `lines` lines names it (a title or notes above the header), else ""."""
+    for n, line in enumerate(head.splitlines()[1:lines + 1], 2):
+        fields = next(csv.reader([line], delimiter=delimiter), [])
+        if name in (f.strip() for f in fields):
+            return (f"; line {n} holds it ({line[:80]!r}): remove the {n - 1} line(s) above "
+                    f"the header")
+    return ""
+
+
 def split_fields(records: Sequence[str], delimiter: str = ",") -> List[Optional[List[str]]]:
     """CSV-parses record texts in one call (fast path); None marks a malformed record."""
     try:

@@ -39,6 +39,18 @@ def test_duplicate_header_names_fail_fast_naming_the_column(small_csv, tmp_path)
     assert not os.path.exists(tmp_path / "out" / "summary.json")
 
 
+@pytest.mark.parametrize("spec", [False, True])
+def test_a_title_above_the_header_fails_fast_naming_the_header_line(small_csv, tmp_path, spec):
+    titled = _csv(tmp_path, "titled.csv", "Trips exported 2025-01-02\n\n" + open(small_csv).read())
+    with pytest.raises(SystemExit) as e:
+        preprocess.run(["--input", titled, "--output", str(tmp_path / "out")] +
+                       (["--schema_spec", TAXI_SPEC] if spec else
+                        ["--label_column", "fare_amount"]))
+    assert "'fare_amount' is not in the header" in str(e.value.code)
+    assert "line 3 holds it" in str(e.value.code)
+    assert "remove the 2 line(s) above the header" in str(e.value.code)
+
+
 def test_the_trainer_names_an_empty_split(tmp_path):
     from training.data import EmptySplitError, check_eval_split, check_splits
     (tmp_path / "summary.json").write_text(json.dumps(

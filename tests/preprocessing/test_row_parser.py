@@ -456,3 +456,11 @@ def test_record_batches_cross_stages_in_arrows_format_and_are_sized_without_enco
     monkeypatch.setattr(record_batches.RecordBatchCoder, "encode",
                         lambda self, b: pytest.fail("encoded to be sized"))
     assert record_batches.RecordBatchCoder().get_impl().estimate_size(rb) >= rb.nbytes
+
+
+def test_a_header_below_a_title_is_named_by_its_line():
+    head = 'Trips, exported 2025\n\n"id";"fare"\nk1;3.5\n'
+    assert csv_records.header_below_hint(head, "fare", ";") == (
+        "; line 3 holds it ('\"id\";\"fare\"'): remove the 2 line(s) above the header")
+    assert csv_records.header_below_hint(head, "tip", ";") == ""
+    assert csv_records.header_below_hint("a,b\n" + "x\n" * 30 + "fare\n", "fare") == ""
