@@ -3,7 +3,13 @@ JSON lines, TFRecords; and the format a file name says. Every reader of input fi
 files, CSV blocks) splits records here, with the same bounds and the same reasons."""
 from __future__ import annotations
 
-from preprocessing.parsing.csv_records import MAX_RECORD_BYTES, MAX_RECORD_LINES, RAW_HEAD, iter_csv_records
+from preprocessing.parsing.csv_records import (
+    BOM,
+    MAX_RECORD_BYTES,
+    MAX_RECORD_LINES,
+    RAW_HEAD,
+    iter_csv_records,
+)
 
 
 def detect_format(path: str) -> str:
@@ -71,6 +77,8 @@ def read_records(f, fmt: str, line_rejects: list, first_line: int = 1,
         yield from iter_csv_records(lines(), first_line, line_rejects, max_bytes, max_lines)
     else:
         for line_no, text in enumerate(lines(), first_line):
+            if line_no == 1 and text.startswith(BOM):  # a UTF-8 byte-order mark (Windows tools)
+                text = text[len(BOM):]
             text = text.strip()
             if text:
                 yield line_no, text

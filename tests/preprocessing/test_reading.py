@@ -67,3 +67,15 @@ def test_a_utf8_byte_order_mark_is_not_part_of_the_first_column(tmp_path, block_
         assert_that(rows, equal_to([300]), label="rows_parsed")
         assert_that(dead, equal_to([]), label="no_dead_letters")
         assert_that(headers, equal_to(["key"]), label="first_column")
+
+
+def test_a_json_lines_file_with_a_byte_order_mark_keeps_its_first_record(tmp_path):
+    """Windows tools (PowerShell, Notepad) start UTF-8 files with a BOM: the first JSON line
+    is a record, not an invalid_json dead letter (batch_predict lost it)."""
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(f'{{"x": {i}}}\n' for i in range(3)), encoding="utf-8-sig")
+    with BeamTestPipeline(runner=LocalRunner()) as p:
+        chunks, dead, _ = p | ReadChunks("test", [str(src)], fmt="jsonl")
+        records = chunks | beam.FlatMap(lambda c: [r for _, r in c.records])
+        assert_that(records, equal_to(['{"x": 0}', '{"x": 1}', '{"x": 2}']), label="records")
+        assert_that(dead, equal_to([]), label="no_dead_letters")
