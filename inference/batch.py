@@ -172,7 +172,8 @@ class ParseInputs(beam.DoFn):
         # them into tensors --max_batch_size rows at a time.
         lines = fast.lines
         if block.path is not None:  # a byte range: the raw lines can be read again if needed
-            lines = functools.partial(csv_blocks.block_lines, block.path, block.start, block.end)
+            lines = functools.partial(csv_blocks.block_lines, block.path, block.start, block.end,
+                                      block.encoding)
         yield from self._batch(path, fast.columns, None, mh.LineSources(lines, fast.index, first))
 
     def _batch(self, path, columns, extras, sources):

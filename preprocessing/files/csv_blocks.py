@@ -88,9 +88,9 @@ def read_range(path: str, start: int, end: int) -> bytes:
 
 # Not in a job module: the job may run as __main__, which workers cannot import from.
 @functools.lru_cache(maxsize=2)  # a block's rejected rows ask one after another
-def block_lines(path: str, start: int, end: int) -> list:
-    """A byte range's lines (bytes, split at newlines), read again from the file."""
-    return read_range(path, start, end).split(b"\n")
+def block_lines(path: str, start: int, end: int, encoding: str = encodings.UTF8) -> list:
+    """A byte range's lines (UTF-8 bytes, split at newlines), read again from the file."""
+    return encodings.to_utf8(read_range(path, start, end), encoding).split(b"\n")
 
 
 def block_cut(data: bytes) -> int:

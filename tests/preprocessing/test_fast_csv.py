@@ -271,6 +271,11 @@ def test_block_sources_read_again_from_the_file_give_the_same_lines(tmp_path):
                         block.index, 2)
     assert [again[i] for i in range(40)] == [held[i] for i in range(40)]
     assert again[0:3][2] == held[2] and again[39][1].endswith("Cé,5")
+    # a cp1252 file's range is read again as the UTF-8 its block was parsed from
+    path.write_bytes(b"head\n" + data.decode("utf-8").encode("cp1252"))
+    cp = LineSources(functools.partial(block_lines, str(path), 5, 5 + len(data) - 40, "cp1252"),
+                     block.index, 2)
+    assert [cp[i] for i in range(40)] == [held[i] for i in range(40)]
 
 
 @pytest.mark.parametrize("order", ["mdy", "dmy"])
