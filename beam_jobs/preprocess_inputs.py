@@ -156,9 +156,9 @@ class InputsFound:
                                       f"it to infer a schema over them all, or give a "
                                       f"--schema_spec of the columns to use")
                 if o.label_column not in header:  # before reading the whole input
+                    below = csv_records.header_below_hint(self.head, o.label_column, o.delimiter)
                     raise SchemaError(f"label column '{o.label_column}' is not in the header "
-                                      f"{describe_header(header)}" + csv_records.
-                                      header_below_hint(self.head, o.label_column, o.delimiter))
+                                      f"{describe_header(header)}{below}")
                 prof = self._profile(o)
                 schema, decisions = infer_from_profile(prof, o.label_column, o.key_column,
                                                        None if o.task == "auto" else o.task)
@@ -178,9 +178,9 @@ class InputsFound:
         except SchemaError as e:
             raise errors.JobError(JOB, str(e))
         if schema.label not in header:
+            below = csv_records.header_below_hint(self.head, schema.label, o.delimiter)
             raise errors.JobError(JOB, f"label column '{schema.label}' is not in the header of "
-                                       f"{self.files[0]}: {describe_header(header)}" + csv_records.
-                                       header_below_hint(self.head, schema.label, o.delimiter))
+                                       f"{self.files[0]}: {describe_header(header)}{below}")
         missing = [c.name for c in schema.columns if c.required and c.name not in header]
         if missing:
             raise errors.JobError(JOB, f"columns {missing} of the spec are not in the header of "
