@@ -219,6 +219,10 @@ def _inferred_cases(csv, lines, bomb, latin1):
     yield "a spec's durations, 3 impossible", [
         "--input", csv("dur_bad.csv", "\n".join(bad)), "--schema_spec",
         csv("dur.yaml", timed)], n
+    ended = "\n".join([header] + [r + "," for r in body]) + "\n"
+    yield "inferred: a delimiter ending every data row", inferred(csv("i_ended.csv", ended)), n
+    yield "inferred: a title line above the header", inferred(csv(
+        "i_titled.csv", "Trips exported 2025-01-02\n" + text)), None
     yield "inferred: the gzip bomb", inferred(bomb), None
 
 
