@@ -142,5 +142,5 @@ def describe(name: str, encoding: str) -> Optional[str]:
     if encoding == UTF8:
         return None
     why = (" (the first file's head is not UTF-8 and holds no UTF-8 text outside ASCII; "
-           "--encoding names another)" if check(name) == AUTO else "")
+           "--encoding names another)" if name.strip().lower() == AUTO else "")
     return f"CSV files read as {encoding}, transcoded to UTF-8{why}"
