@@ -21,12 +21,23 @@ from preprocessing.parsing.csv_records import (
     split_fields,
 )
 
+# Rows past the header's width that fit it (fit_width) held between Arrow's batches: Arrow
+# yields no batch for a block whose every row it skips, so they are bounded here.
+MAX_FITTED_ROWS = 50_000
+
+
+class RowsPastHeader(Exception):
+    """The first block's rows end in delimiters past the header's (fit_width): the file is
+    read record by record (read_csv_records), whose memory is bounded by its batches."""
+
 
 def read_csv_tables(stream: BinaryIO, delimiter: str = ",", block_bytes: int = 8 << 20,
                     max_header_bytes: int = 1 << 20):
     """(header, iterator of Arrow tables of string columns) of a CSV byte stream. Rows with
-    the wrong field count are skipped (the pipeline dead-letters them); quoted fields may
-    span lines."""
+    the wrong field count are skipped (the pipeline dead-letters them), but for those whose
+    extra fields are empty (fit_width); quoted fields may span lines. RowsPastHeader where
+    the first block holds such rows; past MAX_FITTED_ROWS of them between two batches the
+    reading fails (ArrowInvalid: the profile then says the file was not read to its end)."""
     import pyarrow.csv as pacsv
     raw = stream.readline(max_header_bytes + 1)
     if len(raw.rstrip(b"\r\n")) > max_header_bytes:
@@ -42,11 +53,17 @@ def read_csv_tables(stream: BinaryIO, delimiter: str = ",", block_bytes: int = 8
     if not header:
         raise SchemaError("the input file is empty (no header row)")
     names = [f"c{i}" for i in range(len(header))]
-    longer: list = []  # rows of more fields than the header: kept where those are empty
+    longer: list = []  # rows of more fields than the header whose extra ones are empty
+    opened = False  # the first block (read by open_csv) is bounded by its size
 
     def invalid(row):
         if row.actual_columns > row.expected_columns and row.text is not None:
-            longer.append(row.text)
+            fields = split_fields([row.text], delimiter)[0]
+            fitted = fit_width(fields, len(header)) if fields else None
+            if fitted is not None:
+                if opened and len(longer) >= MAX_FITTED_ROWS:
+                    return "error"
+                longer.append(fitted)
         return "skip"
     try:
         reader = pacsv.open_csv(
@@ -62,6 +79,9 @@ def read_csv_tables(stream: BinaryIO, delimiter: str = ",", block_bytes: int = 8
         if "Empty CSV" not in str(e):
             raise
         return header, iter(())  # a header and no rows
+    if longer:
+        raise RowsPastHeader()
+    opened = True
 
     def tables():
         for batch in reader:  # none at all where every row was skipped
@@ -71,7 +91,7 @@ def read_csv_tables(stream: BinaryIO, delimiter: str = ",", block_bytes: int = 8
 
     def fitted():
         if longer:
-            yield fields_table(header, split_fields(longer, delimiter))
+            yield fields_table(header, longer)
             longer.clear()
 
     return header, tables()

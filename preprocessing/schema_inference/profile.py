@@ -16,6 +16,7 @@ from preprocessing.contract.schema import SchemaError
 from preprocessing.parsing.csv_records import MAX_RECORD_BYTES, MAX_RECORD_LINES
 from preprocessing.schema_inference.column_stats import ColumnStats
 from preprocessing.schema_inference.csv_tables import (
+    RowsPastHeader,
     bounded_rows,
     read_csv_records,
     read_csv_tables,
@@ -124,6 +125,8 @@ def profile_csv(streams: Iterable, delimiter: str = ",", max_bytes: Optional[int
                 except pa.ArrowInvalid as e:  # a record past Arrow's block in the first one
                     if "straddl" not in str(e):
                         raise
+                    header = None
+                except RowsPastHeader:  # rows ending in delimiters: record by record
                     header = None
                 if header is not None and add(header, tables):
                     return prof

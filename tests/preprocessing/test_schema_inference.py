@@ -64,6 +64,31 @@ def test_rows_ending_in_a_delimiter_are_profiled_as_the_pipeline_keeps_them(endi
     assert sum(t.num_rows for t in tables) == 399
 
 
+def test_rows_past_the_header_are_held_within_a_bound(monkeypatch):
+    """Arrow yields no batch for blocks whose every row it skips, so the rows that fit the
+    header (fit_width) are held between batches only up to MAX_FITTED_ROWS: a first block of
+    them reads the file record by record; later ones past the bound end the reading (the
+    profile says so), never holding the file."""
+    import pyarrow as pa
+
+    from preprocessing.schema_inference import csv_tables
+    monkeypatch.setattr(csv_tables, "MAX_FITTED_ROWS", 100)
+    plain = "".join(f"{i},{i % 2}\n" for i in range(1000))
+    ended = "".join(f"{i},{i % 2},\n" for i in range(1000))
+    with pytest.raises(csv_tables.RowsPastHeader):
+        csv_tables.read_csv_tables(io.BytesIO(("n,y\n" + ended).encode()), block_bytes=4096)
+    few = "".join(f"{i},{i % 2},\n" for i in range(50))  # within the bound
+    _, tables = csv_tables.read_csv_tables(io.BytesIO(("n,y\n" + plain + few).encode()),
+                                           block_bytes=4096)
+    assert sum(t.num_rows for t in tables) == 1050
+    _, tables = csv_tables.read_csv_tables(io.BytesIO(("n,y\n" + plain + ended).encode()),
+                                           block_bytes=4096)
+    with pytest.raises(pa.ArrowInvalid):
+        sum(t.num_rows for t in tables)
+    prof = profile_csv([("t.csv", lambda: io.BytesIO(("n,y\n" + ended).encode()))])
+    assert prof.rows == 1000 and prof.complete  # record by record, every row
+
+
 def test_a_row_longer_than_arrows_block_is_left_out_as_the_pipeline_rejects_it():
     """Rows past --max_record_bytes are left out and counted, as the pipeline dead-letters
     them (record_too_large): one of 3 MB that Arrow reads, and a first row of 20 MB that
