@@ -11,6 +11,7 @@ from typing import Optional, Sequence, Union
 
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions
 
+from beam_jobs.shared import beam_lookups
 from beam_jobs.shared.args import JOB_ARGS, CsvArgs, ImageArgs, IOArgs, ModelArgs
 from beam_jobs.shared.cli import setup_logging
 from beam_jobs.shared.errors import JobError
@@ -268,6 +269,7 @@ def job_options(argv, job: str, args_cls: type, doc: str, shared_help: bool = Tr
         parser.print_help()
         raise SystemExit(0)
     check_known_flags(job, args, args_cls)
+    beam_lookups.install()  # before the job's graph is built
     options = PipelineOptions(args)
     standard = options.view_as(StandardOptions)
     if standard.runner in (None, "DirectRunner"):

@@ -18,7 +18,7 @@ acknowledged at once, the timestamp attribute parsed with a raise. Here, on this
 - An unreachable subscription (the emulator restarting, a subscription recreated) is
   retried with backoff for --max_outage_secs, then the job stops in one line.
 And one cost of the runner's own: whether a DoFn is stateful, asked per bundle
-(`cache_dofn_specs`).
+(beam_lookups.py).
 Dataflow reads with its own Pub/Sub source. tests/beam_jobs/test_local_streaming.py fails if
 a Beam upgrade changes the code replaced here.
 """
@@ -33,9 +33,9 @@ import weakref
 from typing import List, NamedTuple, Optional, Tuple
 
 from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
-from apache_beam.transforms import userstate
 from apache_beam.utils.timestamp import Timestamp
 
+from beam_jobs.shared import beam_lookups
 from beam_jobs.shared.errors import RunFailed
 from beam_jobs.shared.local_acks import LEDGER
 from inference.streaming import ATTRIBUTE_ERROR, MAX_MESSAGE_BYTES
@@ -261,57 +261,8 @@ def read_without_early_acks() -> None:
     evaluator._acks_after_write = True
 
 
-_NOT_STATEFUL: set = set()  # DoFn shapes known to use no state or timers
-
-
-def _shape(dofn) -> Optional[tuple]:
-    """What decides whether a DoFn uses state or timers: its class's methods, and for a
-    wrapped function (beam.Map, ParDo of a callable) that function's code and its defaults'
-    types; None when that cannot be told (a callable object)."""
-    fn = getattr(dofn, "_fn", None)
-    if fn is None:
-        return type(dofn), None, (), ()
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return None
-    return (type(dofn), code, tuple(type(d) for d in (fn.__defaults__ or ())),
-            tuple(type(d) for d in (fn.__kwdefaults__ or {}).values()))
-
-
-def cache_dofn_specs() -> None:
-    """The DirectRunner asks, for every bundle of every ParDo and three times over, whether
-    its DoFn is stateful (`userstate.get_dofn_specs`: `inspect.signature` of every method of
-    a fresh copy): 43% of the streaming job's CPU at 300 msg/s (py-spy). The answer "no
-    state, no timers" is kept per DoFn shape; a stateful DoFn is asked every time, as before
-    (idempotent)."""
-    from apache_beam.runners.direct import transform_evaluator as te
-    if getattr(userstate, "_specs_cached", False):
-        return
-    beam_get_dofn_specs = userstate.get_dofn_specs
-
-    def get_dofn_specs(dofn):
-        shape = _shape(dofn)
-        if shape is not None and shape in _NOT_STATEFUL:
-            return set(), set()
-        states, timers = beam_get_dofn_specs(dofn)
-        if shape is not None and not states and not timers:
-            _NOT_STATEFUL.add(shape)
-        return states, timers
-
-    def is_stateful_dofn(dofn):
-        states, timers = get_dofn_specs(dofn)
-        return bool(states or timers)
-
-    # userstate's own functions (validate_stateful_dofn, is_stateful_dofn, which the
-    # DoFnRunner of every bundle calls) look it up in their module; the runner imported both.
-    userstate._beam_get_dofn_specs = beam_get_dofn_specs
-    userstate.get_dofn_specs = get_dofn_specs
-    te.get_dofn_specs, te.is_stateful_dofn = get_dofn_specs, is_stateful_dofn
-    userstate._specs_cached = True
-
-
 class LocalStreamingRunner(BundleBasedDirectRunner):
     def run_pipeline(self, pipeline, options):
         read_without_early_acks()
-        cache_dofn_specs()
+        beam_lookups.install()
         return super().run_pipeline(pipeline, options)
