@@ -60,6 +60,7 @@ from inference.batch import (
     ReadInputs,
     RecordSources,
 )
+from inference.inputs import rows
 from inference.inputs.image_batches import ReadImageInputs
 from inference.model import model_handler as mh
 from inference.model import versions
@@ -76,6 +77,7 @@ from preprocessing.files import encodings, filesys
 from preprocessing.files.records import detect_format
 from preprocessing.images.checks import ImageLimits
 from preprocessing.images.sources import LIST_EXTENSIONS
+from preprocessing.parsing import csv_records
 from preprocessing.reference.evaluation import metrics_table
 from preprocessing.reference.slices import slice_table
 
@@ -162,7 +164,7 @@ def launch(o: BatchPredictArgs, options: PipelineOptions) -> BatchPredictConfig:
     image = next((c.name for c in schema.columns if c.transform == "image"), None)
     images = _image_inputs(o, image, files, patterns, per_pattern, passthrough) \
         if image else None
-    encoding = encodings.UTF8 if image else _csv_encoding(o, files)
+    encoding = encodings.UTF8 if image else _csv_encoding(o, files, schema, passthrough)
     cli.check_output_apart(JOB, patterns, o.output)
     cli.check_writable(JOB, o.output)
     version = versions.model_version(model_path)
@@ -205,17 +207,30 @@ def _model(o: BatchPredictArgs) -> tuple:
                                     f"{str(e).splitlines()[0][:300]}")
 
 
-def _csv_encoding(o: BatchPredictArgs, files) -> str:
-    """--encoding, `auto` resolved on the head of the first readable CSV input."""
+def _csv_encoding(o: BatchPredictArgs, files, schema, passthrough) -> str:
+    """--encoding, `auto` resolved on the head of the first readable CSV input, whose header
+    must hold what the job reads (rows.csv_header_problem)."""
     csv = [f for f in files if filesys.is_readable_input(f) and (
         o.input_format == "csv" or o.input_format == "auto" and detect_format(f) == "csv")]
+    if not csv:
+        return encodings.resolve(o.encoding, b"")
     try:
-        encoding = encodings.resolve(o.encoding, filesys.head_bytes(csv[0]) if csv else b"")
+        head = filesys.head_bytes(csv[0])
+        encoding = encodings.resolve(o.encoding, head)
     except Exception as e:
         raise errors.JobError(JOB, f"cannot read {csv[0]}: {str(e).splitlines()[0]}")
     read_as = encodings.describe(o.encoding, encoding)
     if read_as:
         counting.emit(f"{JOB}: {read_as}")
+    first = filesys.decode_head(head, encoding).split("\n", 1)[0].rstrip("\r")
+    try:
+        header = csv_records.parse_header(first, o.delimiter, csv[0]) if first else None
+    except ValueError:  # the pipeline dead-letters the file's rows with the reason
+        header = None
+    problem = header and rows.csv_header_problem(
+        schema, header, passthrough, [o.key_column, o.evaluate_label])
+    if problem:
+        raise errors.JobError(JOB, f"the header of {csv[0]} {problem}")
     return encoding
 
 

@@ -156,7 +156,8 @@ class InputsFound:
                                       f"it to infer a schema over them all, or give a "
                                       f"--schema_spec of the columns to use")
                 if o.label_column not in header:  # before reading the whole input
-                    below = csv_records.header_below_hint(self.head, o.label_column, o.delimiter)
+                    below = csv_records.near_names_hint([o.label_column], header) or \
+                        csv_records.header_below_hint(self.head, o.label_column, o.delimiter)
                     raise SchemaError(f"label column '{o.label_column}' is not in the header "
                                       f"{describe_header(header)}{below}")
                 prof = self._profile(o)
@@ -178,13 +179,15 @@ class InputsFound:
         except SchemaError as e:
             raise errors.JobError(JOB, str(e))
         if schema.label not in header:
-            below = csv_records.header_below_hint(self.head, schema.label, o.delimiter)
+            below = csv_records.near_names_hint([schema.label], header) or \
+                csv_records.header_below_hint(self.head, schema.label, o.delimiter)
             raise errors.JobError(JOB, f"label column '{schema.label}' is not in the header of "
                                        f"{self.files[0]}: {describe_header(header)}{below}")
         missing = [c.name for c in schema.columns if c.required and c.name not in header]
         if missing:
             raise errors.JobError(JOB, f"columns {missing} of the spec are not in the header of "
-                                       f"{self.files[0]}: {describe_header(header)}")
+                                       f"{self.files[0]}: {describe_header(header)}"
+                                       f"{csv_records.near_names_hint(missing, header)}")
         return schema
 
     def _resolve_preprocessing_fn(self, o):

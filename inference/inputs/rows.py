@@ -3,7 +3,8 @@
 Raw inputs (CSV fields with a header, JSON objects, serialized raw tf.Example) become typed
 value tuples in the schema's column order, validated by the same RowParser the preprocess job
 uses, plus the requested passthrough values. Only what the model reads is required: the label,
-the key and columns the model does not use may be absent.
+the key and columns the model does not use may be absent. A CSV header must hold every column
+the model reads, one with a default too; a JSON object may leave such a key out.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Sequence, Tuple
 from preprocessing.accounting import rejects
 from preprocessing.contract.schema import Schema
 from preprocessing.parsing import row_parser
+from preprocessing.parsing.csv_records import delimiter_hint, near_names_hint
 
 
 class ServingParser:
@@ -27,7 +29,8 @@ class ServingParser:
     def parser(self, header) -> row_parser.RowParser:
         p = self._parsers.get(header)
         if p is None:
-            p = self._parsers[header] = row_parser.RowParser(self.schema, header, self.optional)
+            p = self._parsers[header] = row_parser.RowParser(self.schema, header, self.optional,
+                                                             whole_columns=True)
         return p
 
     def parse_csv_block(self, header: tuple, fields_list):
@@ -51,3 +54,26 @@ class ServingParser:
         fields = dict(zip(self._wanted, row_parser.example_to_fields(data, self._wanted)))
         values = self.parser(self.names).parse([fields[n] for n in self.names])
         return values, {c: fields[c] for c in self.passthrough}
+
+
+def csv_header_problem(schema: Schema, header: Sequence[str], passthrough: Sequence[str] = (),
+                       asked: Sequence[str] = ()) -> str:
+    """What a CSV file with `header` lacks, in one line ("" when nothing): the columns the
+    model reads (ServingParser's rule), then the `passthrough` and `asked` ones (an explicit
+    key, a label to evaluate), each with the names the header has for them in another case
+    or punctuation."""
+    names = set(header)
+    model = row_parser.RowParser(schema, header, ServingParser(schema).optional,
+                                 whole_columns=True).missing_columns
+    flags = [c for c in list(passthrough) + list(asked) if c and c not in names and
+             c not in model]
+    missing = model + flags
+    if not missing:
+        return ""
+    what = "column(s) the model reads" if model else "column(s) asked for"
+    if model and flags:
+        what = "column(s) the model reads or asked for"
+    shown = ", ".join(map(repr, missing[:8])) + (f" and {len(missing) - 8} more"
+                                                 if len(missing) > 8 else "")
+    return (f"lacks {what} {shown}"
+            f"{near_names_hint(missing, header)}{delimiter_hint(header)}")

@@ -33,7 +33,7 @@ REASONS = {
     "unterminated_quote": "a quote not closed within --max_record_lines / --max_record_bytes",
     "record_too_large": "a line over --max_record_bytes",
     "wrong_column_count": "a record with another number of fields than the header",
-    "missing_column": "the file's header lacks a required column",
+    "missing_column": "the file's header lacks a column the job reads",
     "missing_value": "an empty field without a default",
     "unparsable_number": "a field that is not a number of the column's type",
     "non_finite_number": "NaN or infinity in a numeric column",

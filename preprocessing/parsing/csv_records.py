@@ -132,6 +132,25 @@ def delimiter_hint(header: Sequence[str]) -> str:
     return f": one column, is the file {seen[0]!r}-delimited? add --delimiter {flag}"
 
 
+def _loose(name: str) -> str:
+    return "".join(ch for ch in name.casefold() if ch.isalnum())
+
+
+def near_names_hint(missing: Sequence[str], header: Sequence[str]) -> str:
+    """For columns `missing` from `header` that it holds under another case or punctuation
+    (`FARE`, `Trip Miles` for `trip_miles`, as databases and spreadsheets export them):
+    " (the header has 'FARE' for 'fare': names must match exactly)", else ""."""
+    loose = {}
+    for h in header:
+        loose.setdefault(_loose(h), h)
+    pairs = [(loose[_loose(m)], m) for m in missing if _loose(m) in loose]
+    if not pairs:
+        return ""
+    shown = ", ".join(f"{h!r} for {m!r}" for h, m in pairs[:5])
+    more = f" and {len(pairs) - 5} more" if len(pairs) > 5 else ""
+    return f" (the header has {shown}{more}: names must match exactly)"
+
+
 def header_below_hint(head: str, name: str, delimiter: str = ",", lines: int = 20) -> str:
     """For a column `name` not in a file's first line: "; line N holds it (...)", where one of
     the head's next `lines` lines names it (a title or notes above the header), else ""."""

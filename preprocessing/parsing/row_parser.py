@@ -24,7 +24,7 @@ from preprocessing.contract.values import (
     looks_like_datetime,
 )
 from preprocessing.parsing import columns as columns_mod
-from preprocessing.parsing.csv_records import delimiter_hint, fit_width
+from preprocessing.parsing.csv_records import delimiter_hint, fit_width, near_names_hint
 
 FEW_ROWS = 8  # parse_many takes fewer rows than this row by row (Arrow's per-call cost)
 
@@ -52,14 +52,18 @@ class RowParser:
     `plan` (one ColumnPlan per schema column) and `width` (fields per record) are public:
     the column-wise parsers read them."""
 
-    def __init__(self, schema: Schema, header: Sequence[str], optional: Sequence[str] = ()):
-        """`optional` columns may be absent or empty (value None), e.g. the label at serving."""
+    def __init__(self, schema: Schema, header: Sequence[str], optional: Sequence[str] = (),
+                 whole_columns: bool = False):
+        """`optional` columns may be absent or empty (value None), e.g. the label at serving.
+        With `whole_columns`, every other column must be in the header, a column with a
+        default too (a model's input absent from a file is no empty field: each row would
+        be read with the default)."""
         self.schema = schema
         self.header = [h.strip() for h in header]
         positions = {h: i for i, h in enumerate(self.header)}
         self.missing_columns = [c.name for c in schema.columns
-                                if c.name not in positions and c.required
-                                and c.name not in optional]
+                                if c.name not in positions and c.name not in optional
+                                and (c.required or whole_columns)]
         self.plan = [ColumnPlan(
             c.name, positions.get(c.name), c.type, c.typed_default(),
             c.date_order if c.transform == "datetime" else None, c.name in optional,
@@ -75,7 +79,8 @@ class RowParser:
             raise Reject("malformed_csv", "the record is not valid CSV (unbalanced quotes?)")
         if self.missing_columns:
             raise Reject("missing_column",
-                         f"the file's header lacks required column(s) {self.missing_columns}"
+                         f"the file's header lacks column(s) {self.missing_columns}"
+                         f"{near_names_hint(self.missing_columns, self.header)}"
                          f"{delimiter_hint(self.header)}")
         if len(fields) != self.width:
             fitted = fit_width(fields, self.width)

@@ -312,6 +312,38 @@ def test_extreme_inputs_give_strict_json_and_csv_outputs(trained, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_header_without_a_column_the_model_reads_is_refused_or_dead_lettered(
+        trained, taxi_csv, tmp_path):
+    """A database export's upper-case header (or one renamed column with a default) would
+    have every row predicted from the defaults: the first CSV's header is checked at launch,
+    in one line; a later file's rows are `missing_column` dead letters, reconciled."""
+    export = trained[2]["export_dir"]
+    with open(taxi_csv[0]) as f:
+        header, *rows = f.read().splitlines()[:41]
+    good, upper, renamed = (tmp_path / n for n in ("a.csv", "b.csv", "c.csv"))
+    good.write_text("\n".join([header] + rows) + "\n")
+    upper.write_text("\n".join([header.upper()] + rows) + "\n")
+    renamed.write_text("\n".join([header.replace("passenger_count", "Passengers")] + rows) + "\n")
+    for inp, extra, told in (
+            (upper, (), "(the header has 'PICKUP_DATETIME' for 'pickup_datetime',"),
+            (good, ("--passthrough_columns", "Company"), "asked for 'Company' (the header has "
+                                                         "'company' for 'Company'")):
+        with pytest.raises(SystemExit) as e:
+            _run(export, str(inp), str(tmp_path / "o"), *extra)
+        text = str(e.value.code)
+        assert text.startswith(f"batch_predict: error: the header of {inp} lacks column(s) ")
+        assert told in text and "\n" not in text
+    assert not os.path.exists(tmp_path / "o")  # refused before any pipeline
+    s = _run(export, str(tmp_path / "[ac].csv"), str(tmp_path / "out"))
+    assert s["rows_read"] == 80 and s["reconciled"]
+    assert s["rejected"]["by_reason"].get("missing_column") == 40
+    dead = [r for r in read_jsonl(str(tmp_path / "out" / "rejects" / "*.jsonl"))
+            if r["reason"] == "missing_column"]
+    assert len(dead) == 40 and {os.path.basename(r["source"]) for r in dead} == {"c.csv"}
+    assert "lacks column(s) ['passenger_count']" in dead[0]["detail"]
+
+
+@pytest.mark.slow
 def test_a_run_that_rejects_every_row_keeps_the_previous_output(trained, taxi_csv, tmp_path):
     """Nothing good is replaced by nothing: a run whose every row is a dead letter fails like
     one that reads no rows (the earlier predictions and _SUCCESS stay, its summary and dead

@@ -132,6 +132,8 @@ def test_module_file_preprocessing_fn(taxi_csv, tmp_path):
      "no files match --input"),
     (["--input", "{csv}", "--output", "{tmp}/o", "--label_column", "tip"],
      "label column 'tip' is not in the header"),
+    (["--input", "{csv}", "--output", "{tmp}/o", "--label_column", "Fare_Amount"],
+     "(the header has 'fare_amount' for 'Fare_Amount': names must match exactly)"),
     (["--input", "{csv}", "--output", "/proc/forbidden/out", "--schema_spec", TAXI_SPEC],
      "is not writable"),
     (["--input", "{csv}", "--output", "{tmp}/o"], "give --schema_spec, or --label_column"),

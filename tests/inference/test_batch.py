@@ -254,6 +254,25 @@ def test_parse_inputs_types_csv_and_json_records_and_rejects_the_rest():
                                        ("in.jsonl", "invalid_json")]), label="dead_letters")
 
 
+def test_what_a_csv_header_lacks_is_said_in_one_line_before_any_row():
+    """batch_predict's launch check (rows.csv_header_problem): the model's columns (one with
+    a default too), then the passthrough and explicit key or label columns asked for."""
+    from inference.inputs.rows import csv_header_problem
+    schema = Schema(columns=(ColumnSpec("id", "string"), ColumnSpec("x", "float", "zscore",
+                                                                   default="mean"),
+                             ColumnSpec("town", "string", "vocabulary", default=""),
+                             ColumnSpec("y", "float")), label="y", key="id", task="regression")
+    assert csv_header_problem(schema, ["x", "town"]) == ""  # no key, no label: served
+    assert csv_header_problem(schema, ["id", "X", "town", "y"]) == (
+        "lacks column(s) the model reads 'x' (the header has 'X' for 'x': names must match "
+        "exactly)")
+    assert csv_header_problem(schema, ["x", "town"], ["tip"], ["id", None]) == (
+        "lacks column(s) asked for 'tip', 'id'")
+    both = csv_header_problem(schema, ["x;town;tip"], ["tip"])
+    assert both.startswith("lacks column(s) the model reads or asked for 'x', 'town', 'tip'")
+    assert both.endswith("is the file ';'-delimited? add --delimiter ';'")
+
+
 def test_format_predictions_keeps_keys_and_labels_and_dead_letters_model_rejections():
     batch = RowBatch(names=("id", "y"), columns=[["a", "b", "c"], np.array([1.0, 2.0, 3.0])],
                      keys=["a", "b", "c"], extras=None, path="in.csv",

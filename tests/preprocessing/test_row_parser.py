@@ -393,6 +393,33 @@ def test_a_header_read_as_one_column_names_the_delimiter_it_holds():
             f"-delimited? add --delimiter {flag}")
 
 
+def test_a_column_with_a_default_must_be_in_the_header_where_whole_columns_are_asked():
+    """An empty field takes the column's default; a column absent from the header is no
+    empty field at serving (every row would read the default): with `whole_columns` it is
+    a `missing_column`, named with the header's name for it in another case."""
+    header = [h.upper() if h == "passenger_count" else h for h in HEADER]
+    at = SCHEMA.names.index("passenger_count")
+    assert row_parser.RowParser(SCHEMA, header).parse(GOOD)[at] == 1  # preprocess: the default
+    parser = row_parser.RowParser(SCHEMA, header, whole_columns=True)
+    assert parser.missing_columns == ["passenger_count"]
+    reject = _reject_of(parser, GOOD)
+    assert reject.reason == "missing_column"
+    assert "the header has 'PASSENGER_COUNT' for 'passenger_count'" in reject.detail
+    block = parser.parse_many([GOOD] * 10)
+    assert len(block) == 0 and {e.reason for _, e in block.errors} == {"missing_column"}
+
+
+@pytest.mark.parametrize("missing, header, hint", [
+    (["fare"], ["FARE", "x"], "the header has 'FARE' for 'fare'"),
+    (["trip_miles"], ["Trip Miles"], "the header has 'Trip Miles' for 'trip_miles'"),
+    (["pickup-time"], ["PickupTime"], "the header has 'PickupTime' for 'pickup-time'"),
+    (["fare"], ["tip", "fares"], ""),
+])
+def test_a_missing_columns_near_names_in_the_header_are_named(missing, header, hint):
+    got = csv_records.near_names_hint(missing, header)
+    assert (hint in got and got.endswith("names must match exactly)")) if hint else got == ""
+
+
 def test_one_registry_of_reject_reasons():
     # Every reason a job can write is registered with a description; an unknown one is a
     # programming error, caught where the reject is made.
