@@ -23,6 +23,7 @@ class ServingParser:
         self.passthrough = list(passthrough)
         used = {c.name for c in schema.serving_columns()}
         self.optional = tuple(n for n in self.names if n not in used)
+        self._used = tuple(n for n in self.names if n in used)
         self._parsers = {}
         self._wanted = self.names + tuple(c for c in self.passthrough if c not in self.names)
 
@@ -47,6 +48,11 @@ class ServingParser:
     def parse_object(self, obj) -> Tuple[tuple, dict]:
         if not isinstance(obj, dict):
             raise rejects.Reject("invalid_json", "an instance must be a JSON object")
+        absent = [n for n in self._used if n not in obj]
+        if absent:  # a key left out reads as its default, unless the object misspells it
+            near = near_names_hint(absent, [k for k in obj if isinstance(k, str)], "it")
+            if near:
+                raise rejects.Reject("missing_column", f"the object lacks key(s) {absent}{near}")
         values = self.parser(self.names).parse_dict(obj)
         return values, {c: obj.get(c) for c in self.passthrough if c in obj}
 

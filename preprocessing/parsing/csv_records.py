@@ -136,7 +136,8 @@ def _loose(name: str) -> str:
     return "".join(ch for ch in name.casefold() if ch.isalnum())
 
 
-def near_names_hint(missing: Sequence[str], header: Sequence[str]) -> str:
+def near_names_hint(missing: Sequence[str], header: Sequence[str],
+                    holder: str = "the header") -> str:
     """For columns `missing` from `header` that it holds under another case or punctuation
     (`FARE`, `Trip Miles` for `trip_miles`, as databases and spreadsheets export them):
     " (the header has 'FARE' for 'fare': names must match exactly)", else ""."""
@@ -148,7 +149,7 @@ def near_names_hint(missing: Sequence[str], header: Sequence[str]) -> str:
         return ""
     shown = ", ".join(f"{h!r} for {m!r}" for h, m in pairs[:5])
     more = f" and {len(pairs) - 5} more" if len(pairs) > 5 else ""
-    return f" (the header has {shown}{more}: names must match exactly)"
+    return f" ({holder} has {shown}{more}: names must match exactly)"
 
 
 def header_below_hint(head: str, name: str, delimiter: str = ",", lines: int = 20) -> str:

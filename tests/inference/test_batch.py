@@ -273,6 +273,24 @@ def test_what_a_csv_header_lacks_is_said_in_one_line_before_any_row():
     assert both.endswith("is the file ';'-delimited? add --delimiter ';'")
 
 
+def test_a_json_object_may_leave_a_key_out_but_not_misspell_it():
+    """A key left out of an object reads as its column's default; one written in another
+    case (`{"X": 2}` for `x`) is a `missing_column` dead letter naming it, not a default."""
+    from inference.inputs.rows import ServingParser
+    schema = Schema(columns=(ColumnSpec("x", "float", "zscore", default="mean"),
+                             ColumnSpec("town", "string", "vocabulary", default=""),
+                             ColumnSpec("y", "float")), label="y", task="regression")
+    parser = ServingParser(schema)
+    values, _ = parser.parse_object({"town": "a"})
+    assert values[1] == "a" and values[0] != values[0]  # x's default: the mean, NaN here
+    assert parser.parse_object({"x": 2, "town": "a", "Y": 3})[0][:2] == (2.0, "a")
+    with pytest.raises(Reject) as e:
+        parser.parse_object({"X": 2, "town": "a"})
+    assert e.value.reason == "missing_column"
+    assert e.value.detail == ("the object lacks key(s) ['x'] (it has 'X' for 'x': names must "
+                              "match exactly)")
+
+
 def test_format_predictions_keeps_keys_and_labels_and_dead_letters_model_rejections():
     batch = RowBatch(names=("id", "y"), columns=[["a", "b", "c"], np.array([1.0, 2.0, 3.0])],
                      keys=["a", "b", "c"], extras=None, path="in.csv",
