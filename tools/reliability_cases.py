@@ -19,6 +19,9 @@ from preprocessing import TAXI_SPEC as SPEC
 from tools.reliability_forms import marked_numbers_cases, unit_word_cases, written_forms_cases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# A case's expected outcome where only a refusal is right: a run to the end is a silent loss
+# (its rows read with what the file does not hold).
+REFUSED = "refused"
 ZONES_SPEC = """columns:
   - {name: ts, type: string, transform: datetime, parts: [hour, weekday]}
   - {name: x, type: float, transform: zscore}
@@ -271,6 +274,10 @@ def _round4_cases(work, csv, good, header, body):
         "batch_predict", None
     yield "batch: a misspelt Dataflow flag", base + ["--num_workrs", "3"], None, \
         "batch_predict", None
+    renamed = csv("one_upper.csv", header.replace("passenger_count", "PASSENGER_COUNT") + "\n"
+                  + "\n".join(body) + "\n")
+    yield "batch: a model column's name upper-cased", ["--model_dir", export, "--input",
+                                                       renamed], REFUSED, "batch_predict", None
     yield "batch: a table name ending in a newline", base + [
         "--output_table", "p:ds.t\n", "--temp_location", "gs://b/t"], None, "batch_predict", None
     rejected = csv("all_bad.csv", header + "\n" + "\n".join(
