@@ -41,9 +41,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, SetupOptions
 
+from beam_jobs import batch_predict_inputs as batch_inputs
 from beam_jobs.batch_predict_config import (
     BatchPredictConfig,
-    Images,
     Model,
     Reports,
     Sink,
@@ -60,7 +60,6 @@ from inference.batch import (
     ReadInputs,
     RecordSources,
 )
-from inference.inputs import rows
 from inference.inputs.image_batches import ReadImageInputs
 from inference.model import model_handler as mh
 from inference.model import versions
@@ -74,10 +73,6 @@ from preprocessing.accounting import counting
 from preprocessing.accounting.rejects import WriteDeadLetters
 from preprocessing.accounting.tagged import typed_outputs
 from preprocessing.files import encodings, filesys
-from preprocessing.files.records import detect_format
-from preprocessing.images.checks import ImageLimits
-from preprocessing.images.sources import LIST_EXTENSIONS
-from preprocessing.parsing import csv_records
 from preprocessing.reference.evaluation import metrics_table
 from preprocessing.reference.slices import slice_table
 
@@ -162,9 +157,10 @@ def launch(o: BatchPredictArgs, options: PipelineOptions) -> BatchPredictConfig:
     if not files:
         raise errors.JobError(JOB, f"no files match --input {o.input}")
     image = next((c.name for c in schema.columns if c.transform == "image"), None)
-    images = _image_inputs(o, image, files, patterns, per_pattern, passthrough) \
+    images = batch_inputs.image_inputs(o, image, files, patterns, per_pattern, passthrough) \
         if image else None
-    encoding = encodings.UTF8 if image else _csv_encoding(o, files, schema, passthrough)
+    encoding = encodings.UTF8 if image else batch_inputs.csv_encoding(o, files, schema,
+                                                                       passthrough)
     cli.check_output_apart(JOB, patterns, o.output)
     cli.check_writable(JOB, o.output)
     version = versions.model_version(model_path)
@@ -205,46 +201,6 @@ def _model(o: BatchPredictArgs) -> tuple:
     except Exception as e:
         raise errors.JobError(JOB, f"cannot read the model at {o.model_dir}: "
                                     f"{str(e).splitlines()[0][:300]}")
-
-
-def _csv_encoding(o: BatchPredictArgs, files, schema, passthrough) -> str:
-    """--encoding, `auto` resolved on the head of the first readable CSV input, whose header
-    must hold what the job reads (rows.csv_header_problem)."""
-    csv = [f for f in files if filesys.is_readable_input(f) and (
-        o.input_format == "csv" or o.input_format == "auto" and detect_format(f) == "csv")]
-    if not csv:
-        return encodings.resolve(o.encoding, b"")
-    try:
-        head = filesys.head_bytes(csv[0])
-        encoding = encodings.resolve(o.encoding, head)
-    except Exception as e:
-        raise errors.JobError(JOB, f"cannot read {csv[0]}: {str(e).splitlines()[0]}")
-    read_as = encodings.describe(o.encoding, encoding)
-    if read_as:
-        counting.emit(f"{JOB}: {read_as}")
-    first = filesys.decode_head(head, encoding).split("\n", 1)[0].rstrip("\r")
-    try:
-        header = csv_records.parse_header(first, o.delimiter, csv[0]) if first else None
-    except ValueError:  # the pipeline dead-letters the file's rows with the reason
-        header = None
-    problem = header and rows.csv_header_problem(
-        schema, header, passthrough, [o.key_column, o.evaluate_label])
-    if problem:
-        raise errors.JobError(JOB, f"the header of {csv[0]} {problem}")
-    return encoding
-
-
-def _image_inputs(o: BatchPredictArgs, column: str, files, patterns, per_pattern,
-                  passthrough) -> Images:
-    """An image model: --input names image files (a glob, a folder of class folders) and/or
-    list files (.csv with a `uri` column, .jsonl objects with a uri or base64 bytes). A glob
-    of images may be huge: its paths are not embedded in the job graph."""
-    if passthrough:
-        raise errors.JobError(JOB, "--passthrough_columns applies to tabular models only")
-    list_files = tuple(f for f in files if f.lower().endswith(LIST_EXTENSIONS))
-    image_patterns = tuple(p for p, found in zip(patterns, per_pattern)
-                           if any(not f.lower().endswith(LIST_EXTENSIONS) for f in found))
-    return Images(column, list_files, image_patterns, o.key_column, ImageLimits.of(o))
 
 
 def build_pipeline(p: beam.Pipeline, cfg: BatchPredictConfig) -> BatchPredictOutputs:

@@ -320,14 +320,16 @@ def test_a_header_without_a_column_the_model_reads_is_refused_or_dead_lettered(
     export = trained[2]["export_dir"]
     with open(taxi_csv[0]) as f:
         header, *rows = f.read().splitlines()[:41]
-    good, upper, renamed = (tmp_path / n for n in ("a.csv", "b.csv", "c.csv"))
+    good, upper, renamed, titled = (tmp_path / n for n in ("a.csv", "b.csv", "c.csv", "d.csv"))
     good.write_text("\n".join([header] + rows) + "\n")
     upper.write_text("\n".join([header.upper()] + rows) + "\n")
+    titled.write_text("\n".join(["Trips of the week", header] + rows) + "\n")
     renamed.write_text("\n".join([header.replace("passenger_count", "Passengers")] + rows) + "\n")
     for inp, extra, told in (
             (upper, (), "(the header has 'PICKUP_DATETIME' for 'pickup_datetime',"),
             (good, ("--passthrough_columns", "Company"), "asked for 'Company' (the header has "
-                                                         "'company' for 'Company'")):
+                                                         "'company' for 'Company'"),
+            (titled, (), "; line 2 holds it ('key,pickup_datetime,")):
         with pytest.raises(SystemExit) as e:
             _run(export, str(inp), str(tmp_path / "o"), *extra)
         text = str(e.value.code)
