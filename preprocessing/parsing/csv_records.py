@@ -144,6 +144,7 @@ def near_names_hint(missing: Sequence[str], header: Sequence[str],
     loose = {}
     for h in header:
         loose.setdefault(_loose(h), h)
+    loose.pop("", None)  # a name of punctuation alone is near nothing
     pairs = [(loose[_loose(m)], m) for m in missing if _loose(m) in loose]
     if not pairs:
         return ""

@@ -414,6 +414,7 @@ def test_a_column_with_a_default_must_be_in_the_header_where_whole_columns_are_a
     (["trip_miles"], ["Trip Miles"], "the header has 'Trip Miles' for 'trip_miles'"),
     (["pickup-time"], ["PickupTime"], "the header has 'PickupTime' for 'pickup-time'"),
     (["fare"], ["tip", "fares"], ""),
+    (["?"], ["_", "x"], ""),
 ])
 def test_a_missing_columns_near_names_in_the_header_are_named(missing, header, hint):
     got = csv_records.near_names_hint(missing, header)
