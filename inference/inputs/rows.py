@@ -57,7 +57,8 @@ class ServingParser:
         return values, {c: obj.get(c) for c in self.passthrough if c in obj}
 
     def parse_example(self, data: bytes) -> Tuple[tuple, dict]:
-        fields = dict(zip(self._wanted, row_parser.example_to_fields(data, self._wanted)))
+        fields = dict(zip(self._wanted, row_parser.example_to_fields(data, self._wanted,
+                                                                      self._used)))
         values = self.parser(self.names).parse([fields[n] for n in self.names])
         return values, {c: fields[c] for c in self.passthrough}
 

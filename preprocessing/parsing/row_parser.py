@@ -248,8 +248,11 @@ def concat_columns(parts: list):
     return out
 
 
-def example_to_fields(serialized: bytes, header: Sequence[str]) -> List[str]:
-    """A serialized raw tf.Example as text fields in `header` order ('' where absent).
+def example_to_fields(serialized: bytes, header: Sequence[str],
+                      used: Sequence[str] = ()) -> List[str]:
+    """A serialized raw tf.Example as text fields in `header` order ('' where absent; a
+    `used` feature absent while the Example holds it under another case or punctuation is a
+    `missing_column`, as a JSON object's key is).
 
     Going through text keeps one validation path (RowParser) for CSV, JSON and tf.Example.
     """
@@ -259,6 +262,10 @@ def example_to_fields(serialized: bytes, header: Sequence[str]) -> List[str]:
     except Exception as e:  # protobuf's DecodeError: not a tf.Example
         raise Reject("bad_example", f"not a serialized tf.Example ({type(e).__name__})") from None
     feats = ex.features.feature
+    absent = [n for n in used if n not in feats]
+    near = absent and near_names_hint(absent, list(feats), "it")
+    if near:
+        raise Reject("missing_column", f"the tf.Example lacks feature(s) {absent}{near}")
     out = []
     for name in header:
         f = feats.get(name)

@@ -274,8 +274,9 @@ def test_what_a_csv_header_lacks_is_said_in_one_line_before_any_row():
 
 
 def test_a_json_object_may_leave_a_key_out_but_not_misspell_it():
-    """A key left out of an object reads as its column's default; one written in another
-    case (`{"X": 2}` for `x`) is a `missing_column` dead letter naming it, not a default."""
+    """A key left out of an object (a feature of a tf.Example) reads as its column's
+    default; one written in another case (`{"X": 2}` for `x`) is a `missing_column` dead
+    letter naming it, not a default."""
     from inference.inputs.rows import ServingParser
     schema = Schema(columns=(ColumnSpec("x", "float", "zscore", default="mean"),
                              ColumnSpec("town", "string", "vocabulary", default=""),
@@ -289,6 +290,17 @@ def test_a_json_object_may_leave_a_key_out_but_not_misspell_it():
     assert e.value.reason == "missing_column"
     assert e.value.detail == ("the object lacks key(s) ['x'] (it has 'X' for 'x': names must "
                               "match exactly)")
+    import tensorflow as tf
+
+    def example(**feats):
+        return tf.train.Example(features=tf.train.Features(feature={
+            k: tf.train.Feature(bytes_list=tf.train.BytesList(value=[str(v).encode()]))
+            for k, v in feats.items()})).SerializeToString()
+    assert parser.parse_example(example(town="a"))[0][1] == "a"  # x left out: its default
+    with pytest.raises(Reject) as e:
+        parser.parse_example(example(X=2, town="a"))
+    assert e.value.reason == "missing_column" and e.value.detail == (
+        "the tf.Example lacks feature(s) ['x'] (it has 'X' for 'x': names must match exactly)")
 
 
 def test_format_predictions_keeps_keys_and_labels_and_dead_letters_model_rejections():
