@@ -159,8 +159,8 @@ def launch(o: BatchPredictArgs, options: PipelineOptions) -> BatchPredictConfig:
     image = next((c.name for c in schema.columns if c.transform == "image"), None)
     images = batch_inputs.image_inputs(o, image, files, patterns, per_pattern, passthrough) \
         if image else None
-    encoding = encodings.UTF8 if image else batch_inputs.csv_encoding(o, files, schema,
-                                                                       passthrough)
+    encoding = encodings.UTF8 if image else batch_inputs.checked_csv_encoding(
+        o, files, schema, passthrough)
     cli.check_output_apart(JOB, patterns, o.output)
     cli.check_writable(JOB, o.output)
     version = versions.model_version(model_path)

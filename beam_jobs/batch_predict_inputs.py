@@ -17,7 +17,7 @@ from preprocessing.parsing import csv_records
 JOB = "batch_predict"
 
 
-def csv_encoding(o: BatchPredictArgs, files, schema, passthrough) -> str:
+def checked_csv_encoding(o: BatchPredictArgs, files, schema, passthrough) -> str:
     """--encoding, `auto` resolved on the head of the first readable CSV input, whose header
     must hold what the job reads (rows.csv_header_problem)."""
     csv = [f for f in files if filesys.is_readable_input(f) and (
@@ -39,11 +39,9 @@ def csv_encoding(o: BatchPredictArgs, files, schema, passthrough) -> str:
     except ValueError:  # the pipeline dead-letters the file's rows with the reason
         header = None
     problem = header and rows.csv_header_problem(
-        schema, header, passthrough, [o.key_column, o.evaluate_label])
+        schema, header, passthrough, [o.key_column, o.evaluate_label], text, o.delimiter)
     if problem:
-        absent = [c.name for c in schema.serving_columns() if c.name not in header]
-        below = csv_records.header_below_hint(text, absent[0], o.delimiter) if absent else ""
-        raise errors.JobError(JOB, f"the header of {csv[0]} {problem}{below}")
+        raise errors.JobError(JOB, f"the header of {csv[0]} {problem}")
     return encoding
 
 

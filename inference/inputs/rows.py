@@ -13,7 +13,7 @@ from typing import Sequence, Tuple
 from preprocessing.accounting import rejects
 from preprocessing.contract.schema import Schema
 from preprocessing.parsing import row_parser
-from preprocessing.parsing.csv_records import delimiter_hint, near_names_hint
+from preprocessing.parsing.csv_records import delimiter_hint, header_below_hint, near_names_hint
 
 
 class ServingParser:
@@ -50,7 +50,7 @@ class ServingParser:
             raise rejects.Reject("invalid_json", "an instance must be a JSON object")
         absent = [n for n in self._used if n not in obj]
         if absent:  # a key left out reads as its default, unless the object misspells it
-            near = near_names_hint(absent, [k for k in obj if isinstance(k, str)], "it")
+            near = near_names_hint(absent, list(obj), "it")
             if near:
                 raise rejects.Reject("missing_column", f"the object lacks key(s) {absent}{near}")
         values = self.parser(self.names).parse_dict(obj)
@@ -64,14 +64,14 @@ class ServingParser:
 
 
 def csv_header_problem(schema: Schema, header: Sequence[str], passthrough: Sequence[str] = (),
-                       asked: Sequence[str] = ()) -> str:
+                       asked: Sequence[str] = (), head: str = "", delimiter: str = ",") -> str:
     """What a CSV file with `header` lacks, in one line ("" when nothing): the columns the
     model reads (ServingParser's rule), then the `passthrough` and `asked` ones (an explicit
     key, a label to evaluate), each with the names the header has for them in another case
-    or punctuation."""
+    or punctuation, and the line of the file's `head` that holds a model column (a title
+    above the header)."""
     names = set(header)
-    model = row_parser.RowParser(schema, header, ServingParser(schema).optional,
-                                 whole_columns=True).missing_columns
+    model = ServingParser(schema).parser(tuple(header)).missing_columns
     flags = [c for c in list(passthrough) + list(asked) if c and c not in names and
              c not in model]
     missing = model + flags
@@ -82,5 +82,6 @@ def csv_header_problem(schema: Schema, header: Sequence[str], passthrough: Seque
         what = "column(s) the model reads or asked for"
     shown = ", ".join(map(repr, missing[:8])) + (f" and {len(missing) - 8} more"
                                                  if len(missing) > 8 else "")
+    below = header_below_hint(head, model[0], delimiter) if model and head else ""
     return (f"lacks {what} {shown}"
-            f"{near_names_hint(missing, header)}{delimiter_hint(header)}")
+            f"{near_names_hint(missing, header)}{delimiter_hint(header)}{below}")
