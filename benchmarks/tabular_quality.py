@@ -46,6 +46,18 @@ def _penguins():
     return palmerpenguins.load_penguins()
 
 
+def _sklearn(loader, label):
+    """One of scikit-learn's bundled tables, its target named `label` (class names, not ids)."""
+    def load():
+        from sklearn import datasets
+        bunch = getattr(datasets, loader)(as_frame=True)
+        df = bunch.frame.rename(columns={bunch.target.name: label})
+        if "target_names" in bunch and not str(df[label].dtype).startswith("float"):
+            df[label] = [str(bunch.target_names[i]) for i in df[label]]
+        return df
+    return load
+
+
 def _vega_cars():
     import vega_datasets
     return vega_datasets.data.cars()
@@ -128,6 +140,12 @@ MORE_TABLES = {
     "prestige": (_rdata("carData", "Prestige"), "prestige", "regression", ()),
     "caschool": (_rdata("Ecdat", "Caschool"), "testscr", "regression", ("readscr", "mathscr")),
     "collegedist": (_rdata("AER", "CollegeDistance"), "score", "regression", ()),
+    # scikit-learn's bundled tables (2026-12-07), the classes as their names: column names
+    # with spaces and parentheses (`mean radius`), 178-569 rows.
+    "breast_cancer": (_sklearn("load_breast_cancer", "diagnosis"), "diagnosis",
+                      "classification", ()),
+    "wine": (_sklearn("load_wine", "cultivar"), "cultivar", "classification", ()),
+    "diabetes": (_sklearn("load_diabetes", "progression"), "progression", "regression", ()),
 }
 
 
