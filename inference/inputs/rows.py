@@ -48,11 +48,7 @@ class ServingParser:
     def parse_object(self, obj) -> Tuple[tuple, dict]:
         if not isinstance(obj, dict):
             raise rejects.Reject("invalid_json", "an instance must be a JSON object")
-        absent = [n for n in self._used if n not in obj]
-        if absent:  # a key left out reads as its default, unless the object misspells it
-            near = near_names_hint(absent, list(obj), "it")
-            if near:
-                raise rejects.Reject("missing_column", f"the object lacks key(s) {absent}{near}")
+        row_parser.refuse_near_names(self._used, obj, "the object lacks key(s)")
         values = self.parser(self.names).parse_dict(obj)
         return values, {c: obj.get(c) for c in self.passthrough if c in obj}
 

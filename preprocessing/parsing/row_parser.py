@@ -248,6 +248,16 @@ def concat_columns(parts: list):
     return out
 
 
+def refuse_near_names(used: Sequence[str], present, lacks: str) -> None:
+    """A `missing_column` Reject ("`lacks` [names] (it has ...)") where names `used` are
+    absent from `present` (a JSON object's keys, a tf.Example's features) that holds them
+    under another case or punctuation; a name simply left out reads as its default."""
+    absent = [n for n in used if n not in present]
+    near = absent and near_names_hint(absent, list(present), "it")
+    if near:
+        raise Reject("missing_column", f"{lacks} {absent}{near}")
+
+
 def example_to_fields(serialized: bytes, header: Sequence[str],
                       used: Sequence[str] = ()) -> List[str]:
     """A serialized raw tf.Example as text fields in `header` order ('' where absent; a
@@ -262,10 +272,7 @@ def example_to_fields(serialized: bytes, header: Sequence[str],
     except Exception as e:  # protobuf's DecodeError: not a tf.Example
         raise Reject("bad_example", f"not a serialized tf.Example ({type(e).__name__})") from None
     feats = ex.features.feature
-    absent = [n for n in used if n not in feats]
-    near = absent and near_names_hint(absent, list(feats), "it")
-    if near:
-        raise Reject("missing_column", f"the tf.Example lacks feature(s) {absent}{near}")
+    refuse_near_names(used, feats, "the tf.Example lacks feature(s)")
     out = []
     for name in header:
         f = feats.get(name)
