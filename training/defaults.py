@@ -55,10 +55,13 @@ FOLD_MAX_TREES = 1000
 # slower than one (benchmarks/tree_threads.py, docs/performance.md): their work per node is
 # too small to share.
 TREES_ONE_THREAD_ROWS = 200_000
-# `--model auto` trains the trees only up to this many classes: YDF grows a tree per class
-# per round (100 random classes of 3,000 rows: 93 s for 30 rounds, against 18 s for 20),
-# so a label of hundreds of classes would make a small table's training take hours.
-AUTO_TREE_MAX_CLASSES = 20
+# YDF grows a tree per class per round. Past SEARCH_MAX_CLASSES classes `--model auto` grows
+# one shape of trees (training/models/trees.py shapes), and trains them only while train rows
+# x classes stay within AUTO_TREE_MAX_ROW_CLASSES: 8,977 rows x 100 classes took 8.4 minutes
+# to train (trees 0.893 accuracy, the network 0.691), so hundreds of classes would take hours
+# (docs/training.md).
+SEARCH_MAX_CLASSES = 20
+AUTO_TREE_MAX_ROW_CLASSES = 1_000_000
 # A classification's folds choose the larger of their counts by log loss and by errors
 # (training/models/fold_count.py) on a train split of this many rows or more, the count by
 # log loss alone on fewer: the fewest errors over 300 rounds, counted on a few hundred rows,

@@ -129,9 +129,12 @@ def check_rows_for_a_choice(cfg: TrainConfig, info, families: tuple) -> None:
 
 def model_families(cfg: TrainConfig, info, kind: str) -> tuple:
     """(the families to train: ("network",), ("trees",) or both, why). Both for `--model
-    auto` on a table trained on one process with at most AUTO_TREE_MAX_CLASSES classes; a
-    multi-worker cluster trains the network, the distributed path."""
-    many = info.task == "classification" and info.n_classes > defaults.AUTO_TREE_MAX_CLASSES
+    auto` on a table trained on one process, unless it has over SEARCH_MAX_CLASSES classes
+    and train rows x classes over AUTO_TREE_MAX_ROW_CLASSES; a multi-worker cluster trains
+    the network, the distributed path."""
+    rows = int(info.split_rows.get("train") or 0)
+    many = info.task == "classification" and info.n_classes > defaults.SEARCH_MAX_CLASSES \
+        and rows * info.n_classes > defaults.AUTO_TREE_MAX_ROW_CLASSES
     if info.image or cfg.model_module or cfg.model in NETWORKS:
         return ("network",), "--model"
     if cfg.model == "boosted_trees":
@@ -143,9 +146,9 @@ def model_families(cfg: TrainConfig, info, kind: str) -> tuple:
         why = f"--model auto under a {kind} cluster: the network (boosted_trees trains on " \
               f"one process)"
     elif cfg.model == "auto" and many:
-        why = (f"--model auto: {info.n_classes} classes, over "
-               f"{defaults.AUTO_TREE_MAX_CLASSES}: the network alone (the trees grow a tree "
-               f"per class per round)")
+        why = (f"--model auto: {info.n_classes} classes x {rows:,} train rows, over "
+               f"{defaults.AUTO_TREE_MAX_ROW_CLASSES:,}: the network alone (the trees grow a "
+               f"tree per class per round)")
     else:
         return ("network", "trees"), "both families"
     log.info(why)

@@ -23,7 +23,7 @@ TASKS = ("regression", "classification")
 # Most classes a classification label may have (Vertex AI's tabular bound too): past it a
 # label is rarely classes (a number with text in it, a name), and the trees grow a tree per
 # class per round. Schema inference refuses such a label at launch; a spec may still declare
-# one (`--model auto` then trains no trees past training.defaults.AUTO_TREE_MAX_CLASSES).
+# one (`--model auto` then trains no trees past training.defaults.AUTO_TREE_MAX_ROW_CLASSES).
 MAX_LABEL_CLASSES = 500
 
 

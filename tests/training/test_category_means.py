@@ -89,6 +89,28 @@ def villages(tmp_path_factory):
     return _villages(tmp_path_factory.mktemp("villages"))
 
 
+def test_past_twenty_classes_auto_grows_one_shape_of_axis_aligned_trees(tmp_path):
+    """A tree per class per round: past SEARCH_MAX_CLASSES classes the search's first shape
+    alone, on axis-aligned splits unless --split_axis says otherwise."""
+    from training import defaults
+    from training.data import choice_fold, load_feature_info
+    from training.models.trees import TreesShape, shapes
+    _, prep = _villages(tmp_path, n=400)
+    info = load_feature_info(prep)
+    cfg = small_train_config(prep, str(tmp_path / "job"), model="auto")
+    held = choice_fold(0, 4).other()
+    at_bound = dataclasses.replace(info, task="classification",
+                                   n_classes=defaults.SEARCH_MAX_CLASSES)
+    searched = shapes(cfg, at_bound, held)
+    assert len(searched) == 10 and searched[0].axis == "SPARSE_OBLIQUE"
+    many = dataclasses.replace(at_bound, n_classes=defaults.SEARCH_MAX_CLASSES + 1)
+    assert shapes(cfg, many, held) == [TreesShape("AXIS_ALIGNED", "frequent")]
+    assert shapes(cfg, many, None) == [TreesShape("AXIS_ALIGNED")]  # --model boosted_trees
+    oblique = small_train_config(prep, str(tmp_path / "o"), model="auto",
+                                 split_axis="SPARSE_OBLIQUE", category_encoding="target")
+    assert shapes(oblique, many, held) == [TreesShape("SPARSE_OBLIQUE", "target")]
+
+
 def test_auto_grows_both_encodings_and_searches_only_on_a_small_table_with_many_values(
         tmp_path, monkeypatch):
     from training import defaults

@@ -705,21 +705,26 @@ def test_folds_trees_grown_at_once_are_the_ones_grown_one_after_another(preproce
                                       scored_rows(together.model, files, together.info, 512)[1])
 
 
-@pytest.mark.parametrize("model, classes, kind, families, why", [
-    ("auto", 3, "single", ("network", "trees"), "both families"),
-    ("auto", 21, "single", ("network",), "21 classes, over 20: the network alone"),
-    ("auto", 3, "multi_worker", ("network",), "under a multi_worker cluster"),
-    ("boosted_trees", 300, "single", ("trees",), "--model"),  # asked for: trained (a warning)
-    ("wide_deep", 3, "single", ("network",), "--model"),
+@pytest.mark.parametrize("model, classes, rows, kind, families, why", [
+    ("auto", 3, 10**6, "single", ("network", "trees"), "both families"),
+    ("auto", 20, 10**6, "single", ("network", "trees"), "both families"),
+    ("auto", 100, 9_000, "single", ("network", "trees"), "both families"),
+    ("auto", 100, 10_001, "single", ("network",),
+     "100 classes x 10,001 train rows, over 1,000,000: the network alone"),
+    ("auto", 3, 1000, "multi_worker", ("network",), "under a multi_worker cluster"),
+    ("boosted_trees", 300, 10**5, "single", ("trees",), "--model"),  # asked for (a warning)
+    ("wide_deep", 3, 1000, "single", ("network",), "--model"),
 ])
-def test_auto_trains_the_trees_beside_the_network_up_to_a_bound_on_classes(
-        model, classes, kind, families, why, tmp_path):
+def test_auto_trains_the_trees_beside_the_network_up_to_a_bound_on_rows_times_classes(
+        model, classes, rows, kind, families, why, tmp_path):
     """YDF grows a tree per class per round: a label of hundreds of classes would keep a
-    small table's `auto` training for hours."""
+    table's `auto` training for hours. Up to 20 classes the trees are trained whatever the
+    rows (they stop early on a large table)."""
     import types
 
     from training.trainer import model_families
-    info = types.SimpleNamespace(image=False, task="classification", n_classes=classes)
+    info = types.SimpleNamespace(image=False, task="classification", n_classes=classes,
+                                 split_rows={"train": rows})
     got, reason = model_families(small_train_config(str(tmp_path), str(tmp_path), model=model),
                                  info, kind)
     assert got == families and why in reason
