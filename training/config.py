@@ -104,7 +104,8 @@ class TrainConfig:
                 "(min-max normalised); AXIS_ALIGNED on one number at a time. auto (default): "
                 "with --model auto or blend, both are grown on the same rows and "
                 "SPARSE_OBLIQUE is kept unless AXIS_ALIGNED is lower by 3 standard errors on "
-                "the rows held out from them; alone, SPARSE_OBLIQUE.", choices=SPLIT_AXES)
+                "the rows held out from them; alone, SPARSE_OBLIQUE. Past 20 classes, "
+                "AXIS_ALIGNED alone (a tree per class per round).", choices=SPLIT_AXES)
     categorical_algorithm: str = flag(
         "auto", "boosted_trees: how a category split is searched (YDF's CART or RANDOM). "
                 "auto (default): where --category_encoding auto grows both encodings and the "
