@@ -63,6 +63,11 @@ def _vega_cars():
     return vega_datasets.data.cars()
 
 
+def _airports():
+    import vega_datasets
+    return vega_datasets.local_data.airports()
+
+
 def _weather():
     import vega_datasets
     return vega_datasets.data.seattle_weather()
@@ -146,6 +151,13 @@ MORE_TABLES = {
                       "classification", ()),
     "wine": (_sklearn("load_wine", "cultivar"), "cultivar", "classification", ()),
     "diabetes": (_sklearn("load_diabetes", "progression"), "progression", "regression", ()),
+    # Labels of over 20 classes (2026-12-08): a state from an airport's place and name (55),
+    # a leaf's species from its shape (32), a loan's sub-grade, set by its interest rate (35),
+    # a company's industry from its sales and profits (27).
+    "airports": (_airports, "state", "classification", ()),
+    "leaf": (_rdata("modeldata", "leaf_id_flavia"), "species", "classification", ()),
+    "sub_grade": (_rdata("modeldata", "lending_club"), "sub_grade", "classification", ()),
+    "forbes": (_rdata("HSAUR", "Forbes2000"), "category", "classification", ()),
 }
 
 
