@@ -57,11 +57,14 @@ FOLD_MAX_TREES = 1000
 TREES_ONE_THREAD_ROWS = 200_000
 # YDF grows a tree per class per round. Past SEARCH_MAX_CLASSES classes `--model auto` grows
 # one shape of trees (training/models/trees.py shapes), and trains them only while train rows
-# x classes stay within AUTO_TREE_MAX_ROW_CLASSES: 8,977 rows x 100 classes took 8.4 minutes
-# to train (trees 0.893 accuracy, the network 0.691), so hundreds of classes would take hours
-# (docs/training.md).
+# x classes, times FOLDS_TREE_COST under SMALL_TRAIN_ROWS rows (cross-fitted folds, forests
+# grown to the end), stay within AUTO_TREE_MAX_ROW_CLASSES. Generated tables: 8,977 rows x
+# 100 classes took 8.4 minutes to train (trees 0.893 accuracy, the network 0.691); from
+# 10,000 rows the trees are grown once and stop early: 99k rows x 100 classes, 153 s
+# (docs/performance.md). Hundreds of classes on a large table would take hours.
 SEARCH_MAX_CLASSES = 20
-AUTO_TREE_MAX_ROW_CLASSES = 1_000_000
+FOLDS_TREE_COST = 10
+AUTO_TREE_MAX_ROW_CLASSES = 10_000_000
 # A classification's folds choose the larger of their counts by log loss and by errors
 # (training/models/fold_count.py) on a train split of this many rows or more, the count by
 # log loss alone on fewer: the fewest errors over 300 rounds, counted on a few hundred rows,

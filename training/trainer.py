@@ -130,11 +130,14 @@ def check_rows_for_a_choice(cfg: TrainConfig, info, families: tuple) -> None:
 def model_families(cfg: TrainConfig, info, kind: str) -> tuple:
     """(the families to train: ("network",), ("trees",) or both, why). Both for `--model
     auto` on a table trained on one process, unless it has over SEARCH_MAX_CLASSES classes
-    and train rows x classes over AUTO_TREE_MAX_ROW_CLASSES; a multi-worker cluster trains
-    the network, the distributed path."""
+    and train rows x classes (x FOLDS_TREE_COST on a small table) over
+    AUTO_TREE_MAX_ROW_CLASSES; a multi-worker cluster trains the network, the distributed
+    path."""
     rows = int(info.split_rows.get("train") or 0)
+    folds = rows < defaults.SMALL_TRAIN_ROWS
+    cost = rows * info.n_classes * (defaults.FOLDS_TREE_COST if folds else 1)
     many = info.task == "classification" and info.n_classes > defaults.SEARCH_MAX_CLASSES \
-        and rows * info.n_classes > defaults.AUTO_TREE_MAX_ROW_CLASSES
+        and cost > defaults.AUTO_TREE_MAX_ROW_CLASSES
     if info.image or cfg.model_module or cfg.model in NETWORKS:
         return ("network",), "--model"
     if cfg.model == "boosted_trees":
@@ -146,7 +149,9 @@ def model_families(cfg: TrainConfig, info, kind: str) -> tuple:
         why = f"--model auto under a {kind} cluster: the network (boosted_trees trains on " \
               f"one process)"
     elif cfg.model == "auto" and many:
-        why = (f"--model auto: {info.n_classes} classes x {rows:,} train rows, over "
+        per_fold = f" x {defaults.FOLDS_TREE_COST} (cross-fitted folds under " \
+            f"{defaults.SMALL_TRAIN_ROWS:,} rows)" if folds else ""
+        why = (f"--model auto: {info.n_classes} classes x {rows:,} train rows{per_fold}, over "
                f"{defaults.AUTO_TREE_MAX_ROW_CLASSES:,}: the network alone (the trees grow a "
                f"tree per class per round)")
     else:

@@ -709,8 +709,12 @@ def test_folds_trees_grown_at_once_are_the_ones_grown_one_after_another(preproce
     ("auto", 3, 10**6, "single", ("network", "trees"), "both families"),
     ("auto", 20, 10**6, "single", ("network", "trees"), "both families"),
     ("auto", 100, 9_000, "single", ("network", "trees"), "both families"),
-    ("auto", 100, 10_001, "single", ("network",),
-     "100 classes x 10,001 train rows, over 1,000,000: the network alone"),
+    ("auto", 200, 9_000, "single", ("network",),
+     "200 classes x 9,000 train rows x 10 (cross-fitted folds under 10,000 rows), over "
+     "10,000,000: the network alone"),
+    ("auto", 100, 100_000, "single", ("network", "trees"), "both families"),  # grown once
+    ("auto", 100, 100_001, "single", ("network",),
+     "100 classes x 100,001 train rows, over 10,000,000: the network alone"),
     ("auto", 3, 1000, "multi_worker", ("network",), "under a multi_worker cluster"),
     ("boosted_trees", 300, 10**5, "single", ("trees",), "--model"),  # asked for (a warning)
     ("wide_deep", 3, 1000, "single", ("network",), "--model"),
@@ -718,8 +722,8 @@ def test_folds_trees_grown_at_once_are_the_ones_grown_one_after_another(preproce
 def test_auto_trains_the_trees_beside_the_network_up_to_a_bound_on_rows_times_classes(
         model, classes, rows, kind, families, why, tmp_path):
     """YDF grows a tree per class per round: a label of hundreds of classes would keep a
-    table's `auto` training for hours. Up to 20 classes the trees are trained whatever the
-    rows (they stop early on a large table)."""
+    table's `auto` training for hours, and a small table's cross-fitted folds cost more a
+    row. Up to 20 classes the trees are trained whatever the rows."""
     import types
 
     from training.trainer import model_families
